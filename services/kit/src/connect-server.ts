@@ -1,0 +1,155 @@
+import * as http2 from "node:http2"
+import type { AddressInfo } from "node:net"
+import type { DescMessage, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
+import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect"
+import { connectNodeAdapter } from "@connectrpc/connect-node"
+import { HealthCheckResponse_ServingStatus, Health } from "@scion/proto/grpc/health/v1/health_pb"
+import { Cause, Config, Context, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { toConnectError, type WireError } from "./errors.js"
+import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
+
+type UnaryMethodOf<M> = M extends DescMethodUnary<infer I, infer O> ? { readonly input: I; readonly output: O } : never
+
+/** A unary RPC implemented as an Effect: the request in, the response (or a typed failure) out. */
+export type EffectHandler<I extends DescMessage, O extends DescMessage, E, R> = (
+  request: MessageShape<I>
+) => Effect.Effect<MessageInitShape<O>, E, R>
+
+export type EffectServiceImpl<S extends DescService, E, R> = {
+  readonly [K in keyof S["method"]]: UnaryMethodOf<S["method"][K]> extends { input: infer I extends DescMessage; output: infer O extends DescMessage }
+    ? EffectHandler<I, O, E, R>
+    : never
+}
+
+/** A unit's routes: one function that registers its services, as connect-es recommends. */
+export type Routes = (router: ConnectRouter) => void
+
+const interruptionCode = (signal: AbortSignal): Code =>
+  ConnectError.from(signal.reason).code === Code.DeadlineExceeded ? Code.DeadlineExceeded : Code.Canceled
+
+/**
+ * Turns Effect handlers into a Connect service implementation. Each request runs on the captured
+ * runtime with the abort signal wired to fiber interruption; the caller's signed principal (if
+ * any) is verified and provided as `Caller`; a typed failure becomes a Connect code plus reason
+ * through `toWire`, a defect becomes Internal and is logged with its whole cause.
+ */
+export const effectService = <S extends DescService, E, R>(
+  service: S,
+  impl: EffectServiceImpl<S, E, R>,
+  toWire: (error: E) => WireError
+) =>
+  Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<Exclude<R, Caller> | PrincipalVerifier>()
+    const verifier = yield* PrincipalVerifier
+    const run = <A>(effect: Effect.Effect<A, E, R>, context: HandlerContext): Promise<A> => {
+      const token = context.requestHeader.get(PRINCIPAL_HEADER)
+      const program = Effect.gen(function* () {
+        const caller = token === null
+          ? Option.none()
+          : Option.some({
+              principal: yield* verifier.verify(token).pipe(
+                Effect.mapError((invalid) =>
+                  toConnectError({ code: Code.Unauthenticated, reason: "INVALID_PRINCIPAL", message: `principal token rejected: ${invalid.reason}`, metadata: { cause: invalid.reason } })
+                )
+              ),
+              token
+            })
+        return yield* effect.pipe(
+          Effect.mapError((error) => toConnectError(toWire(error))),
+          Effect.provideService(Caller, caller),
+          Effect.locally(OutgoingPrincipal, Option.map(caller, (c) => c.token))
+        )
+      }).pipe(Effect.withSpan(`rpc ${service.typeName}/${context.method.name}`, { kind: "server" })) as Effect.Effect<A, ConnectError, never>
+      return Runtime.runPromiseExit(runtime, program, { signal: context.signal }).then((exit) => {
+        if (Exit.isSuccess(exit)) return exit.value
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isSome(failure)) throw failure.value
+        if (Cause.isInterruptedOnly(exit.cause)) throw new ConnectError("request was cancelled", interruptionCode(context.signal))
+        Runtime.runFork(runtime)(Effect.logError("rpc handler defect", exit.cause).pipe(Effect.annotateLogs("rpc", context.method.name)))
+        throw new ConnectError("internal error", Code.Internal)
+      })
+    }
+    const connectImpl: Record<string, (request: unknown, context: HandlerContext) => Promise<unknown>> = {}
+    for (const [name, handler] of Object.entries(impl as Record<string, (request: unknown) => Effect.Effect<unknown, E, R>>)) {
+      connectImpl[name] = (request, context) => run(handler(request), context)
+    }
+    return (router: ConnectRouter) => {
+      router.service(service, connectImpl as unknown as ServiceImpl<S>)
+    }
+  })
+
+/** Serving state reported by grpc.health.v1; flips to NOT_SERVING when shutdown begins. */
+export class HealthStatus extends Context.Tag("@scion/kit/HealthStatus")<HealthStatus, { serving: boolean }>() {}
+
+export const healthRoutes = (status: { serving: boolean }): Routes => (router) => {
+  const current = () => ({ status: status.serving ? HealthCheckResponse_ServingStatus.SERVING : HealthCheckResponse_ServingStatus.NOT_SERVING })
+  router.service(Health, {
+    check: () => current(),
+    async *watch(_request, context) {
+      let last: HealthCheckResponse_ServingStatus | undefined
+      while (!context.signal.aborted) {
+        const next = current()
+        if (next.status !== last) {
+          last = next.status
+          yield next
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1000))
+      }
+    }
+  })
+}
+
+export interface ServedAddress {
+  readonly port: number
+  readonly url: string
+}
+
+/**
+ * Serves routes over HTTP/2 cleartext (gRPC, gRPC-Web and Connect protocols) with gRPC health,
+ * for the lifetime of the scope. On release: health goes NOT_SERVING, Connect's shutdown signal
+ * aborts in-flight handlers, open sessions are closed gracefully and the server stops.
+ */
+export const serveHttp2 = (options: { readonly port: number; readonly host?: string; readonly routes: ReadonlyArray<Routes> }) =>
+  Effect.acquireRelease(
+    Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; status: { serving: boolean } }, Error>((resume) => {
+      const shutdown = new AbortController()
+      const status = { serving: true }
+      const routes = [...options.routes, healthRoutes(status)]
+      const handler = connectNodeAdapter({ routes: (router) => routes.forEach((r) => r(router)), shutdownSignal: shutdown.signal })
+      const server = http2.createServer({}, handler)
+      const sessions = new Set<http2.ServerHttp2Session>()
+      server.on("session", (session) => {
+        sessions.add(session)
+        session.on("close", () => sessions.delete(session))
+      })
+      server.once("error", (error) => resume(Effect.fail(error)))
+      server.listen(options.port, options.host ?? "0.0.0.0", () => resume(Effect.succeed({ server, sessions, shutdown, status })))
+    }),
+    ({ server, sessions, shutdown, status }) =>
+      Effect.async<void>((resume) => {
+        status.serving = false
+        shutdown.abort()
+        for (const session of sessions) session.close()
+        server.close(() => resume(Effect.void))
+        // Sessions whose peers never finish are destroyed so shutdown stays bounded.
+        setTimeout(() => sessions.forEach((s) => s.destroy()), 5000).unref()
+      })
+  ).pipe(
+    Effect.map(({ server }): ServedAddress => {
+      const port = (server.address() as AddressInfo).port
+      return { port, url: `http://127.0.0.1:${port}` }
+    })
+  )
+
+/** PORT for a unit's gRPC server, with the unit's conventional default. */
+export const portConfig = (fallback: number) => Config.integer("PORT").pipe(Config.withDefault(fallback))
+
+/** Serves a unit's routes on PORT for the lifetime of the layer. */
+export const serveRoutesLayer = <R>(fallbackPort: number, routes: Effect.Effect<ReadonlyArray<Routes>, never, R>): Layer.Layer<never, never, R> =>
+  Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const port = yield* portConfig(fallbackPort)
+      const served = yield* serveHttp2({ port, routes: yield* routes })
+      yield* Effect.logInfo("serving gRPC").pipe(Effect.annotateLogs({ port: served.port }))
+    }).pipe(Effect.orDie)
+  )

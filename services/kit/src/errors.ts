@@ -1,0 +1,45 @@
+import { Code, ConnectError } from "@connectrpc/connect"
+import { create } from "@bufbuild/protobuf"
+import { ErrorInfoSchema } from "@scion/proto/scion/errors/v1/errors_pb"
+import { Schema } from "effect"
+
+/**
+ * What a domain error becomes on the wire: a Connect code and an UPPER_SNAKE reason, plus every
+ * variable of the message in metadata (AIP-193).
+ */
+export interface WireError {
+  readonly code: Code
+  readonly reason: string
+  readonly message: string
+  readonly metadata?: Record<string, string>
+}
+
+export const toConnectError = (error: WireError): ConnectError =>
+  new ConnectError(error.message, error.code, undefined, [
+    { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: error.reason, domain: "scion", metadata: error.metadata ?? {} }) }
+  ])
+
+/** A failed call to another unit, as the caller sees it: code name, reason and message. */
+export class RpcError extends Schema.TaggedError<RpcError>()("RpcError", {
+  code: Schema.Number,
+  reason: Schema.String,
+  message: Schema.String,
+  metadata: Schema.Record({ key: Schema.String, value: Schema.String })
+}) {
+  get codeName(): string {
+    return Code[this.code] ?? "Unknown"
+  }
+}
+
+export const fromConnectError = (cause: unknown): RpcError => {
+  const error = ConnectError.from(cause)
+  const info = error.findDetails(ErrorInfoSchema)[0]
+  return new RpcError({
+    code: error.code,
+    reason: info?.reason ?? "",
+    message: error.rawMessage,
+    metadata: { ...(info?.metadata ?? {}) }
+  })
+}
+
+export { Code }

@@ -1,0 +1,25 @@
+import { randomBytes } from "node:crypto"
+import { Effect } from "effect"
+
+// Crockford base32, lower-cased: ids sort by creation time and read unambiguously.
+const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+const encodeTime = (ms: number): string => {
+  let out = ""
+  let rest = ms
+  for (let i = 0; i < 10; i++) {
+    out = alphabet[rest % 32] + out
+    rest = Math.floor(rest / 32)
+  }
+  return out
+}
+
+const encodeRandom = (bytes: Uint8Array): string => {
+  let out = ""
+  for (const byte of bytes) out += alphabet[byte % 32]
+  return out
+}
+
+/** An opaque, prefixed, time-sortable id such as `org_01jd3v…`. */
+export const makeId = (prefix: string): Effect.Effect<string> =>
+  Effect.sync(() => `${prefix}_${encodeTime(Date.now())}${encodeRandom(randomBytes(16))}`)

@@ -1,0 +1,7 @@
+export * from "./connect-client.js"
+export * from "./connect-server.js"
+export * from "./errors.js"
+export * from "./ids.js"
+export * from "./logging.js"
+export * from "./principal.js"
+export * from "./sql.js"

@@ -1,0 +1,110 @@
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from "node:crypto"
+import { Config, Context, Effect, FiberRef, Layer, Option, Redacted, Schema } from "effect"
+
+/** Header carrying the signed principal between units. Never trusted unsigned. */
+export const PRINCIPAL_HEADER = "x-scion-principal"
+
+/**
+ * Who is calling: a dashboard session (a user) or an org API key (an org, a role and its
+ * effective permissions). A session's role depends on the org it acts in, so units resolve it
+ * per request; an API key's is fixed and travels with it.
+ */
+export class Principal extends Schema.Class<Principal>("Principal")({
+  kind: Schema.Literal("user_session", "api_key"),
+  userId: Schema.NullOr(Schema.String),
+  sessionId: Schema.NullOr(Schema.String),
+  apiKeyId: Schema.NullOr(Schema.String),
+  orgId: Schema.NullOr(Schema.String),
+  roleKey: Schema.NullOr(Schema.String),
+  permissions: Schema.Array(Schema.String),
+  /** Expiry of this signed statement, epoch seconds. */
+  exp: Schema.Number
+}) {}
+
+const PrincipalJson = Schema.parseJson(Principal)
+const decodePrincipal = Schema.decodeUnknownOption(PrincipalJson)
+const encodePrincipal = Schema.encodeSync(PrincipalJson)
+
+export class InvalidPrincipal extends Schema.TaggedError<InvalidPrincipal>()("InvalidPrincipal", {
+  reason: Schema.Literal("malformed", "unknown_key", "bad_signature", "expired")
+}) {}
+
+const keyIdOf = (publicKey: KeyObject): string =>
+  createHash("sha256").update(publicKey.export({ type: "spki", format: "der" })).digest("base64url").slice(0, 16)
+
+/** Verifies principal tokens locally with identity's public keys. */
+export class PrincipalVerifier extends Context.Tag("@scion/kit/PrincipalVerifier")<
+  PrincipalVerifier,
+  { readonly verify: (token: string) => Effect.Effect<Principal, InvalidPrincipal> }
+>() {
+  static fromPublicKeys(keys: ReadonlyArray<{ readonly keyId: string; readonly publicKeyDer: Buffer }>) {
+    const byId = new Map(keys.map((k) => [k.keyId, createPublicKey({ key: k.publicKeyDer, format: "der", type: "spki" })]))
+    return PrincipalVerifier.of({
+      verify: (token) =>
+        Effect.gen(function* () {
+          const [version, keyId, payload, signature] = token.split(".")
+          if (version !== "v1" || !keyId || !payload || !signature) return yield* new InvalidPrincipal({ reason: "malformed" })
+          const key = byId.get(keyId)
+          if (!key) return yield* new InvalidPrincipal({ reason: "unknown_key" })
+          const ok = verify(null, Buffer.from(`${keyId}.${payload}`), key, Buffer.from(signature, "base64url"))
+          if (!ok) return yield* new InvalidPrincipal({ reason: "bad_signature" })
+          const principal = decodePrincipal(Buffer.from(payload, "base64url").toString("utf8"))
+          if (Option.isNone(principal)) return yield* new InvalidPrincipal({ reason: "malformed" })
+          if (principal.value.exp * 1000 < Date.now()) return yield* new InvalidPrincipal({ reason: "expired" })
+          return principal.value
+        })
+    })
+  }
+}
+
+/** Signs principal tokens: identity only. */
+export class PrincipalSigner extends Context.Tag("@scion/kit/PrincipalSigner")<
+  PrincipalSigner,
+  {
+    readonly keyId: string
+    readonly publicKeyDer: Buffer
+    readonly sign: (principal: Principal) => string
+  }
+>() {
+  static fromPrivateKey(privateKey: KeyObject) {
+    const publicKey = createPublicKey(privateKey)
+    const keyId = keyIdOf(publicKey)
+    return PrincipalSigner.of({
+      keyId,
+      publicKeyDer: publicKey.export({ type: "spki", format: "der" }),
+      sign: (principal) => {
+        const payload = Buffer.from(encodePrincipal(principal)).toString("base64url")
+        const signature = sign(null, Buffer.from(`${keyId}.${payload}`), privateKey).toString("base64url")
+        return `v1.${keyId}.${payload}.${signature}`
+      }
+    })
+  }
+
+  /**
+   * IDENTITY_SIGNING_KEY: an Ed25519 PKCS8 PEM. Without it (embedded mode, tests) an ephemeral key
+   * is generated, which is fine while the signer and every verifier share one process.
+   */
+  static readonly layerConfig = Layer.effect(
+    PrincipalSigner,
+    Effect.gen(function* () {
+      const pem = yield* Config.option(Config.redacted("IDENTITY_SIGNING_KEY"))
+      const privateKey = Option.match(pem, {
+        onNone: () => generateKeyPairSync("ed25519").privateKey,
+        onSome: (value) => createPrivateKey(Redacted.value(value))
+      })
+      return PrincipalSigner.fromPrivateKey(privateKey)
+    }).pipe(Effect.orDie)
+  )
+}
+
+/** The verified principal of the request being served, if it carried one. */
+export class Caller extends Context.Tag("@scion/kit/Caller")<Caller, Option.Option<{ readonly principal: Principal; readonly token: string }>>() {}
+
+/**
+ * The principal token sent on outgoing calls. The server bridge sets it from the incoming request,
+ * so a unit calling another unit acts for its own caller without threading the token by hand.
+ */
+export const OutgoingPrincipal: FiberRef.FiberRef<Option.Option<string>> = FiberRef.unsafeMake(Option.none<string>())
+
+export const withPrincipalToken = (token: string) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.locally(self, OutgoingPrincipal, Option.some(token))

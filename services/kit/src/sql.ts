@@ -1,0 +1,71 @@
+import { readdirSync, readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import { PgClient } from "@effect/sql-pg"
+import { Migrator, SqlClient } from "@effect/sql"
+import { Config, Effect, Layer, Redacted } from "effect"
+
+/**
+ * Forward-only migrations kept as numbered SQL files (`0001_initial.sql`) in a unit's
+ * `migrations/` folder, read at start. SQL files stay reviewable and need no build step.
+ */
+export const sqlFileMigrations = (directory: URL): Migrator.Loader =>
+  Effect.sync(() => {
+    const dir = fileURLToPath(directory)
+    return readdirSync(dir)
+      .flatMap((file) => {
+        const match = file.match(/^(\d+)_(.+)\.sql$/)
+        if (!match) return []
+        const sqlText = readFileSync(`${dir}/${file}`, "utf8")
+        const migration = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(sqlText).raw)
+        return [[Number(match[1]), match[2]!, Effect.succeed(migration)] as const]
+      })
+      .sort((a, b) => a[0] - b[0])
+  })
+
+// No schema dumps: the SQL files are the record.
+const runMigrations = Migrator.make({})
+
+const withSearchPath = (url: string, schema: string): string => {
+  const parsed = new URL(url)
+  parsed.searchParams.set("options", `-c search_path=${schema}`)
+  return parsed.toString()
+}
+
+export interface UnitDatabaseOptions {
+  /** The Postgres schema the unit owns; every table of the unit lives there. */
+  readonly schema: string
+  readonly migrations: URL
+  readonly maxConnections?: number
+}
+
+/**
+ * The unit's SQL client (DATABASE_URL, search_path set to its own schema) with its migrations
+ * applied. The Migrator locks its table, so replicas may start together; schema creation is
+ * serialised with an advisory lock for the same reason.
+ */
+export const unitDatabase = (options: UnitDatabaseOptions) => {
+  const client = Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const url = yield* Config.redacted("DATABASE_URL")
+      const maxConnections = yield* Config.integer("DATABASE_MAX_CONNECTIONS").pipe(Config.withDefault(options.maxConnections ?? 10))
+      return PgClient.layer({
+        url: Redacted.make(withSearchPath(Redacted.value(url), options.schema)),
+        maxConnections,
+        applicationName: `scion-${options.schema}`
+      })
+    })
+  )
+  const migrate = Layer.effectDiscard(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.withTransaction(
+        Effect.zipRight(
+          sql`select pg_advisory_xact_lock(hashtext(${"scion-schema-" + options.schema}))`,
+          sql.unsafe(`create schema if not exists "${options.schema}"`)
+        )
+      )
+      yield* runMigrations({ loader: sqlFileMigrations(options.migrations), table: "schema_migrations" })
+    }).pipe(Effect.withSpan("unitDatabase.migrate", { attributes: { schema: options.schema } }))
+  )
+  return Layer.provideMerge(migrate, client).pipe(Layer.orDie)
+}
