@@ -7,6 +7,8 @@ export default defineConfig({
     hookTimeout: 120_000,
     // End-to-end files start their own processes; a little parallelism is all 2 cores afford.
     maxWorkers: 2,
-    minWorkers: 1
+    minWorkers: 1,
+    // CI reads its totals from the JSON report.
+    reporters: process.env.CI ? ["default", ["json", { outputFile: "test-results/vitest.json" }]] : ["default"]
   }
 })

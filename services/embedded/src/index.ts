@@ -1,0 +1,1 @@
+export { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"

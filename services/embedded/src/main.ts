@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+import { createRouterTransport } from "@connectrpc/connect"
+import { NodeRuntime } from "@effect/platform-node"
+import { GatewayLive, Upstreams } from "@scion/gateway"
+import { IdentityLive, identityRoutes } from "@scion/identity"
+import { LoggingLive } from "@scion/kit"
+import { Config, ConfigProvider, Console, Effect, Layer, Redacted } from "effect"
+import { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"
+
+/**
+ * Every unit in one process: the embedded Postgres holds each unit's schema, units meet through
+ * in-memory Connect transports, and the gateway serves /v1. Same unit code as production; only
+ * transport and database layers differ.
+ */
+const UnitsLive = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const { url } = yield* MetadataDatabase
+    // Units read DATABASE_URL like in production; here it points at the embedded cluster.
+    const unitConfig = Layer.setConfigProvider(
+      ConfigProvider.orElse(ConfigProvider.fromMap(new Map([["DATABASE_URL", Redacted.value(url)]])), () => ConfigProvider.fromEnv())
+    )
+    const identityInProcess = Layer.unwrapEffect(
+      Effect.map(identityRoutes, (routes) =>
+        Upstreams.fromTransport(createRouterTransport((router) => routes.forEach((register) => register(router))))
+      )
+    ).pipe(Layer.provide(IdentityLive), Layer.provide(unitConfig))
+    return GatewayLive.pipe(Layer.provide(identityInProcess))
+  })
+)
+
+const Banner = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const port = yield* Config.integer("PORT").pipe(Config.withDefault(8080))
+    const url = `http://localhost:${port}`
+    yield* Console.log(`
+Scion is running (embedded mode).
+  API:      ${url}/v1
+  Docs:     ${url}/v1/docs
+  OpenAPI:  ${url}/v1/openapi.json
+
+Sign up:
+  curl -s -X POST ${url}/v1/auth/signup -H 'content-type: application/json' \\
+    -d '{"email":"you@example.com","password":"a-long-password","full_name":"You"}'
+Then send the returned session_token as 'Authorization: Bearer <token>'.
+Stop with Ctrl-C; data stays in SCION_DATA_DIR (default ./.scion).`)
+  })
+)
+
+const MainLive = Layer.mergeAll(UnitsLive, Banner).pipe(Layer.provide(EmbeddedPostgresLive), Layer.provide(LoggingLive))
+
+NodeRuntime.runMain(Layer.launch(MainLive))

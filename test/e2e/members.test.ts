@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { addMember, createOrg } from "../support/flows.js"
+import { signUp, startScion, type Scion } from "../support/system.js"
+
+let scion: Scion
+beforeAll(async () => {
+  scion = await startScion()
+})
+afterAll(async () => {
+  await scion?.stop()
+})
+
+describe("invites", () => {
+  it("an invite is pending for the invitee, who accepts it and becomes a member with the invited role", async () => {
+    const owner = await signUp(scion, "owner")
+    const org = await createOrg(scion, owner.token, "Team")
+    const invitee = await signUp(scion, "invitee")
+    const invite = await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: owner.token, body: { email: invitee.email, role_key: "member" } })
+    expect(invite.status).toBe(200)
+    expect(invite.body).toMatchObject({ email: invitee.email, role_key: "member", invited_by_user_id: owner.userId })
+    expect(invite.body.invite_id).toMatch(/^inv_/)
+    expect(invite.body.invite_token).toEqual(expect.any(String))
+
+    const listed = await scion.request("GET", `/v1/orgs/${org.org_id}/invites`, { token: owner.token })
+    expect(listed.status).toBe(200)
+    expect(listed.body.map((i: any) => i.invite_id)).toEqual([invite.body.invite_id])
+
+    const pending = await scion.request("GET", "/v1/invites/pending", { token: invitee.token })
+    expect(pending.status).toBe(200)
+    const all = Object.values(pending.body).flat() as Array<any>
+    expect(all.map((i) => i.invite_id)).toEqual([invite.body.invite_id])
+    expect(all[0].invite_token).toBe(invite.body.invite_token)
+    // Other people do not see it.
+    const bystander = await signUp(scion, "bystander")
+    expect(Object.values((await scion.request("GET", "/v1/invites/pending", { token: bystander.token })).body).flat()).toEqual([])
+    expect((await scion.request("POST", `/v1/invites/${invite.body.invite_token}/accept`, { token: bystander.token })).status).toBe(403)
+
+    const accept = await scion.request("POST", `/v1/invites/${invite.body.invite_token}/accept`, { token: invitee.token })
+    expect(accept.status).toBe(200)
+    expect(typeof accept.body.message).toBe("string")
+    expect(accept.body.org).toMatchObject({ org_id: org.org_id, my_role: "member", member_count: 2 })
+
+    const members = await scion.request("GET", `/v1/orgs/${org.org_id}/members`, { token: invitee.token })
+    expect(members.status).toBe(200)
+    expect(members.body).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ user_id: owner.userId, role: "owner", email: owner.email, joined_at: expect.any(String) }),
+        expect.objectContaining({ user_id: invitee.userId, role: "member", email: invitee.email })
+      ])
+    )
+    // Accepted invites are no longer pending, and cannot be accepted twice.
+    expect((await scion.request("GET", `/v1/orgs/${org.org_id}/invites`, { token: owner.token })).body).toEqual([])
+    expect((await scion.request("POST", `/v1/invites/${invite.body.invite_token}/accept`, { token: invitee.token })).status).toBe(404)
+  })
+
+  it("revokes an invite (204), after which it cannot be accepted; revoking again is 404", async () => {
+    const owner = await signUp(scion, "revoker")
+    const org = await createOrg(scion, owner.token, "Revokes")
+    const invitee = await signUp(scion, "revokee")
+    const invite = await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: owner.token, body: { email: invitee.email, role_key: "viewer" } })
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/invites/${invite.body.invite_id}`, { token: owner.token })).status).toBe(204)
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/invites/${invite.body.invite_id}`, { token: owner.token })).status).toBe(404)
+    expect((await scion.request("POST", `/v1/invites/${invite.body.invite_token}/accept`, { token: invitee.token })).status).toBe(404)
+    expect((await scion.request("POST", `/v1/invites/inv_tok_unknown/accept`, { token: invitee.token })).status).toBe(404)
+  })
+
+  it("rejects invites with an unknown role (400), bad bodies (422), and existing members (409)", async () => {
+    const owner = await signUp(scion, "inviter")
+    const org = await createOrg(scion, owner.token, "Checks")
+    const unknownRole = await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: owner.token, body: { email: "x@example.com", role_key: "superuser" } })
+    expect(unknownRole.status).toBe(400)
+    expect(typeof unknownRole.body.detail).toBe("string")
+    for (const body of [{ role_key: "member" }, { email: "x@example.com" }, { email: "nope", role_key: "member" }, { email: 1, role_key: "member" }]) {
+      expect((await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: owner.token, body })).status, JSON.stringify(body)).toBe(422)
+    }
+    expect((await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: owner.token, body: { email: owner.email, role_key: "member" } })).status).toBe(409)
+    expect((await scion.request("GET", `/v1/orgs/${org.org_id}/invites`, { token: owner.token })).body).toEqual([])
+  })
+})
+
+describe("roles and members", () => {
+  it("lists the four org roles with their permissions", async () => {
+    const owner = await signUp(scion, "roles")
+    const org = await createOrg(scion, owner.token, "Roles")
+    const roles = await scion.request("GET", `/v1/orgs/${org.org_id}/roles`, { token: owner.token })
+    expect(roles.status).toBe(200)
+    const byKey = Object.fromEntries(roles.body.map((r: any) => [r.role_key, r]))
+    expect(Object.keys(byKey).sort()).toEqual(["admin", "member", "owner", "viewer"])
+    expect(byKey.viewer).toMatchObject({ id: "role_org_viewer", name: expect.any(String), description: expect.any(String) })
+    expect(byKey.viewer.permissions).toContain("org.read")
+    expect(byKey.viewer.permissions).not.toContain("api_keys.read")
+    expect(byKey.member.permissions).toEqual(expect.arrayContaining(["api_keys.create", "branches.create"]))
+    expect(byKey.admin.permissions).toEqual(expect.arrayContaining(["orgs.share", "org.remove_members", "orgs.invite_users"]))
+    expect(byKey.admin.permissions).not.toContain("org.delete")
+    expect(byKey.owner.permissions).toEqual(expect.arrayContaining(["org.delete", "billing.manage"]))
+  })
+
+  it("changes a member's role, and the new role applies on the next request", async () => {
+    const owner = await signUp(scion, "promoter")
+    const org = await createOrg(scion, owner.token, "Promotions")
+    const user = await addMember(scion, owner.token, org.org_id, "viewer")
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}`, { token: user.token, body: { name: "Mine" } })).status).toBe(403)
+    const promote = await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${user.userId}`, { token: owner.token, body: { role_key: "admin" } })
+    expect(promote.status).toBe(200)
+    expect(typeof promote.body.message).toBe("string")
+    expect(promote.body.role_key).toBe("admin")
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}`, { token: user.token, body: { name: "Renamed" } })).status).toBe(200)
+    expect((await scion.request("GET", `/v1/orgs/${org.org_id}`, { token: user.token })).body.my_role).toBe("admin")
+  })
+
+  it("never demotes or removes the last owner (400), but does once there is a second owner", async () => {
+    const owner = await signUp(scion, "lastowner")
+    const org = await createOrg(scion, owner.token, "Owners")
+    const demote = await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${owner.userId}`, { token: owner.token, body: { role_key: "admin" } })
+    expect(demote.status).toBe(400)
+    expect(typeof demote.body.detail).toBe("string")
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/members/${owner.userId}`, { token: owner.token })).status).toBe(400)
+    const second = await addMember(scion, owner.token, org.org_id, "owner", "coowner")
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${owner.userId}`, { token: second.token, body: { role_key: "admin" } })).status).toBe(200)
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${second.userId}`, { token: second.token, body: { role_key: "member" } })).status).toBe(400)
+  })
+
+  it("removes a member (204); their access ends on the next request; removing again is 404", async () => {
+    const owner = await signUp(scion, "remover")
+    const org = await createOrg(scion, owner.token, "Removals")
+    const user = await addMember(scion, owner.token, org.org_id, "member")
+    expect((await scion.request("GET", `/v1/orgs/${org.org_id}`, { token: user.token })).status).toBe(200)
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/members/${user.userId}`, { token: owner.token })).status).toBe(204)
+    expect((await scion.request("GET", `/v1/orgs/${org.org_id}`, { token: user.token })).status).toBe(403)
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/members/${user.userId}`, { token: owner.token })).status).toBe(404)
+    const members = await scion.request("GET", `/v1/orgs/${org.org_id}/members`, { token: owner.token })
+    expect(members.body.map((m: any) => m.user_id)).toEqual([owner.userId])
+  })
+
+  it("rejects role updates with an unknown role (400), a bad body (422), or an unknown member (404)", async () => {
+    const owner = await signUp(scion, "roleval")
+    const org = await createOrg(scion, owner.token, "RoleVal")
+    const user = await addMember(scion, owner.token, org.org_id, "member")
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${user.userId}`, { token: owner.token, body: { role_key: "god" } })).status).toBe(400)
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${user.userId}`, { token: owner.token, body: {} })).status).toBe(422)
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${user.userId}`, { token: owner.token, body: { role_key: 5 } })).status).toBe(422)
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/usr_nobody`, { token: owner.token, body: { role_key: "viewer" } })).status).toBe(404)
+    const members = await scion.request("GET", `/v1/orgs/${org.org_id}/members`, { token: owner.token })
+    expect(members.body.find((m: any) => m.user_id === user.userId).role).toBe("member")
+  })
+
+  it("an admin cannot raise anyone above admin (403)", async () => {
+    const owner = await signUp(scion, "esc")
+    const org = await createOrg(scion, owner.token, "Escalation")
+    const admin = await addMember(scion, owner.token, org.org_id, "admin")
+    const member = await addMember(scion, owner.token, org.org_id, "member")
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${member.userId}`, { token: admin.token, body: { role_key: "owner" } })).status).toBe(403)
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${admin.userId}`, { token: admin.token, body: { role_key: "owner" } })).status).toBe(403)
+    expect((await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: admin.token, body: { email: "boss@example.com", role_key: "owner" } })).status).toBe(403)
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${member.userId}`, { token: admin.token, body: { role_key: "admin" } })).status).toBe(200)
+  })
+})

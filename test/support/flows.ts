@@ -1,0 +1,26 @@
+import { expect } from "vitest"
+import { signUp, type Scion } from "./system.js"
+
+export type RoleKey = "viewer" | "member" | "admin" | "owner"
+
+export const createOrg = async (scion: Scion, token: string, name: string) => {
+  const response = await scion.request("POST", "/v1/orgs", { token, body: { name } })
+  expect(response.status, JSON.stringify(response.body)).toBe(201)
+  return response.body as { org_id: string; name: string }
+}
+
+/** Invites a new user into the org with a role and has them accept; returns their session. */
+export const addMember = async (scion: Scion, ownerToken: string, orgId: string, role: RoleKey, label: string = role) => {
+  const user = await signUp(scion, label)
+  const invite = await scion.request("POST", `/v1/orgs/${orgId}/invite`, { token: ownerToken, body: { email: user.email, role_key: role } })
+  expect(invite.status, JSON.stringify(invite.body)).toBe(200)
+  const accept = await scion.request("POST", `/v1/invites/${invite.body.invite_token}/accept`, { token: user.token })
+  expect(accept.status, JSON.stringify(accept.body)).toBe(200)
+  return user
+}
+
+export const createApiKey = async (scion: Scion, token: string, orgId: string, body: Record<string, unknown> = {}) => {
+  const response = await scion.request("POST", `/v1/orgs/${orgId}/api-keys`, { token, body: { name: "key", role_id: "role_org_member", ...body } })
+  expect(response.status, JSON.stringify(response.body)).toBe(201)
+  return response.body as { api_key_id: string; secret: string; [k: string]: unknown }
+}

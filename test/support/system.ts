@@ -1,0 +1,173 @@
+/**
+ * Starts Scion in its production shape for end-to-end tests: each unit is its own Node process
+ * (built output under dist/), they talk HTTP/2 gRPC, metadata lives in a fresh database on the
+ * machine's Postgres, and tests drive the gateway's REST API with fetch.
+ */
+import { spawn, type ChildProcess } from "node:child_process"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import { createServer } from "node:net"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+
+export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
+
+export const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+export const createDatabase = async (prefix: string): Promise<{ name: string; url: string; drop: () => Promise<void> }> => {
+  const name = `${prefix}_${randomBytes(5).toString("hex")}`
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`create database "${name}"`)
+  await admin.end()
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return {
+    name,
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: adminUrl })
+      await client.connect()
+      await client.query(`drop database if exists "${name}" with (force)`)
+      await client.end()
+    }
+  }
+}
+
+export interface UnitProcess {
+  readonly name: string
+  readonly child: ChildProcess
+  readonly output: () => string
+  readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
+}
+
+export const startUnit = (name: string, script: string, env: Record<string, string>): UnitProcess => {
+  const child = spawn(process.execPath, [join(repoRoot, script)], {
+    cwd: repoRoot,
+    env: { ...process.env, LOG_LEVEL: "Warning", ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let output = ""
+  child.stdout?.on("data", (chunk) => (output += chunk))
+  child.stderr?.on("data", (chunk) => (output += chunk))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  return {
+    name,
+    child,
+    output: () => output,
+    stop: async (signal = "SIGTERM") => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+      return exited
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+export const waitFor = async (what: string, probe: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> => {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (await probe().catch(() => false)) return
+    await sleep(100)
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+export interface ApiResponse<T = any> {
+  readonly status: number
+  readonly body: T
+  readonly headers: Headers
+}
+
+export interface Scion {
+  readonly baseUrl: string
+  readonly identityUrl: string
+  readonly identity: UnitProcess
+  readonly gateway: UnitProcess
+  readonly databaseUrl: string
+  readonly request: <T = any>(method: string, path: string, options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }) => Promise<ApiResponse<T>>
+  readonly stop: () => Promise<void>
+}
+
+/** Identity and gateway as separate processes over HTTP/2 gRPC, against a fresh database. */
+export const startScion = async (options: { env?: Record<string, string> } = {}): Promise<Scion> => {
+  const database = await createDatabase("scion_e2e")
+  const [identityPort, gatewayPort, healthPort] = [await freePort(), await freePort(), await freePort()]
+  const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+  const identityUrl = `http://127.0.0.1:${identityPort}`
+  const identity = startUnit("identity", "services/identity/dist/main.js", {
+    PORT: String(identityPort),
+    DATABASE_URL: database.url,
+    IDENTITY_SIGNING_KEY: signingKey,
+    ...options.env
+  })
+  const gateway = startUnit("gateway", "gateway/dist/main.js", {
+    PORT: String(gatewayPort),
+    HEALTH_PORT: String(healthPort),
+    IDENTITY_URL: identityUrl,
+    ...options.env
+  })
+  const baseUrl = `http://127.0.0.1:${gatewayPort}`
+  const request: Scion["request"] = async (method, path, { token, body, rawBody, headers } = {}) => {
+    const response = await fetch(`${baseUrl}${path}`, {
+      method,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(body !== undefined || rawBody !== undefined ? { "content-type": "application/json" } : {}),
+        ...headers
+      },
+      ...(rawBody !== undefined ? { body: rawBody } : body !== undefined ? { body: JSON.stringify(body) } : {})
+    })
+    const text = await response.text()
+    let parsed: unknown = text
+    try {
+      parsed = text.length > 0 ? JSON.parse(text) : null
+    } catch {}
+    return { status: response.status, body: parsed as any, headers: response.headers }
+  }
+  try {
+    await waitFor("identity and gateway", async () => {
+      if (identity.child.exitCode !== null) throw new Error(`identity exited:\n${identity.output()}`)
+      if (gateway.child.exitCode !== null) throw new Error(`gateway exited:\n${gateway.output()}`)
+      const response = await request("POST", "/v1/auth/login", { body: { email: "probe@example.com", password: "probe-password" } })
+      return response.status === 401
+    })
+  } catch (error) {
+    await Promise.all([identity.stop("SIGKILL"), gateway.stop("SIGKILL")])
+    await database.drop()
+    throw new Error(`${String(error)}\n--- identity ---\n${identity.output()}\n--- gateway ---\n${gateway.output()}`)
+  }
+  return {
+    baseUrl,
+    identityUrl,
+    identity,
+    gateway,
+    databaseUrl: database.url,
+    request,
+    stop: async () => {
+      await Promise.all([gateway.stop(), identity.stop()])
+      await database.drop()
+    }
+  }
+}
+
+let counter = 0
+
+/** A new user with a session token; emails are unique per call. */
+export const signUp = async (scion: Scion, name = "user"): Promise<{ token: string; userId: string; email: string }> => {
+  const email = `${name}-${Date.now()}-${counter++}@example.com`
+  const response = await scion.request("POST", "/v1/auth/signup", { body: { email, password: "correct-horse-battery", full_name: `Test ${name}` } })
+  if (response.status !== 201) throw new Error(`signup failed: ${response.status} ${JSON.stringify(response.body)}`)
+  return { token: response.body.session_token, userId: response.body.user.user_id, email }
+}
