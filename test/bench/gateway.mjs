@@ -1,0 +1,110 @@
+#!/usr/bin/env node
+// pnpm bench:gateway — an authenticated read (an org API key reading its org) through the gateway
+// and identity as separate processes over HTTP/2 gRPC, next to a single-process baseline measured
+// in the same run: a plain Node HTTP server doing the same key lookup in Postgres.
+import { spawn } from "node:child_process"
+import { createHash, generateKeyPairSync, randomBytes } from "node:crypto"
+import { readFileSync } from "node:fs"
+import { createServer } from "node:net"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import autocannon from "autocannon"
+import pg from "pg"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
+const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
+const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
+
+const freePort = () =>
+  new Promise((resolve) => {
+    const server = createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const start = (script, env) => {
+  const child = spawn(process.execPath, [join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", ...env }, stdio: ["ignore", "inherit", "inherit"] })
+  return child
+}
+
+/** Peak resident set size (VmHWM) of a live process, in MB. */
+const peakRssMb = (pid) => {
+  const match = readFileSync(`/proc/${pid}/status`, "utf8").match(/VmHWM:\s+(\d+) kB/)
+  return match ? Number(match[1]) / 1024 : NaN
+}
+
+const waitFor = async (probe, what) => {
+  for (let i = 0; i < 300; i++) {
+    if (await probe().catch(() => false)) return
+    await sleep(100)
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+const json = async (base, method, path, token, body) => {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: body ? JSON.stringify(body) : undefined
+  })
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`)
+  return response.json()
+}
+
+const load = async (url, token) => {
+  // Warm up (JIT, pools, HTTP/2 sessions) before measuring.
+  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers: { authorization: `Bearer ${token}` } })
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers: { authorization: `Bearer ${token}` } })
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx responses, ${result.errors} errors`)
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, total: result.requests.total }
+}
+
+const dbName = `scion_bench_${randomBytes(4).toString("hex")}`
+const admin = new pg.Client({ connectionString: adminUrl })
+await admin.connect()
+await admin.query(`create database "${dbName}"`)
+const dbUrl = new URL(adminUrl)
+dbUrl.pathname = `/${dbName}`
+
+const children = []
+try {
+  const [identityPort, gatewayPort, healthPort, baselinePort] = [await freePort(), await freePort(), await freePort(), await freePort()]
+  const identity = start("services/identity/dist/main.js", {
+    PORT: String(identityPort),
+    DATABASE_URL: dbUrl.toString(),
+    IDENTITY_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+  })
+  const gateway = start("gateway/dist/main.js", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: `http://127.0.0.1:${identityPort}` })
+  children.push(identity, gateway)
+  const base = `http://127.0.0.1:${gatewayPort}`
+  await waitFor(async () => (await fetch(`${base}/healthz`)).ok, "gateway")
+
+  const session = await json(base, "POST", "/v1/auth/signup", null, { email: "bench@example.com", password: "correct-horse-battery", full_name: "Bench" })
+  const org = await json(base, "POST", "/v1/orgs", session.session_token, { name: "Bench" })
+  const key = await json(base, "POST", `/v1/orgs/${org.org_id}/api-keys`, session.session_token, { name: "bench", role_id: "role_org_viewer" })
+
+  const baseline = start("test/bench/baseline-server.mjs", { PORT: String(baselinePort), DATABASE_URL: dbUrl.toString() })
+  children.push(baseline)
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${baselinePort}/v1/orgs/${org.org_id}`, { headers: { authorization: `Bearer ${key.secret}` } })).ok, "baseline")
+
+  console.log(`\nGET /v1/orgs/{org_id} with an API key, ${CONNECTIONS} connections, ${DURATION}s each\n`)
+  const base0 = await load(`http://127.0.0.1:${baselinePort}/v1/orgs/${org.org_id}`, key.secret)
+  const scion = await load(`${base}/v1/orgs/${org.org_id}`, key.secret)
+
+  const rss = { baseline: peakRssMb(baseline.pid), gateway: peakRssMb(gateway.pid), identity: peakRssMb(identity.pid) }
+  const row = (name, r, mem) => `${name.padEnd(34)} ${r.rps.toFixed(0).padStart(8)} req/s   p50 ${String(r.p50).padStart(3)} ms   p99 ${String(r.p99).padStart(3)} ms   peak RSS ${mem}`
+  console.log(row("baseline (one process, pg lookup)", base0, `${rss.baseline.toFixed(0)} MB`))
+  console.log(row("scion (gateway → identity, gRPC)", scion, `gateway ${rss.gateway.toFixed(0)} MB, identity ${rss.identity.toFixed(0)} MB`))
+  const ratio = scion.rps / base0.rps
+  console.log(`\nratio scion/baseline: ${ratio.toFixed(2)}x (target >= 0.50x); p99 ${scion.p99} ms (target < 20 ms); max unit RSS ${Math.max(rss.gateway, rss.identity).toFixed(0)} MB (target < 150 MB)`)
+} finally {
+  for (const child of children) child.kill("SIGTERM")
+  await sleep(500)
+  await admin.query(`drop database if exists "${dbName}" with (force)`)
+  await admin.end()
+}
