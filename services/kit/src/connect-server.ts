@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events"
 import * as http2 from "node:http2"
 import type { AddressInfo } from "node:net"
 import type { DescMessage, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
@@ -113,6 +114,8 @@ export const serveHttp2 = (options: { readonly port: number; readonly host?: str
   Effect.acquireRelease(
     Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; status: { serving: boolean } }, Error>((resume) => {
       const shutdown = new AbortController()
+      // Connect adds one abort listener per in-flight request: no limit, or load prints warnings.
+      setMaxListeners(0, shutdown.signal)
       const status = { serving: true }
       const routes = [...options.routes, healthRoutes(status)]
       const handler = connectNodeAdapter({ routes: (router) => routes.forEach((r) => r(router)), shutdownSignal: shutdown.signal })

@@ -1,4 +1,14 @@
-import { Config, Effect, Layer, Logger, LogLevel } from "effect"
+import { Config, ConfigError, Effect, Either, Layer, Logger, LogLevel } from "effect"
+
+/** A log level by name, case-insensitive: Effect's literals (Warning, Info, …) or labels (WARN, OFF, …). */
+const logLevelConfig = (name: string): Config.Config<LogLevel.LogLevel> =>
+  Config.mapOrFail(Config.string(name), (value) => {
+    const wanted = value.trim().toUpperCase()
+    const level = LogLevel.allLevels.find((l) => l._tag.toUpperCase() === wanted || l.label === wanted)
+    return level === undefined
+      ? Either.left(ConfigError.InvalidData([], `Expected a log level (${LogLevel.allLevels.map((l) => l._tag).join(", ")}) but received ${value}`))
+      : Either.right(level)
+  })
 
 /**
  * JSON lines on stdout, one object per log call, at the level named by LOG_LEVEL (default Info).
@@ -7,7 +17,7 @@ import { Config, Effect, Layer, Logger, LogLevel } from "effect"
  */
 export const LoggingLive: Layer.Layer<never> = Layer.unwrapEffect(
   Effect.gen(function* () {
-    const level = yield* Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info))
+    const level = yield* logLevelConfig("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info))
     return Layer.merge(Logger.json, Logger.minimumLogLevel(level))
   }).pipe(Effect.orDie)
 )

@@ -1,0 +1,243 @@
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Option, Schema, SchemaAST } from "effect"
+import { Authentication, SessionAuthentication } from "./Authentication.js"
+import { BadRequest, Conflict, Forbidden, InternalError, NotFound, TooManyRequests, Unauthorized, Unavailable, ValidationError } from "./errors.js"
+import * as S from "./schemas.js"
+
+const sessionOnly = "Dashboard session only: an API key gets 401."
+const extension = { "x-scion-extension": true }
+
+/** A success answered with 201, still documented as its own component (re-annotating drops it otherwise). */
+const created = <A, I, R>(schema: Schema.Schema<A, I, R>): Schema.Schema<A, I, R> =>
+  schema.annotations({
+    ...Option.match(SchemaAST.getIdentifierAnnotation(schema.ast), { onNone: () => ({}), onSome: (identifier) => ({ identifier }) }),
+    ...HttpApiSchema.annotations({ status: 201 })
+  })
+
+export class AuthGroup extends HttpApiGroup.make("auth")
+  .add(
+    HttpApiEndpoint.post("signUp", "/auth/signup")
+      .setPayload(S.SignUpRequest)
+      .addSuccess(created(S.SessionGrant))
+      .annotate(OpenApi.Summary, "Create an account and a dashboard session")
+  )
+  .add(
+    HttpApiEndpoint.post("logIn", "/auth/login")
+      .setPayload(S.LogInRequest)
+      .addSuccess(S.SessionGrant)
+      .annotate(OpenApi.Summary, "Exchange email and password for a dashboard session")
+      .annotate(OpenApi.Description, "Wrong credentials answer 401 with the same body whether the email exists or not.")
+  )
+  .add(
+    HttpApiEndpoint.post("logOut", "/auth/logout")
+      .addSuccess(HttpApiSchema.NoContent)
+      .middleware(Authentication)
+      .annotate(OpenApi.Summary, "End the calling session; the token stops working at once")
+  )
+  .add(
+    HttpApiEndpoint.post("verifyEmail", "/auth/verify-email")
+      .setPayload(S.VerifyEmailRequest)
+      .addSuccess(S.User)
+      .annotate(OpenApi.Summary, "Mark an email verified with the token mailed to it")
+  )
+  .annotateEndpoints(OpenApi.Override, extension)
+  .annotateContext(
+    OpenApi.annotations({
+      description: "Extension (not part of the service interface): how dashboard sessions are issued.",
+      override: extension
+    })
+  ) {}
+
+export class SessionGroup extends HttpApiGroup.make("session")
+  .add(HttpApiEndpoint.get("me", "/me").addSuccess(S.Me).annotate(OpenApi.Summary, "The caller's profile and whether it has orgs"))
+  .add(HttpApiEndpoint.patch("updateMe", "/me").setPayload(S.UpdateMeRequest).addSuccess(S.User).annotate(OpenApi.Summary, "Change the full name"))
+  .add(
+    HttpApiEndpoint.del("deleteMe", "/me")
+      .addSuccess(HttpApiSchema.NoContent)
+      .annotate(OpenApi.Summary, "Delete the account")
+      .annotate(
+        OpenApi.Description,
+        "Removes memberships, role grants, the user's API keys, the profile and the auth account. 400 when the user is the sole owner of any org (the detail names them)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("bootstrap", "/bootstrap")
+      .setHeaders(S.OrgHeader)
+      .addSuccess(S.Bootstrap)
+      .annotate(OpenApi.Summary, "Everything a dashboard needs to start in one org")
+  )
+  .add(HttpApiEndpoint.get("myOrgs", "/my-orgs").addSuccess(S.MyOrgs).annotate(OpenApi.Summary, "The caller's orgs"))
+  .middleware(SessionAuthentication)
+  .annotateContext(OpenApi.annotations({ description: `The caller's own account. ${sessionOnly}` })) {}
+
+export class OrgsGroup extends HttpApiGroup.make("orgs")
+  .add(
+    HttpApiEndpoint.get("list", "/orgs")
+      .addSuccess(Schema.Array(S.OrgMembership))
+      .middleware(SessionAuthentication)
+      .annotate(OpenApi.Summary, "The caller's org memberships")
+      .annotate(OpenApi.Description, sessionOnly)
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/orgs")
+      .setPayload(S.CreateOrgRequest)
+      .addSuccess(created(S.OrgDetails))
+      .middleware(SessionAuthentication)
+      .annotate(OpenApi.Summary, "Create an org; the caller becomes its owner")
+      .annotate(OpenApi.Description, sessionOnly)
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/orgs/:org_id")
+      .setPath(S.OrgPath)
+      .addSuccess(S.OrgDetails)
+      .middleware(Authentication)
+      .annotate(OpenApi.Summary, "Org details; 403 when the caller is not a member")
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/orgs/:org_id")
+      .setPath(S.OrgPath)
+      .setPayload(S.UpdateOrgRequest)
+      .addSuccess(S.OrgDetails)
+      .middleware(Authentication)
+      .annotate(OpenApi.Summary, "Rename an org (org.update)")
+  )
+  .add(
+    HttpApiEndpoint.del("delete", "/orgs/:org_id")
+      .setPath(S.OrgPath)
+      .addSuccess(HttpApiSchema.NoContent)
+      .middleware(Authentication)
+      .annotate(OpenApi.Summary, "Delete an org (org.delete)")
+      .annotate(OpenApi.Description, "Irreversibly removes memberships, role grants, API keys and invites. 400 when it is the caller's last org.")
+  ) {}
+
+export class MembersGroup extends HttpApiGroup.make("members")
+  .add(HttpApiEndpoint.get("listMembers", "/orgs/:org_id/members").setPath(S.OrgPath).addSuccess(Schema.Array(S.Member)).annotate(OpenApi.Summary, "The org's members"))
+  .add(
+    HttpApiEndpoint.patch("updateMemberRole", "/orgs/:org_id/members/:target_user_id")
+      .setPath(S.MemberPath)
+      .setPayload(S.UpdateMemberRoleRequest)
+      .addSuccess(S.MemberRoleUpdated)
+      .annotate(OpenApi.Summary, "Change a member's role (orgs.share); the last owner cannot be demoted")
+  )
+  .add(
+    HttpApiEndpoint.del("removeMember", "/orgs/:org_id/members/:target_user_id")
+      .setPath(S.MemberPath)
+      .addSuccess(HttpApiSchema.NoContent)
+      .annotate(OpenApi.Summary, "Remove a member (org.remove_members); the last owner cannot be removed")
+  )
+  .add(
+    HttpApiEndpoint.post("createInvite", "/orgs/:org_id/invite")
+      .setPath(S.OrgPath)
+      .setPayload(S.CreateInviteRequest)
+      .addSuccess(S.Invite)
+      .annotate(OpenApi.Summary, "Invite someone by email (orgs.invite_users)")
+  )
+  .add(HttpApiEndpoint.get("listInvites", "/orgs/:org_id/invites").setPath(S.OrgPath).addSuccess(Schema.Array(S.Invite)).annotate(OpenApi.Summary, "The org's pending invites"))
+  .add(
+    HttpApiEndpoint.del("revokeInvite", "/orgs/:org_id/invites/:invite_id")
+      .setPath(S.InvitePath)
+      .addSuccess(HttpApiSchema.NoContent)
+      .annotate(OpenApi.Summary, "Revoke a pending invite (orgs.invite_users)")
+  )
+  .add(HttpApiEndpoint.get("listRoles", "/orgs/:org_id/roles").setPath(S.OrgPath).addSuccess(Schema.Array(S.Role)).annotate(OpenApi.Summary, "The org's roles and their permissions"))
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ description: "Members, invites and roles of an org." })) {}
+
+export class InvitesGroup extends HttpApiGroup.make("invites")
+  .add(
+    HttpApiEndpoint.get("pending", "/invites/pending")
+      .addSuccess(S.PendingInvites)
+      .annotate(OpenApi.Summary, "Invites addressed to the caller's verified emails")
+  )
+  .add(
+    HttpApiEndpoint.post("accept", "/invites/:invite_token/accept")
+      .setPath(S.InviteTokenPath)
+      .addSuccess(S.InviteAccepted)
+      .annotate(OpenApi.Summary, "Accept an invite and join its org")
+  )
+  .middleware(SessionAuthentication)
+  .annotateContext(OpenApi.annotations({ description: `Invites addressed to the caller. ${sessionOnly}` })) {}
+
+export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
+  .add(
+    HttpApiEndpoint.get("list", "/orgs/:org_id/api-keys")
+      .setPath(S.OrgPath)
+      .addSuccess(Schema.Array(S.ApiKey))
+      .annotate(OpenApi.Summary, "The org's API keys (api_keys.read): active first, newest first, then revoked; no secrets")
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/orgs/:org_id/api-keys")
+      .setPath(S.OrgPath)
+      .setPayload(S.CreateApiKeyRequest)
+      .addSuccess(created(S.CreatedApiKey))
+      .annotate(OpenApi.Summary, "Create an API key (api_keys.create); the secret is returned once")
+      .annotate(OpenApi.Description, "400 for an unknown role, a non-org role, or a scope outside the role's permissions.")
+  )
+  .add(
+    HttpApiEndpoint.del("revoke", "/orgs/:org_id/api-keys/:api_key_id")
+      .setPath(S.ApiKeyPath)
+      .addSuccess(HttpApiSchema.NoContent)
+      .annotate(OpenApi.Summary, "Revoke an API key (api_keys.delete); 404 when not found or already revoked")
+  )
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ title: "api-keys", description: "Org API keys." })) {}
+
+const refinementTitle = /^(minLength|maxLength|minItems|maxItems|length|pattern)\(/
+
+/** Drops the titles Effect gives refinements ("maxLength(100)"): the constraints are already there. */
+const dropRefinementTitles = (node: unknown): void => {
+  if (Array.isArray(node)) return node.forEach(dropRefinementTitles)
+  if (typeof node !== "object" || node === null) return
+  const record = node as Record<string, unknown>
+  if (typeof record.title === "string" && refinementTitle.test(record.title)) delete record.title
+  Object.values(record).forEach(dropRefinementTitles)
+}
+
+/**
+ * The OpenAPI document as HttpApi builds it, with its built-in 400 HttpApiDecodeError replaced:
+ * malformed requests answer 422 ValidationError (see edge.ts). 422 is listed only where a request
+ * carries something to validate.
+ */
+const openApiTransform = (spec: Record<string, any>): Record<string, any> => {
+  for (const item of Object.values<Record<string, any>>(spec.paths)) {
+    for (const op of Object.values<Record<string, any>>(item)) {
+      const badRequest = op.responses?.["400"]
+      if (badRequest !== undefined) {
+        badRequest.description = "Bad request (see the detail)"
+        badRequest.content = { "application/json": { schema: { $ref: "#/components/schemas/ApiError" } } }
+      }
+      if ((op.parameters ?? []).length === 0 && op.requestBody === undefined) delete op.responses["422"]
+    }
+  }
+  for (const name of ["HttpApiDecodeError", "Issue", "PropertyKey"]) delete spec.components.schemas[name]
+  spec.components.schemas.ApiError.description = "An error other than validation: detail says what went wrong. The status says which kind."
+  dropRefinementTitles(spec)
+  return spec
+}
+
+export class Api extends HttpApi.make("scion")
+  .add(AuthGroup)
+  .add(SessionGroup)
+  .add(OrgsGroup)
+  .add(MembersGroup)
+  .add(InvitesGroup)
+  .add(ApiKeysGroup)
+  .addError(ValidationError)
+  .addError(BadRequest)
+  .addError(Unauthorized)
+  .addError(Forbidden)
+  .addError(NotFound)
+  .addError(Conflict)
+  .addError(TooManyRequests)
+  .addError(InternalError)
+  .addError(Unavailable)
+  .prefix("/v1")
+  .annotateContext(
+    OpenApi.annotations({
+      title: "Scion",
+      version: "0.1.0",
+      description:
+        "Postgres branching control plane. Every endpoint takes Authorization: Bearer <token> (a dashboard session token or an org API key) unless marked otherwise. Errors are {\"detail\": \"…\"}; malformed requests are 422 with {\"detail\": [{loc, msg, type}]}.",
+      transform: openApiTransform
+    })
+  ) {}

@@ -1,0 +1,81 @@
+import { FileSystem, HttpApiBuilder, HttpIncomingMessage, HttpMethod, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Option, Predicate } from "effect"
+import { Api } from "./Api.js"
+import { errorByStatus, type HttpError, type HttpStatus, ValidationError, type ValidationIssue } from "./errors.js"
+import { isJsonContentType, matchRoute, routesOf, validateRequest } from "./validation.js"
+
+const routes = routesOf(Api)
+
+/** Larger bodies are refused (a 422 on the body) before anything reads them. */
+const maxBodyBytes = 1024 * 1024
+
+const statuses = Object.entries(errorByStatus).map(([status, error]) => [Number(status) as HttpStatus, error] as const)
+
+/**
+ * Error bodies are written here rather than by HttpApi's encoder: it picks the first declared
+ * error whose encoded shape fits, and every error but 422 has the same shape {detail}.
+ */
+const respond = (error: HttpError | ValidationError): HttpServerResponse.HttpServerResponse =>
+  error instanceof ValidationError
+    ? HttpServerResponse.unsafeJson({ detail: error.detail }, { status: 422 })
+    : HttpServerResponse.unsafeJson({ detail: error.detail }, { status: statuses.find(([, E]) => error instanceof E)?.[0] ?? 500 })
+
+const isHttpError = (u: unknown): u is HttpError | ValidationError =>
+  u instanceof ValidationError || statuses.some(([, E]) => u instanceof E)
+
+const unprocessable = (detail: ReadonlyArray<ValidationIssue>) => respond(new ValidationError({ detail }))
+
+const internal = (cause: Cause.Cause<unknown>) =>
+  Effect.as(Effect.logError("request failed", cause), respond(new errorByStatus[500]({ detail: "Internal Server Error" })))
+
+const isDecodeError = (u: unknown) => Predicate.isTagged(u, "HttpApiDecodeError")
+/** HttpApi reads JSON bodies with orDie: a body that does not parse arrives as this defect. */
+const isBodyDecodeDefect = (u: unknown) => HttpServerError.isServerError(u) && u._tag === "RequestError" && u.reason === "Decode"
+const isRouteNotFound = (u: unknown) => HttpServerError.isServerError(u) && u._tag === "RouteNotFound"
+
+/**
+ * API-level middleware around the router (inside HttpApi's own error encoding): writes every
+ * error body; turns HttpApi's built-in 400 HttpApiDecodeError and unparseable JSON into the
+ * interface's 422, unknown routes into 404 {"detail": "Not Found"}, and defects into a logged,
+ * generic 500. Bodies are limited to 1 MiB.
+ */
+export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
+  Effect.gen(function* () {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const matched = matchRoute(routes, request.method, new URL(request.url, "http://gateway").pathname)
+    const invalid = (cause: Cause.Cause<unknown>) =>
+      matched === undefined
+        ? internal(cause)
+        : Effect.flatMap(validateRequest(matched, request), (detail) =>
+            // Nothing wrong with the request: the failure was ours (e.g. a response that did not encode).
+            detail.length > 0 ? Effect.succeed(unprocessable(detail)) : internal(cause)
+          )
+
+    if (matched !== undefined && Option.isSome(matched.route.schemas.payloadSchema) && HttpMethod.hasBody(request.method)) {
+      if (!isJsonContentType(request.headers["content-type"])) {
+        return unprocessable([{ loc: ["body"], msg: "The body must be JSON (Content-Type: application/json)", type: "json_invalid" }])
+      }
+      if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
+        return unprocessable([{ loc: ["body"], msg: "The body is larger than 1 MiB", type: "too_long", ctx: { max_bytes: maxBodyBytes } }])
+      }
+    }
+
+    return yield* app.pipe(
+      // A body that declared no length is cut off at the limit while it streams in.
+      HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(maxBodyBytes))),
+      Effect.catchAllCause((cause) => {
+        if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure)) {
+          const error: unknown = failure.value
+          if (isHttpError(error)) return Effect.succeed(respond(error))
+          if (isDecodeError(error)) return invalid(cause)
+          if (isRouteNotFound(error)) return Effect.succeed(respond(new errorByStatus[404]({ detail: "Not Found" })))
+          return internal(cause)
+        }
+        const defect = Cause.dieOption(cause)
+        return Option.isSome(defect) && isBodyDecodeDefect(defect.value) ? invalid(cause) : internal(cause)
+      })
+    )
+  })
+)

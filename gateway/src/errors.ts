@@ -1,0 +1,160 @@
+import { HttpApiSchema } from "@effect/platform"
+import { Code, type RpcError } from "@scion/kit"
+import { Effect, Schema, SchemaAST } from "effect"
+
+// ---------------------------------------------------------------------------------------------
+// Error bodies. Every error other than 422 is `{"detail": "<message>"}`: one class per status, so
+// handlers' error types and the OpenAPI description both say which statuses exist. They share the
+// component name ApiError (class identifiers differ: Schema tells classes apart by them). The
+// bodies are written by edge.ts.
+// ---------------------------------------------------------------------------------------------
+
+const detail = { detail: Schema.String.annotations({ description: "What went wrong, for humans." }) }
+const status = <A>(code: number, description: string): Schema.Annotations.Schema<A> => ({
+  ...HttpApiSchema.annotations<A>({ status: code, description }),
+  [SchemaAST.JSONIdentifierAnnotationId]: "ApiError"
+})
+
+export class BadRequest extends Schema.Class<BadRequest>("BadRequest")(
+  detail,
+  status(400, "Invalid request for the current state: sole owner, last org, unknown role, scope outside the role, …")
+) {}
+export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(
+  detail,
+  status(401, "Missing, invalid, expired or revoked bearer token, wrong credentials, or an API key on a dashboard-session-only endpoint")
+) {}
+export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(detail, status(403, "The caller lacks the permission or is not a member of the org")) {}
+export class NotFound extends Schema.Class<NotFound>("NotFound")(detail, status(404, "Not found or not visible to the caller")) {}
+export class Conflict extends Schema.Class<Conflict>("Conflict")(detail, status(409, "Conflicts with the current state (already a member, email taken, …)")) {}
+export class TooManyRequests extends Schema.Class<TooManyRequests>("TooManyRequests")(detail, status(429, "Too many requests; retry later")) {}
+export class InternalError extends Schema.Class<InternalError>("InternalError")(detail, status(500, "Internal error; details are logged, never returned")) {}
+export class Unavailable extends Schema.Class<Unavailable>("Unavailable")(detail, status(503, "The work could not start; safe to retry")) {}
+
+export type HttpError = BadRequest | Unauthorized | Forbidden | NotFound | Conflict | TooManyRequests | InternalError | Unavailable
+export type HttpStatus = 400 | 401 | 403 | 404 | 409 | 429 | 500 | 503
+
+/** Status → error class: the closed set of non-validation errors the gateway answers with. */
+export const errorByStatus = {
+  400: BadRequest,
+  401: Unauthorized,
+  403: Forbidden,
+  404: NotFound,
+  409: Conflict,
+  429: TooManyRequests,
+  500: InternalError,
+  503: Unavailable
+} as const satisfies Record<HttpStatus, new (props: { readonly detail: string }) => HttpError>
+
+export const httpErrors = Object.values(errorByStatus)
+
+// ---------------------------------------------------------------------------------------------
+// 422: {"detail": [{"loc": [...], "msg": "...", "type": "...", "ctx"?: {...}}]}
+// ---------------------------------------------------------------------------------------------
+
+export const ValidationIssue = Schema.Struct({
+  loc: Schema.Array(Schema.String).annotations({
+    description: 'Where the problem is: "body", "query", "path" or "header", then the field path, e.g. ["body","name"]'
+  }),
+  msg: Schema.String,
+  type: Schema.String.annotations({ description: "Machine-readable kind: missing, string_type, string_too_short, value_error, json_invalid, …" }),
+  ctx: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+}).annotations({ identifier: "ValidationIssue" })
+export type ValidationIssue = typeof ValidationIssue.Type
+
+export class ValidationError extends Schema.Class<ValidationError>("ValidationError")(
+  { detail: Schema.Array(ValidationIssue) },
+  HttpApiSchema.annotations({ status: 422, description: "Validation error: malformed body, path, query or header" })
+) {}
+
+// ---------------------------------------------------------------------------------------------
+// Identity's RpcError (Connect code + reason) → HTTP status: the one table.
+// ---------------------------------------------------------------------------------------------
+
+/** Default status per Connect code. */
+const statusByCode = {
+  [Code.Canceled]: 500,
+  [Code.Unknown]: 500,
+  [Code.InvalidArgument]: 400,
+  [Code.DeadlineExceeded]: 503,
+  [Code.NotFound]: 404,
+  [Code.AlreadyExists]: 409,
+  [Code.PermissionDenied]: 403,
+  [Code.ResourceExhausted]: 429,
+  [Code.FailedPrecondition]: 400,
+  [Code.Aborted]: 409,
+  [Code.OutOfRange]: 400,
+  [Code.Unimplemented]: 500,
+  [Code.Internal]: 500,
+  [Code.Unavailable]: 503,
+  [Code.DataLoss]: 500,
+  [Code.Unauthenticated]: 401
+} as const satisfies Record<Code, HttpStatus>
+
+/** The reasons identity sends, each with the status the interface gives it. Wins over the code. */
+export type IdentityReason =
+  | "UNAUTHENTICATED" | "SESSION_REQUIRED" | "INVALID_CREDENTIALS" | "INVALID_PRINCIPAL"
+  | "NOT_A_MEMBER" | "PERMISSION_DENIED" | "ROLE_ESCALATION" | "INVITE_EMAIL_MISMATCH" | "EMAIL_NOT_VERIFIED"
+  | "MEMBER_NOT_FOUND" | "INVITE_NOT_FOUND" | "API_KEY_NOT_FOUND"
+  | "LAST_OWNER" | "SOLE_OWNER" | "LAST_ORG" | "UNKNOWN_ROLE" | "NON_ORG_ROLE" | "SCOPE_OUTSIDE_ROLE" | "INVALID_ARGUMENT" | "INVALID_VERIFICATION_TOKEN"
+  | "ALREADY_MEMBER" | "EMAIL_TAKEN"
+
+export const statusByReason = {
+  UNAUTHENTICATED: 401,
+  SESSION_REQUIRED: 401,
+  INVALID_CREDENTIALS: 401,
+  INVALID_PRINCIPAL: 401,
+  NOT_A_MEMBER: 403,
+  PERMISSION_DENIED: 403,
+  ROLE_ESCALATION: 403,
+  INVITE_EMAIL_MISMATCH: 403,
+  EMAIL_NOT_VERIFIED: 403,
+  MEMBER_NOT_FOUND: 404,
+  INVITE_NOT_FOUND: 404,
+  API_KEY_NOT_FOUND: 404,
+  LAST_OWNER: 400,
+  SOLE_OWNER: 400,
+  LAST_ORG: 400,
+  UNKNOWN_ROLE: 400,
+  NON_ORG_ROLE: 400,
+  SCOPE_OUTSIDE_ROLE: 400,
+  INVALID_ARGUMENT: 400,
+  INVALID_VERIFICATION_TOKEN: 400,
+  ALREADY_MEMBER: 409,
+  EMAIL_TAKEN: 409
+} as const satisfies Record<IdentityReason, HttpStatus>
+
+const isIdentityReason = (reason: string): reason is IdentityReason => Object.hasOwn(statusByReason, reason)
+
+export const statusOf = (error: Pick<RpcError, "code" | "reason">): HttpStatus =>
+  isIdentityReason(error.reason) ? statusByReason[error.reason] : (statusByCode[error.code as Code] ?? 500)
+
+/**
+ * An upstream failure as the HTTP error the client sees. 4xx carry identity's message (written for
+ * users); 500 and 503 say nothing about internals and log the cause instead.
+ */
+export const fromRpcError = (error: RpcError): Effect.Effect<HttpError> => {
+  const code = statusOf(error)
+  const log = { code: error.codeName, reason: error.reason, message: error.message }
+  switch (code) {
+    case 500:
+      return Effect.as(Effect.logError("upstream call failed").pipe(Effect.annotateLogs(log)), new InternalError({ detail: "Internal Server Error" }))
+    case 503:
+      return Effect.as(
+        Effect.logWarning("upstream unavailable").pipe(Effect.annotateLogs(log)),
+        new Unavailable({ detail: "Service temporarily unavailable; retry shortly" })
+      )
+    default:
+      return Effect.succeed(new errorByStatus[code]({ detail: error.message || defaultDetail[code] }))
+  }
+}
+
+const defaultDetail: Record<HttpStatus, string> = {
+  400: "Bad Request",
+  401: "Not authenticated",
+  403: "Forbidden",
+  404: "Not Found",
+  409: "Conflict",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+  503: "Service Unavailable"
+}

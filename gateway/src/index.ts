@@ -1,0 +1,51 @@
+import { createServer } from "node:http"
+import { type HttpApi, HttpApiBuilder, HttpApiScalar, HttpMiddleware, HttpServer, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Config, Effect, Layer } from "effect"
+import { Api } from "./Api.js"
+import { AuthenticationLive } from "./Authentication.js"
+import { EdgeLive } from "./edge.js"
+import { ApiKeysLive } from "./http/apiKeys.js"
+import { AuthLive } from "./http/auth.js"
+import { InvitesLive } from "./http/invites.js"
+import { MembersLive } from "./http/members.js"
+import { OrgsLive } from "./http/orgs.js"
+import { SessionLive } from "./http/session.js"
+import { Upstreams } from "./Upstreams.js"
+
+export { Api } from "./Api.js"
+export { Authenticated, Authentication, SessionAuthentication, type CallerPrincipal } from "./Authentication.js"
+export { statusByReason, statusOf, type HttpStatus, type IdentityReason } from "./errors.js"
+export { Upstreams } from "./Upstreams.js"
+
+/** Every endpoint of the Api, implemented against identity. */
+export const ApiLive: Layer.Layer<HttpApi.Api, never, Upstreams> = HttpApiBuilder.api(Api).pipe(
+  Layer.provide([AuthLive, SessionLive, OrgsLive, MembersLive, InvitesLive, ApiKeysLive]),
+  Layer.provide(AuthenticationLive)
+)
+
+/** GET /healthz for humans and load balancers; not part of the public description. */
+const HealthzLive = HttpApiBuilder.Router.use((router) => router.get("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))))
+
+/**
+ * The gateway's HTTP app on whatever `HttpServer` is provided: /v1 (with /v1/openapi.json and
+ * /v1/docs), /healthz, access logs. Tests serve it on port 0; `GatewayLive` on PORT.
+ */
+export const gatewayHttpLayer = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
+  Layer.provide([HttpApiScalar.layer({ path: "/v1/docs" }), HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }), HealthzLive, EdgeLive]),
+  Layer.provide(ApiLive)
+)
+
+/** The gateway listening on PORT (default 8080) on all interfaces. Needs only `Upstreams`. */
+export const GatewayLive: Layer.Layer<never, never, Upstreams> = Layer.mergeAll(
+  gatewayHttpLayer,
+  Layer.effectDiscard(HttpServer.addressFormattedWith((url) => Effect.logInfo("gateway listening").pipe(Effect.annotateLogs({ url }))))
+).pipe(
+  Layer.provide(
+    NodeHttpServer.layerConfig(createServer, {
+      port: Config.integer("PORT").pipe(Config.withDefault(8080)),
+      host: Config.succeed("0.0.0.0")
+    })
+  ),
+  Layer.orDie
+)

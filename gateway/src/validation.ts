@@ -1,0 +1,242 @@
+import { HttpApi, HttpMethod, type HttpServerRequest } from "@effect/platform"
+import { Effect, Either, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
+import type { ValidationIssue } from "./errors.js"
+
+/**
+ * Request validation in the interface's 422 shape. HttpApi decodes path, body, headers and query
+ * itself but reports only a flattened issue list without saying which part failed; when it
+ * refuses a request we decode the same parts again with the endpoint's own schemas (errors: all)
+ * so every entry's loc starts with the part it is about: "path", "body", "header" or "query".
+ */
+
+export interface Route {
+  readonly method: HttpMethod.HttpMethod
+  readonly pattern: RegExp
+  readonly params: ReadonlyArray<string>
+  readonly schemas: { readonly [K in "pathSchema" | "payloadSchema" | "headersSchema" | "urlParamsSchema"]: Option.Option<AST.AST> }
+}
+
+/** The endpoint templates of an API, matched by method and path. */
+export const routesOf = (api: HttpApi.HttpApi.Any): ReadonlyArray<Route> => {
+  const routes: Array<Route> = []
+  HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      const params: Array<string> = []
+      const source = endpoint.path
+        .split("/")
+        .map((segment) => {
+          if (!segment.startsWith(":")) return segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+          params.push(segment.slice(1).replace(/\?$/, ""))
+          return "([^/]+)"
+        })
+        .join("/")
+      const { pathSchema, payloadSchema, headersSchema, urlParamsSchema } = endpoint
+      routes.push({
+        method: endpoint.method,
+        pattern: new RegExp(`^${source}/?$`),
+        params,
+        schemas: {
+          pathSchema: Option.map(pathSchema, (s) => s.ast),
+          payloadSchema: Option.map(payloadSchema, (s) => s.ast),
+          headersSchema: Option.map(headersSchema, (s) => s.ast),
+          urlParamsSchema: Option.map(urlParamsSchema, (s) => s.ast)
+        }
+      })
+    }
+  })
+  return routes
+}
+
+export const matchRoute = (routes: ReadonlyArray<Route>, method: string, pathname: string) => {
+  for (const route of routes) {
+    if (route.method !== method) continue
+    const match = route.pattern.exec(pathname)
+    if (match === null) continue
+    const params: Record<string, string> = {}
+    route.params.forEach((name, i) => {
+      const raw = match[i + 1] ?? ""
+      try {
+        params[name] = decodeURIComponent(raw)
+      } catch {
+        params[name] = raw
+      }
+    })
+    return { route, params }
+  }
+  return undefined
+}
+
+/** Whether a request's declared content type is one HttpApi reads as JSON (absent counts as JSON). */
+export const isJsonContentType = (contentType: string | undefined) => contentType === undefined || contentType.toLowerCase().includes("application/json")
+
+/** Every validation problem of a request for a matched route, in the 422 detail shape. */
+export const validateRequest = (
+  { route, params }: { readonly route: Route; readonly params: Record<string, string> },
+  request: HttpServerRequest.HttpServerRequest
+): Effect.Effect<ReadonlyArray<ValidationIssue>> =>
+  Effect.gen(function* () {
+    const { schemas } = route
+    const issues: Array<ValidationIssue> = []
+    const check = (ast: Option.Option<AST.AST>, input: unknown, where: string) => {
+      if (Option.isNone(ast)) return
+      const result = Schema.decodeUnknownEither(Schema.make(ast.value), { errors: "all" })(input)
+      if (Either.isLeft(result)) issues.push(...formatIssue(result.left.issue, [where]))
+    }
+    check(schemas.pathSchema, params, "path")
+    if (Option.isSome(schemas.payloadSchema) && HttpMethod.hasBody(route.method)) {
+      const body = yield* readJson(request)
+      if (body._tag === "Issue") issues.push(body.issue)
+      else check(schemas.payloadSchema, body.value, "body")
+    }
+    check(schemas.headersSchema, request.headers, "header")
+    const url = new URL(request.url, "http://gateway")
+    const query: Record<string, string | Array<string>> = {}
+    for (const key of new Set(url.searchParams.keys())) {
+      const values = url.searchParams.getAll(key)
+      query[key] = values.length === 1 ? values[0]! : values
+    }
+    check(schemas.urlParamsSchema, query, "query")
+    return issues
+  })
+
+const readJson = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.match(request.text, {
+    onFailure: () => ({ _tag: "Issue" as const, issue: { loc: ["body"], msg: "The request body could not be read", type: "json_invalid" } }),
+    onSuccess: (text) => {
+      if (text.trim() === "") return { _tag: "Issue" as const, issue: { loc: ["body"], msg: "Field required: a JSON object body", type: "missing" } }
+      try {
+        return { _tag: "Value" as const, value: JSON.parse(text) as unknown }
+      } catch (error) {
+        return { _tag: "Issue" as const, issue: { loc: ["body"], msg: `JSON decode error: ${(error as Error).message}`, type: "json_invalid" } }
+      }
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// ParseIssue → [{loc, msg, type, ctx?}]. Inputs are never echoed back (they may be passwords).
+// ---------------------------------------------------------------------------------------------
+
+const issue = (loc: ReadonlyArray<string>, msg: string, type: string, ctx?: Record<string, unknown>): ValidationIssue =>
+  ctx === undefined ? { loc, msg, type } : { loc, msg, type, ctx }
+
+const isLiteralUnion = (ast: AST.AST): ast is AST.Union<AST.Literal> => AST.isUnion(ast) && ast.types.every(AST.isLiteral)
+
+const quote = (value: unknown) => (typeof value === "string" ? `'${value}'` : String(value))
+
+const describe = (ast: AST.AST): string => {
+  switch (ast._tag) {
+    case "StringKeyword":
+    case "TemplateLiteral":
+      return "a valid string"
+    case "NumberKeyword":
+      return "a valid number"
+    case "BooleanKeyword":
+      return "a valid boolean"
+    case "TypeLiteral":
+      return "a JSON object"
+    case "TupleType":
+      return "a valid array"
+    case "Literal":
+      return ast.literal === null ? "null" : quote(ast.literal)
+    case "Union":
+      return ast.types.map(describe).join(" or ")
+    case "Refinement":
+    case "Transformation":
+      return describe(ast.from)
+    default:
+      return "of the expected type"
+  }
+}
+
+const typeCode = (ast: AST.AST): string => {
+  switch (ast._tag) {
+    case "StringKeyword":
+    case "TemplateLiteral":
+      return "string_type"
+    case "NumberKeyword":
+      return "number_type"
+    case "BooleanKeyword":
+      return "bool_type"
+    case "TypeLiteral":
+      return "object_type"
+    case "TupleType":
+      return "list_type"
+    case "Literal":
+      return "literal_error"
+    case "Union":
+      return isLiteralUnion(ast) ? "literal_error" : typeCode(ast.types.find((t) => !(AST.isLiteral(t) && t.literal === null)) ?? ast)
+    case "Refinement":
+    case "Transformation":
+      return typeCode(ast.from)
+    default:
+      return "type_error"
+  }
+}
+
+const typeIssue = (ast: AST.AST, loc: ReadonlyArray<string>): ValidationIssue =>
+  isLiteralUnion(ast) || AST.isLiteral(ast)
+    ? issue(loc, `Input should be ${describe(ast)}`, "literal_error", { expected: describe(ast) })
+    : issue(loc, `Input should be ${describe(ast)}`, typeCode(ast))
+
+const customMessage = (ast: AST.AST, parseIssue: ParseResult.ParseIssue): string | undefined => {
+  const annotation = AST.getMessageAnnotation(ast)
+  if (Option.isNone(annotation)) return undefined
+  const out = annotation.value(parseIssue)
+  if (typeof out === "string") return out
+  if (typeof out === "object" && "message" in out && typeof out.message === "string") return out.message
+  return undefined
+}
+
+const refinementIssue = (parseIssue: ParseResult.Refinement, loc: ReadonlyArray<string>): ValidationIssue => {
+  const ast = parseIssue.ast
+  const id = Option.getOrUndefined(AST.getSchemaIdAnnotation(ast))
+  const json = Option.getOrElse(AST.getJSONSchemaAnnotation(ast), () => ({})) as Record<string, unknown>
+  switch (id) {
+    case Schema.MinLengthSchemaId:
+      return issue(loc, `String should have at least ${json.minLength} character(s)`, "string_too_short", { min_length: json.minLength })
+    case Schema.MaxLengthSchemaId:
+      return issue(loc, `String should have at most ${json.maxLength} character(s)`, "string_too_long", { max_length: json.maxLength })
+    case Schema.MinItemsSchemaId:
+      return issue(loc, `List should have at least ${json.minItems} item(s)`, "too_short", { min_length: json.minItems })
+    case Schema.MaxItemsSchemaId:
+      return issue(loc, `List should have at most ${json.maxItems} item(s)`, "too_long", { max_length: json.maxItems })
+    case Schema.PatternSchemaId:
+      return issue(loc, customMessage(ast, parseIssue) ?? `String should match the pattern ${json.pattern}`, "string_pattern_mismatch", { pattern: json.pattern })
+    case Schema.IntSchemaId:
+      return issue(loc, "Input should be a valid integer", "int_type")
+    default:
+      return issue(loc, customMessage(ast, parseIssue) ?? "Value is not valid", "value_error")
+  }
+}
+
+const membersOf = (composite: ParseResult.Composite): ReadonlyArray<ParseResult.ParseIssue> =>
+  Array.isArray(composite.issues) ? (composite.issues as ReadonlyArray<ParseResult.ParseIssue>) : [composite.issues as ParseResult.ParseIssue]
+
+/** Members of a union that failed for a reason other than being the wrong type. */
+const unionIssues = (composite: ParseResult.Composite, loc: ReadonlyArray<string>): Array<ValidationIssue> => {
+  const specific = membersOf(composite).filter((m) => m._tag !== "Type")
+  return specific.length > 0 ? specific.flatMap((m) => formatIssue(m, loc)) : [typeIssue(composite.ast, loc)]
+}
+
+export const formatIssue = (parseIssue: ParseResult.ParseIssue, loc: ReadonlyArray<string>): Array<ValidationIssue> => {
+  switch (parseIssue._tag) {
+    case "Pointer":
+      return formatIssue(parseIssue.issue, [...loc, ...(Array.isArray(parseIssue.path) ? parseIssue.path : [parseIssue.path]).map(String)])
+    case "Composite":
+      if (AST.isUnion(parseIssue.ast)) return unionIssues(parseIssue, loc)
+      return membersOf(parseIssue).flatMap((i) => formatIssue(i, loc))
+    case "Missing":
+      return [issue(loc, "Field required", "missing")]
+    case "Unexpected":
+      return [issue(loc, "Extra inputs are not permitted", "extra_forbidden")]
+    case "Type":
+      return [typeIssue(parseIssue.ast, loc)]
+    case "Forbidden":
+      return [issue(loc, parseIssue.message ?? "Value is not allowed", "value_error")]
+    case "Transformation":
+      return formatIssue(parseIssue.issue, loc)
+    case "Refinement":
+      return parseIssue.kind === "From" ? formatIssue(parseIssue.issue, loc) : [refinementIssue(parseIssue, loc)]
+  }
+}

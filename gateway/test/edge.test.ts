@@ -1,0 +1,295 @@
+/**
+ * The gateway's edge, served on a real port: routing, OpenAPI, docs, 401 for a missing token and
+ * 422 for malformed requests — everything that happens before identity is consulted. Identity
+ * itself is out of reach here: the in-memory transport answers Authenticate by refusing every
+ * token and implements nothing else, so no test below depends on identity behaviour. Requests
+ * that need a real identity are in test/e2e.
+ */
+import { createServer } from "node:http"
+import { Code, ConnectError, createRouterTransport } from "@connectrpc/connect"
+import { HttpServer, HttpServerRequest } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { describe, expect, it, layer } from "@effect/vitest"
+import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
+import { Effect, Layer, Logger, LogLevel } from "effect"
+import { Api, gatewayHttpLayer, Upstreams } from "../src/index.js"
+import { matchRoute, routesOf, validateRequest } from "../src/validation.js"
+
+const refuseEveryToken = createRouterTransport((router) => {
+  router.service(AuthService, {
+    authenticate: () => {
+      throw new ConnectError("unknown or revoked token", Code.Unauthenticated)
+    }
+  })
+})
+
+const TestGateway = gatewayHttpLayer.pipe(
+  Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+  Layer.provide(Upstreams.fromTransport(refuseEveryToken)),
+  Layer.provide(Logger.minimumLogLevel(LogLevel.None))
+)
+
+interface Reply {
+  readonly status: number
+  readonly body: any
+  readonly contentType: string | null
+}
+
+const call = (method: string, path: string, init: { token?: string; json?: unknown; raw?: string; headers?: Record<string, string> } = {}) =>
+  Effect.gen(function* () {
+    const base = yield* HttpServer.addressWith((address) => Effect.succeed(address._tag === "TcpAddress" ? `http://127.0.0.1:${address.port}` : ""))
+    return yield* Effect.promise(async (): Promise<Reply> => {
+      const headers: Record<string, string> = { ...init.headers }
+      if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`
+      if (init.json !== undefined || init.raw !== undefined) headers["content-type"] ??= "application/json"
+      const body = init.raw ?? (init.json === undefined ? undefined : JSON.stringify(init.json))
+      const response = await fetch(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body }) })
+      const text = await response.text()
+      return { status: response.status, body: text === "" ? null : JSON.parse(text), contentType: response.headers.get("content-type") }
+    })
+  })
+
+const getText = (path: string) =>
+  Effect.gen(function* () {
+    const base = yield* HttpServer.addressWith((address) => Effect.succeed(address._tag === "TcpAddress" ? `http://127.0.0.1:${address.port}` : ""))
+    return yield* Effect.promise(async () => {
+      const response = await fetch(`${base}${path}`)
+      return { status: response.status, contentType: response.headers.get("content-type"), text: await response.text() }
+    })
+  })
+
+const endpoints: ReadonlyArray<readonly [string, string]> = [
+  ["post", "/v1/auth/signup"],
+  ["post", "/v1/auth/login"],
+  ["post", "/v1/auth/logout"],
+  ["post", "/v1/auth/verify-email"],
+  ["get", "/v1/me"],
+  ["patch", "/v1/me"],
+  ["delete", "/v1/me"],
+  ["get", "/v1/bootstrap"],
+  ["get", "/v1/my-orgs"],
+  ["get", "/v1/orgs"],
+  ["post", "/v1/orgs"],
+  ["get", "/v1/orgs/{org_id}"],
+  ["patch", "/v1/orgs/{org_id}"],
+  ["delete", "/v1/orgs/{org_id}"],
+  ["get", "/v1/orgs/{org_id}/members"],
+  ["patch", "/v1/orgs/{org_id}/members/{target_user_id}"],
+  ["delete", "/v1/orgs/{org_id}/members/{target_user_id}"],
+  ["post", "/v1/orgs/{org_id}/invite"],
+  ["get", "/v1/orgs/{org_id}/invites"],
+  ["delete", "/v1/orgs/{org_id}/invites/{invite_id}"],
+  ["get", "/v1/invites/pending"],
+  ["post", "/v1/invites/{invite_token}/accept"],
+  ["get", "/v1/orgs/{org_id}/roles"],
+  ["get", "/v1/orgs/{org_id}/api-keys"],
+  ["post", "/v1/orgs/{org_id}/api-keys"],
+  ["delete", "/v1/orgs/{org_id}/api-keys/{api_key_id}"]
+]
+
+const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email"])
+
+layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
+  it.effect("serves an OpenAPI 3.1 description labelled Scion 0.1.0 with every endpoint", () =>
+    Effect.gen(function* () {
+      const { status, body: spec } = yield* call("GET", "/v1/openapi.json")
+      expect(status).toBe(200)
+      expect(spec.openapi).toMatch(/^3\.1\./)
+      expect(spec.info).toMatchObject({ title: "Scion", version: "0.1.0" })
+      const listed = Object.entries(spec.paths as Record<string, Record<string, unknown>>).flatMap(([path, item]) => Object.keys(item).map((m) => `${m} ${path}`))
+      expect(listed.sort()).toEqual(endpoints.map(([m, p]) => `${m} ${p}`).sort())
+      for (const [method, path] of endpoints) {
+        const op = spec.paths[path][method]
+        expect(op.security.length === 0, `${method} ${path} security`).toBe(publicOps.has(`${method} ${path}`))
+        expect(op.responses["500"].content["application/json"].schema.$ref).toBe("#/components/schemas/ApiError")
+      }
+    })
+  )
+
+  it.effect("documents 422 as ValidationError, not HttpApi's 400 decode error", () =>
+    Effect.gen(function* () {
+      const { body: spec } = yield* call("GET", "/v1/openapi.json")
+      const signup = spec.paths["/v1/auth/signup"].post
+      expect(signup.responses["422"].content["application/json"].schema.$ref).toBe("#/components/schemas/ValidationError")
+      expect(signup.responses["400"].content["application/json"].schema.$ref).toBe("#/components/schemas/ApiError")
+      expect(spec.paths["/v1/bootstrap"].get.responses["422"]).toBeDefined()
+      // Nothing to validate, nothing to document.
+      expect(spec.paths["/v1/me"].get.responses["422"]).toBeUndefined()
+      expect(spec.components.schemas.HttpApiDecodeError).toBeUndefined()
+      expect(spec.components.schemas.ValidationError.properties.detail.items.$ref).toBe("#/components/schemas/ValidationIssue")
+      expect(spec.components.schemas.ValidationIssue.required).toEqual(["loc", "msg", "type"])
+      expect(spec.components.schemas.ApiError.properties).toEqual({ detail: expect.objectContaining({ type: "string" }) })
+    })
+  )
+
+  it.effect("documents success statuses, the extensions and the bootstrap header", () =>
+    Effect.gen(function* () {
+      const { body: spec } = yield* call("GET", "/v1/openapi.json")
+      expect(Object.keys(spec.paths["/v1/auth/signup"].post.responses)).toContain("201")
+      expect(spec.paths["/v1/orgs"].post.responses["201"].content["application/json"].schema.$ref).toBe("#/components/schemas/OrgDetails")
+      expect(spec.paths["/v1/orgs/{org_id}/api-keys"].post.responses["201"].content["application/json"].schema.$ref).toBe("#/components/schemas/CreatedApiKey")
+      expect(spec.paths["/v1/orgs/{org_id}"].delete.responses["204"]).toBeDefined()
+      for (const path of ["/v1/auth/signup", "/v1/auth/login", "/v1/auth/logout", "/v1/auth/verify-email"]) {
+        expect(spec.paths[path].post["x-scion-extension"], path).toBe(true)
+      }
+      expect(spec.paths["/v1/me"].get["x-scion-extension"]).toBeUndefined()
+      expect(spec.paths["/v1/bootstrap"].get.parameters).toEqual([expect.objectContaining({ name: "x-org-id", in: "header", required: true })])
+      expect(spec.components.schemas.ApiKey.properties.secret).toBeUndefined()
+      expect(spec.components.schemas.CreatedApiKey.required).toContain("secret")
+    })
+  )
+
+  it.effect("serves the docs page, /healthz, and 404 {detail} for unknown routes", () =>
+    Effect.gen(function* () {
+      const docs = yield* getText("/v1/docs")
+      expect(docs.status).toBe(200)
+      expect(docs.contentType).toContain("text/html")
+      expect(yield* call("GET", "/healthz")).toMatchObject({ status: 200, body: { status: "ok" } })
+      for (const [method, path] of [["GET", "/v1/does-not-exist"], ["GET", "/"], ["PUT", "/v1/me"], ["GET", "/v1/orgs/a/b/c"]] as const) {
+        expect(yield* call(method, path), `${method} ${path}`).toEqual({ status: 404, body: { detail: "Not Found" }, contentType: "application/json" })
+      }
+    })
+  )
+
+  it.effect("answers 401 {detail} without or with a malformed bearer token", () =>
+    Effect.gen(function* () {
+      const protectedOps = endpoints.filter(([m, p]) => !publicOps.has(`${m} ${p}`))
+      for (const [method, template] of protectedOps) {
+        const path = template.replace(/\{[a-z_]+\}/g, "x1")
+        const response = yield* call(method.toUpperCase(), path, { headers: { "x-org-id": "org_1" } })
+        expect(response.status, `${method} ${path}`).toBe(401)
+        expect(typeof response.body.detail).toBe("string")
+      }
+      for (const authorization of ["Basic dXNlcjpwYXNz", "Bearer", "Bearer ", "Token abc", "Bearer a b"]) {
+        expect((yield* call("GET", "/v1/me", { headers: { authorization } })).status, authorization).toBe(401)
+      }
+      // Authentication comes before validation: a bad body without a token is still 401.
+      expect((yield* call("PATCH", "/v1/me", { json: { full_name: 7 } })).status).toBe(401)
+    })
+  )
+
+  it.effect("maps identity refusing the token to 401 {detail}", () =>
+    Effect.gen(function* () {
+      const response = yield* call("GET", "/v1/me", { token: "scion_sess_unknown" })
+      expect(response).toMatchObject({ status: 401, body: { detail: "unknown or revoked token" } })
+    })
+  )
+
+  it.effect("answers malformed sign-up bodies with 422 and loc ['body', field]", () =>
+    Effect.gen(function* () {
+      const valid = { email: "ada@example.com", password: "correct-horse-battery", full_name: "Ada" }
+      const cases: Array<[Record<string, unknown>, string, string]> = [
+        [{ password: valid.password, full_name: "X" }, "email", "missing"],
+        [{ ...valid, email: "not-an-email" }, "email", "value_error"],
+        [{ ...valid, email: "a@b@c" }, "email", "value_error"],
+        [{ ...valid, email: 42 }, "email", "string_type"],
+        [{ ...valid, email: `${"a".repeat(250)}@x.io` }, "email", "string_too_long"],
+        [{ ...valid, password: "tiny" }, "password", "string_too_short"],
+        [{ ...valid, password: "p".repeat(129) }, "password", "string_too_long"],
+        [{ ...valid, full_name: "" }, "full_name", "string_too_short"],
+        [{ ...valid, full_name: "   " }, "full_name", "string_too_short"],
+        [{ ...valid, full_name: "x".repeat(101) }, "full_name", "string_too_long"],
+        [{ ...valid, full_name: null }, "full_name", "string_type"]
+      ]
+      for (const [body, field, type] of cases) {
+        const response = yield* call("POST", "/v1/auth/signup", { json: body })
+        expect(response.status, JSON.stringify(body)).toBe(422)
+        expect(response.body.detail, JSON.stringify(body)).toEqual([expect.objectContaining({ loc: ["body", field], type, msg: expect.any(String) })])
+      }
+      const tooShort = yield* call("POST", "/v1/auth/signup", { json: { ...valid, password: "tiny" } })
+      expect(tooShort.body.detail[0].ctx).toEqual({ min_length: 8 })
+      // The input is never echoed back: it may be a password.
+      expect(JSON.stringify(tooShort.body)).not.toContain("tiny")
+    })
+  )
+
+  it.effect("reports every problem of a body at once, in field order", () =>
+    Effect.gen(function* () {
+      const response = yield* call("POST", "/v1/auth/signup", { json: { email: 1, extra: "ignored" } })
+      expect(response.status).toBe(422)
+      expect(response.body.detail.map((d: any) => [d.loc, d.type])).toEqual([
+        [["body", "email"], "string_type"],
+        [["body", "password"], "missing"],
+        [["body", "full_name"], "missing"]
+      ])
+    })
+  )
+
+  it.effect("answers bodies that are not JSON objects with 422 on ['body']", () =>
+    Effect.gen(function* () {
+      const cases: Array<[{ raw?: string; json?: unknown; headers?: Record<string, string> }, string]> = [
+        [{ raw: "{not json" }, "json_invalid"],
+        [{ raw: "" }, "missing"],
+        [{ json: [1, 2] }, "object_type"],
+        [{ json: "text" }, "object_type"],
+        [{ json: null }, "object_type"],
+        [{ raw: "email=a@b.c", headers: { "content-type": "application/x-www-form-urlencoded" } }, "json_invalid"],
+        [{ raw: "hello", headers: { "content-type": "text/plain" } }, "json_invalid"]
+      ]
+      for (const [init, type] of cases) {
+        const response = yield* call("POST", "/v1/auth/login", init)
+        expect(response.status, JSON.stringify(init)).toBe(422)
+        expect(response.body.detail, JSON.stringify(init)).toEqual([expect.objectContaining({ loc: ["body"], type })])
+      }
+      const verify = yield* call("POST", "/v1/auth/verify-email", { json: { token: "" } })
+      expect(verify).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "token"], type: "string_too_short" }] } })
+    })
+  )
+
+  it.effect("refuses bodies over 1 MiB with 422", () =>
+    Effect.gen(function* () {
+      const response = yield* call("POST", "/v1/auth/login", { json: { email: "a@b.c", password: "x".repeat(2 * 1024 * 1024) } })
+      expect(response.status).toBe(422)
+      expect(response.body.detail[0].loc).toEqual(["body"])
+    })
+  )
+})
+
+// Behind authentication the same validation runs; these check which part each loc names using the
+// route table directly, since getting past authentication needs the real identity.
+describe("validation of authenticated endpoints", () => {
+  const routes = routesOf(Api)
+  const validate = (method: string, path: string, init: RequestInit = {}) => {
+    const request = HttpServerRequest.fromWeb(new Request(`http://gateway${path}`, { method, ...init }))
+    const matched = matchRoute(routes, method, path)
+    if (matched === undefined) throw new Error(`no route for ${method} ${path}`)
+    return Effect.runPromise(validateRequest(matched, request))
+  }
+  const json = (body: unknown): RequestInit => ({ body: JSON.stringify(body), headers: { "content-type": "application/json" } })
+
+  it("names the header for a missing X-Org-Id", async () => {
+    expect(await validate("GET", "/v1/bootstrap")).toEqual([{ loc: ["header", "x-org-id"], msg: "Field required", type: "missing" }])
+    expect(await validate("GET", "/v1/bootstrap", { headers: { "x-org-id": "org_1" } })).toEqual([])
+  })
+
+  it("names path parameters", async () => {
+    expect(await validate("POST", `/v1/invites/${"t".repeat(201)}/accept`)).toEqual([
+      expect.objectContaining({ loc: ["path", "invite_token"], type: "string_too_long", ctx: { max_length: 200 } })
+    ])
+    expect(await validate("DELETE", "/v1/orgs/org_1/api-keys/key_1")).toEqual([])
+  })
+
+  it("checks org names after trimming, and role keys as plain strings", async () => {
+    expect(await validate("PATCH", "/v1/orgs/org_1", json({ name: "   " }))).toEqual([expect.objectContaining({ loc: ["body", "name"], type: "string_too_short" })])
+    expect(await validate("PATCH", "/v1/orgs/org_1", json({ name: ["x"] }))).toEqual([expect.objectContaining({ loc: ["body", "name"], type: "string_type" })])
+    expect(await validate("PATCH", "/v1/orgs/org_1/members/usr_1", json({ role_key: "emperor" }))).toEqual([])
+    expect(await validate("PATCH", "/v1/orgs/org_1/members/usr_1", json({}))).toEqual([{ loc: ["body", "role_key"], msg: "Field required", type: "missing" }])
+  })
+
+  it("checks API key bodies: scopes, expiration and mode", async () => {
+    const path = "/v1/orgs/org_1/api-keys"
+    expect(await validate("POST", path, json({ name: "ci", role_id: "role_org_admin" }))).toEqual([])
+    expect(await validate("POST", path, json({ name: "ci", role_id: "role_org_admin", scopes: ["org.read"], expiration: "2030-01-31T00:00:00Z", mode: "test" }))).toEqual([])
+    expect(await validate("POST", path, json({ name: "ci", role_id: "role_org_admin", expiration: null }))).toEqual([])
+    const bad = await validate("POST", path, json({ name: "", role_id: 3, scopes: ["org.read", 5], expiration: "tomorrow", mode: "prod" }))
+    expect(bad.map((d) => [d.loc, d.type])).toEqual([
+      [["body", "name"], "string_too_short"],
+      [["body", "role_id"], "string_type"],
+      [["body", "scopes", "1"], "string_type"],
+      [["body", "expiration"], "value_error"],
+      [["body", "mode"], "literal_error"]
+    ])
+    const tooMany = await validate("POST", path, json({ name: "ci", role_id: "r", scopes: Array.from({ length: 65 }, (_, i) => `p${i}`) }))
+    expect(tooMany).toEqual([expect.objectContaining({ loc: ["body", "scopes"], type: "too_long", ctx: { max_length: 64 } })])
+  })
+})

@@ -1,0 +1,87 @@
+import type { Principal } from "@scion/kit"
+import { Effect, Option } from "effect"
+import { ApiKeysRepo } from "./ApiKeysRepo.js"
+import { NotAMember, PermissionDenied, RoleEscalation, SessionRequired, Unauthenticated } from "./domain/errors.js"
+import { effectivePermissions, knownRole, ROLES, type Role } from "./domain/roles.js"
+import { SessionsRepo } from "./SessionsRepo.js"
+
+/** A caller's standing in one org, read fresh on every request (nothing cached). */
+export interface OrgAccess {
+  readonly orgId: string
+  readonly role: Role
+  readonly permissions: ReadonlyArray<string>
+  /** The session's user, or the API key's creator (null once that user is deleted). */
+  readonly userId: string | null
+  readonly sessionId: string | null
+  readonly apiKeyId: string | null
+}
+
+/**
+ * The authorization policy every identity RPC goes through. The principal's signature proves who
+ * called; the session or key is still re-read here, so logging out, revoking a key or removing a
+ * member takes effect on the very next request even while a principal token is unexpired.
+ */
+export class Access extends Effect.Service<Access>()("@scion/identity/Access", {
+  effect: Effect.gen(function* () {
+    const sessions = yield* SessionsRepo
+    const apiKeys = yield* ApiKeysRepo
+
+    /** A live dashboard session; API keys get SESSION_REQUIRED. */
+    const session = Effect.fn("Access.session")(function* (principal: Principal) {
+      if (principal.kind !== "user_session") return yield* new SessionRequired()
+      const sessionId = principal.sessionId
+      if (sessionId === null) return yield* new Unauthenticated()
+      const userId = yield* sessions.liveUser(sessionId).pipe(Effect.flatMap(Option.match({ onNone: () => new Unauthenticated(), onSome: Effect.succeed })))
+      return { userId, sessionId }
+    })
+
+    /** The caller's role and permissions in an org: NOT_A_MEMBER when it has none there. */
+    const inOrg = Effect.fn("Access.inOrg")(function* (principal: Principal, orgId: string): Effect.fn.Return<OrgAccess, Unauthenticated | NotAMember> {
+      if (principal.kind === "api_key") {
+        const key = yield* apiKeys.findActive(principal.apiKeyId ?? "")
+        if (Option.isNone(key)) return yield* new Unauthenticated()
+        if (key.value.orgId !== orgId) return yield* new NotAMember({ orgId })
+        const role = knownRole(key.value.roleId)
+        return {
+          orgId,
+          role,
+          permissions: effectivePermissions(role, key.value.scopes),
+          userId: key.value.createdBy,
+          sessionId: null,
+          apiKeyId: key.value.id
+        }
+      }
+      if (principal.sessionId === null) return yield* new Unauthenticated()
+      const found = yield* sessions.liveUserInOrg(principal.sessionId, orgId)
+      if (Option.isNone(found)) return yield* new Unauthenticated()
+      if (found.value.roleId === null) return yield* new NotAMember({ orgId })
+      const role = knownRole(found.value.roleId)
+      return {
+        orgId,
+        role,
+        permissions: role.permissions,
+        userId: found.value.userId,
+        sessionId: principal.sessionId,
+        apiKeyId: null
+      }
+    })
+
+    /** inOrg plus a named permission: PERMISSION_DENIED (with the permission) when missing. */
+    const require = (principal: Principal, orgId: string, permission: string) =>
+      Effect.flatMap(inOrg(principal, orgId), (access) =>
+        access.permissions.includes(permission) ? Effect.succeed(access) : Effect.fail(new PermissionDenied({ orgId, permission }))
+      )
+
+    return { session, inOrg, require } as const
+  })
+}) {}
+
+/** A caller never grants a role ranked above its own (for an API key: the key's role). */
+export const noEscalation = (access: OrgAccess, target: Role): Effect.Effect<void, RoleEscalation> =>
+  target.rank > access.role.rank ? Effect.fail(new RoleEscalation({ role: target.key, callerRole: access.role.key })) : Effect.void
+
+/** Only an owner may change an owner's role or remove an owner. */
+export const ownerOnlyOnOwners = (access: OrgAccess, targetRole: Role): Effect.Effect<void, RoleEscalation> =>
+  targetRole.key === "owner" && access.role.key !== "owner"
+    ? Effect.fail(new RoleEscalation({ role: ROLES.owner.key, callerRole: access.role.key }))
+    : Effect.void

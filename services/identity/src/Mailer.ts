@@ -1,0 +1,41 @@
+import { Context, Effect, Layer, Ref } from "effect"
+import { IdentityConfig } from "./config.js"
+
+export interface MailMessage {
+  readonly to: string
+  readonly subject: string
+  readonly text: string
+}
+
+/** The mail port. Sending never fails the caller: an adapter reports its own delivery problems. */
+export class Mailer extends Context.Tag("@scion/identity/Mailer")<Mailer, { readonly send: (message: MailMessage) => Effect.Effect<void> }>() {
+  /** Writes each message (body included, so a local user can read the token) to the log at info. */
+  static readonly log: Layer.Layer<Mailer> = Layer.succeed(Mailer, {
+    send: (message) => Effect.logInfo("mail sent").pipe(Effect.annotateLogs({ mail_to: message.to, mail_subject: message.subject, mail_text: message.text }))
+  })
+
+  /** MAIL_ADAPTER: `log` (the default). An SMTP adapter is configuration away. */
+  static readonly layerConfig: Layer.Layer<Mailer, never, IdentityConfig> = Layer.unwrapEffect(
+    Effect.map(IdentityConfig, (config) => {
+      switch (config.mailAdapter) {
+        case "log":
+          return Mailer.log
+      }
+    })
+  )
+}
+
+/** What a recording mailer has sent, for tests. */
+export class MailRecorder extends Context.Tag("@scion/identity/MailRecorder")<
+  MailRecorder,
+  { readonly sent: Effect.Effect<ReadonlyArray<MailMessage>> }
+>() {}
+
+/** A mailer that keeps every message in memory, readable through `MailRecorder`. */
+export const RecordingMailer: Layer.Layer<Mailer | MailRecorder> = Layer.effectContext(
+  Effect.map(Ref.make<ReadonlyArray<MailMessage>>([]), (ref) =>
+    Context.make(Mailer, { send: (message) => Ref.update(ref, (sent) => [...sent, message]) }).pipe(
+      Context.add(MailRecorder, { sent: Ref.get(ref) })
+    )
+  )
+)
