@@ -1,7 +1,7 @@
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "@effect/platform"
 import { withPrincipalToken, type RpcError } from "@scion/kit"
 import { PrincipalKind } from "@scion/proto/scion/auth/v1/auth_pb"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Cache, Config, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
 import { fromRpcError, httpErrors, Unauthorized, type HttpError } from "./errors.js"
 import { Upstreams } from "./Upstreams.js"
 
@@ -54,44 +54,69 @@ const kinds = {
 const orNull = (s: string): string | null => (s === "" ? null : s)
 
 /**
- * Asks identity about the bearer token on every request. Nothing is cached, so a revoked key, an
- * ended session or a removed member is refused on the very next request.
+ * Identity's answers for bearer tokens, kept briefly (AUTH_CACHE_SECONDS, default 10; 0 turns it
+ * off) so the hot path costs one upstream call instead of two. Only
+ * successes are kept. This does not delay revocation for identity's endpoints: identity re-reads
+ * the session or key on every call it serves, so a revoked key, an ended session or a removed
+ * member is refused on the very next request.
  */
+export class PrincipalCache extends Context.Tag("@scion/gateway/PrincipalCache")<
+  PrincipalCache,
+  { readonly get: (bearerToken: string) => Effect.Effect<Context.Tag.Service<Authenticated>, HttpError> }
+>() {
+  static readonly layer = Layer.effect(
+    PrincipalCache,
+    Effect.gen(function* () {
+      const upstreams = yield* Upstreams
+      const ttl = yield* Config.integer("AUTH_CACHE_SECONDS").pipe(Config.withDefault(10), Effect.orDie)
+      const lookup = (bearerToken: string) =>
+        upstreams.auth.authenticate({ bearerToken }).pipe(
+          Effect.catchAll((e) => Effect.flip(fromRpcError(e))),
+          Effect.flatMap((response) => {
+            const kind = response.principal ? kinds[response.principal.kind] : undefined
+            if (!response.principal || kind === undefined || response.principalToken === "") {
+              return Effect.dieMessage("identity authenticated a token without a principal")
+            }
+            const p = response.principal
+            return Effect.succeed(
+              Authenticated.of({
+                principal: { kind, userId: orNull(p.userId), apiKeyId: orNull(p.apiKeyId), orgId: orNull(p.orgId), roleKey: orNull(p.roleKey), permissions: p.permissions },
+                principalToken: response.principalToken
+              })
+            )
+          })
+        )
+      if (ttl <= 0) return PrincipalCache.of({ get: lookup })
+      const cache = yield* Cache.makeWith({
+        capacity: 50_000,
+        lookup,
+        timeToLive: (exit) => (Exit.isSuccess(exit) ? Duration.seconds(ttl) : Duration.zero)
+      })
+      return PrincipalCache.of({ get: (bearerToken) => cache.get(bearerToken) })
+    })
+  )
+}
+
 const authenticate = (sessionOnly: boolean) =>
   Effect.gen(function* () {
-    const upstreams = yield* Upstreams
+    const principals = yield* PrincipalCache
     return (_token: unknown) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         const token = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.authorization ?? "")?.[1]
         if (token === undefined) return yield* Effect.fail(new Unauthorized({ detail: "Not authenticated: send Authorization: Bearer <token>" }))
-        const response = yield* upstreams.auth.authenticate({ bearerToken: token }).pipe(Effect.catchAll((e) => Effect.flip(fromRpcError(e))))
-        const kind = response.principal ? kinds[response.principal.kind] : undefined
-        if (!response.principal || kind === undefined || response.principalToken === "") {
-          return yield* Effect.dieMessage("identity authenticated a token without a principal")
-        }
-        if (sessionOnly && kind !== "user_session") {
+        const authenticated = yield* principals.get(token)
+        if (sessionOnly && authenticated.principal.kind !== "user_session") {
           return yield* Effect.fail(new Unauthorized({ detail: "This endpoint needs a dashboard session; API keys are not accepted" }))
         }
-        const p = response.principal
-        return Authenticated.of({
-          principal: {
-            kind,
-            userId: orNull(p.userId),
-            apiKeyId: orNull(p.apiKeyId),
-            orgId: orNull(p.orgId),
-            roleKey: orNull(p.roleKey),
-            permissions: p.permissions
-          },
-          principalToken: response.principalToken
-        })
+        return authenticated
       })
   })
 
 export const AuthenticationLive: Layer.Layer<Authentication | SessionAuthentication, never, Upstreams> = Layer.mergeAll(
   Layer.effect(Authentication, Effect.map(authenticate(false), (bearer) => Authentication.of({ bearer }))),
   Layer.effect(SessionAuthentication, Effect.map(authenticate(true), (bearer) => SessionAuthentication.of({ bearer })))
-)
+).pipe(Layer.provide(PrincipalCache.layer))
 
 /**
  * Calls upstreams as the authenticated caller (its principal token rides in x-scion-principal);

@@ -13,11 +13,11 @@ const query = `
     join identity.orgs o on o.id = k.org_id
     join identity.role_grants g on g.api_key_id = k.id
     join identity.roles r on r.id = g.role_id
-   where k.token_digest = $1 and k.revoked_at is null and (k.expires_at is null or k.expires_at > now())`
+   where k.secret_digest = $1 and k.revoked_at is null and (k.expires_at is null or k.expires_at > now())`
 
 createServer(async (req, res) => {
   const token = (req.headers.authorization ?? "").replace(/^Bearer /, "")
-  const digest = createHash("sha256").update(token).digest()
+  const digest = createHash("sha256").update(token).digest("hex")
   const { rows } = await pool.query(query, [digest])
   const org = rows[0]
   if (!org || !req.url?.endsWith(org.id)) {

@@ -28,7 +28,7 @@ const freePort = () =>
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const start = (script, env) => {
-  const child = spawn(process.execPath, [join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", ...env }, stdio: ["ignore", "inherit", "inherit"] })
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", ...env }, stdio: ["ignore", "inherit", "inherit"] })
   return child
 }
 
@@ -82,7 +82,8 @@ try {
   const gateway = start("gateway/dist/main.js", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: `http://127.0.0.1:${identityPort}` })
   children.push(identity, gateway)
   const base = `http://127.0.0.1:${gatewayPort}`
-  await waitFor(async () => (await fetch(`${base}/healthz`)).ok, "gateway")
+  // Ready when a login round-trips to identity (401 for an unknown user).
+  await waitFor(async () => (await fetch(`${base}/v1/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "probe@example.com", password: "probe-password" }) })).status === 401, "gateway and identity")
 
   const session = await json(base, "POST", "/v1/auth/signup", null, { email: "bench@example.com", password: "correct-horse-battery", full_name: "Bench" })
   const org = await json(base, "POST", "/v1/orgs", session.session_token, { name: "Bench" })
