@@ -48,4 +48,5 @@ Stop with Ctrl-C; data stays in SCION_DATA_DIR (default ./.scion).`)
 
 const MainLive = Layer.mergeAll(UnitsLive, Banner).pipe(Layer.provide(EmbeddedPostgresLive), Layer.provide(LoggingLive))
 
-NodeRuntime.runMain(Layer.launch(MainLive))
+// LoggingLive writes JSON lines; the pretty logger would print every line twice.
+NodeRuntime.runMain(Layer.launch(MainLive), { disablePrettyLogger: true })
