@@ -182,6 +182,22 @@ export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
   .middleware(Authentication)
   .annotateContext(OpenApi.annotations({ title: "api-keys", description: "Org API keys." })) {}
 
+export class OperationsGroup extends HttpApiGroup.make("operations")
+  .add(
+    HttpApiEndpoint.get("get", "/operations/:operation_id")
+      .setPath(S.OperationPath)
+      .setUrlParams(S.OperationQuery)
+      .addSuccess(S.Operation)
+      .annotate(OpenApi.Summary, "Poll an operation; with wait, hold until it is completed or failed")
+      .annotate(
+        OpenApi.Description,
+        "Any authenticated caller of the operation's org (an API key of that org, or a member's session). An unknown operation and another org's operation both answer 404. " +
+          "With wait=N (integer 0..10) the request is held until the operation reaches completed or failed, or N seconds pass, and answers the state at that moment; any other wait value is 422."
+      )
+  )
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ description: "Long-running operations (discovery, engine setup, connector deletion, branch creation, …)." })) {}
+
 const refinementTitle = /^(minLength|maxLength|minItems|maxItems|length|pattern)\(/
 
 /** Drops the titles Effect gives refinements ("maxLength(100)"): the constraints are already there. */
@@ -222,6 +238,7 @@ export class Api extends HttpApi.make("scion")
   .add(MembersGroup)
   .add(InvitesGroup)
   .add(ApiKeysGroup)
+  .add(OperationsGroup)
   .addError(ValidationError)
   .addError(BadRequest)
   .addError(Unauthorized)

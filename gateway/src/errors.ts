@@ -67,7 +67,7 @@ export class ValidationError extends Schema.Class<ValidationError>("ValidationEr
 ) {}
 
 // ---------------------------------------------------------------------------------------------
-// Identity's RpcError (Connect code + reason) → HTTP status: the one table.
+// Upstream RpcError (Connect code + reason) → HTTP status: the one table.
 // ---------------------------------------------------------------------------------------------
 
 /** Default status per Connect code. */
@@ -98,6 +98,12 @@ export type IdentityReason =
   | "LAST_OWNER" | "SOLE_OWNER" | "LAST_ORG" | "UNKNOWN_ROLE" | "NON_ORG_ROLE" | "SCOPE_OUTSIDE_ROLE" | "INVALID_ARGUMENT" | "INVALID_VERIFICATION_TOKEN"
   | "ALREADY_MEMBER" | "EMAIL_TAKEN"
 
+/** The reasons the operation unit sends that a gateway request can meet. */
+export type OperationReason =
+  | "OPERATION_NOT_FOUND" | "OPERATION_ID_CONFLICT" | "OPERATION_TERMINAL" | "OPERATION_INVALID_TRANSITION" | "IDENTITY_UNAVAILABLE"
+
+export type UpstreamReason = IdentityReason | OperationReason
+
 export const statusByReason = {
   UNAUTHENTICATED: 401,
   SESSION_REQUIRED: 401,
@@ -120,13 +126,19 @@ export const statusByReason = {
   INVALID_ARGUMENT: 400,
   INVALID_VERIFICATION_TOKEN: 400,
   ALREADY_MEMBER: 409,
-  EMAIL_TAKEN: 409
-} as const satisfies Record<IdentityReason, HttpStatus>
+  EMAIL_TAKEN: 409,
+  // Operations: another org's operation is as unknown as a missing one (never 403).
+  OPERATION_NOT_FOUND: 404,
+  OPERATION_ID_CONFLICT: 409,
+  OPERATION_TERMINAL: 409,
+  OPERATION_INVALID_TRANSITION: 409,
+  IDENTITY_UNAVAILABLE: 503
+} as const satisfies Record<UpstreamReason, HttpStatus>
 
-const isIdentityReason = (reason: string): reason is IdentityReason => Object.hasOwn(statusByReason, reason)
+const isUpstreamReason = (reason: string): reason is UpstreamReason => Object.hasOwn(statusByReason, reason)
 
 export const statusOf = (error: Pick<RpcError, "code" | "reason">): HttpStatus =>
-  isIdentityReason(error.reason) ? statusByReason[error.reason] : (statusByCode[error.code as Code] ?? 500)
+  isUpstreamReason(error.reason) ? statusByReason[error.reason] : (statusByCode[error.code as Code] ?? 500)
 
 /**
  * An upstream failure as the HTTP error the client sees. 4xx carry identity's message (written for

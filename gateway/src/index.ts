@@ -9,18 +9,19 @@ import { ApiKeysLive } from "./http/apiKeys.js"
 import { AuthLive } from "./http/auth.js"
 import { InvitesLive } from "./http/invites.js"
 import { MembersLive } from "./http/members.js"
+import { OperationsLive } from "./http/operations.js"
 import { OrgsLive } from "./http/orgs.js"
 import { SessionLive } from "./http/session.js"
 import { Upstreams } from "./Upstreams.js"
 
 export { Api } from "./Api.js"
 export { Authenticated, Authentication, SessionAuthentication, type CallerPrincipal } from "./Authentication.js"
-export { statusByReason, statusOf, type HttpStatus, type IdentityReason } from "./errors.js"
-export { Upstreams } from "./Upstreams.js"
+export { statusByReason, statusOf, type HttpStatus, type IdentityReason, type OperationReason, type UpstreamReason } from "./errors.js"
+export { Upstreams, type UpstreamTransports } from "./Upstreams.js"
 
-/** Every endpoint of the Api, implemented against identity. */
+/** Every endpoint of the Api, implemented against identity and the operation unit. */
 export const ApiLive: Layer.Layer<HttpApi.Api, never, Upstreams> = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([AuthLive, SessionLive, OrgsLive, MembersLive, InvitesLive, ApiKeysLive]),
+  Layer.provide([AuthLive, SessionLive, OrgsLive, MembersLive, InvitesLive, ApiKeysLive, OperationsLive]),
   Layer.provide(AuthenticationLive)
 )
 

@@ -197,3 +197,64 @@ export const CreatedApiKey = Schema.Struct({
   ...apiKeyFields,
   secret: Schema.String.annotations({ description: "The key itself, shown once: send as Authorization: Bearer <secret>" })
 }).annotations({ identifier: "CreatedApiKey" })
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------------------------
+
+export const OperationPath = Schema.Struct({ operation_id: Id })
+
+/** `wait`: an integer number of seconds from 0 to 10, as a query string. */
+export const WaitSeconds = Schema.NumberFromString.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= 0 && n <= 10, {
+    message: () => "Input should be an integer from 0 to 10",
+    jsonSchema: { type: "integer", minimum: 0, maximum: 10 }
+  })
+).annotations({
+  description: "Seconds to hold the request until the operation is completed or failed (0..10). Omitted or 0: answer at once.",
+  jsonSchema: { type: "integer", minimum: 0, maximum: 10 }
+})
+
+export const OperationQuery = Schema.Struct({ wait: Schema.optional(WaitSeconds) })
+
+export const OperationType = Schema.Literal(
+  "connector_engine_setup",
+  "connector_reset",
+  "connector_deep_reset",
+  "connector_discovery",
+  "connector_delete",
+  "connector_secret_purge",
+  "connector_rollout",
+  "connector_replication_rollback",
+  "connector_cdc_cutover",
+  "connector_cdc_shadow_cleanup",
+  "environment_deploy",
+  "environment_destroy",
+  "branch_create",
+  "branch_delete"
+).annotations({ identifier: "OperationType" })
+
+export const OperationStatus = Schema.Literal("pending", "running", "completed", "failed").annotations({
+  identifier: "OperationStatus",
+  description: "pending → running → completed | failed; completed and failed are terminal"
+})
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+export const Operation = Schema.Struct({
+  id: Schema.String,
+  org_id: Schema.String,
+  type: OperationType,
+  resource_id: Schema.String.annotations({ description: "Resource acted on (for branch_create, the branch id)" }),
+  status: OperationStatus,
+  stage: Schema.NullOr(Schema.String).annotations({ description: "Raw machine token kept for older clients; prefer stage_label" }),
+  stage_label: Schema.NullOr(Schema.String).annotations({ description: "Human-readable stage; null means not started" }),
+  progress: Schema.NullOr(Schema.Int).annotations({ description: "Best-effort percentage 0..100, never decreasing; null when no estimate" }),
+  result: Schema.NullOr(JsonObject).annotations({ description: "Outcome on completion" }),
+  error: Schema.NullOr(Schema.String).annotations({ description: "Message when failed" }),
+  setup_status: Schema.optional(JsonObject).annotations({ description: "Setup progress detail; present only for connector_engine_setup" }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  started_at: NullableTimestamp.annotations({ description: "null until work starts" }),
+  completed_at: NullableTimestamp.annotations({ description: "null until finished" })
+}).annotations({ identifier: "Operation" })

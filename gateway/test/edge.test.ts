@@ -25,7 +25,7 @@ const refuseEveryToken = createRouterTransport((router) => {
 
 const TestGateway = gatewayHttpLayer.pipe(
   Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-  Layer.provide(Upstreams.fromTransport(refuseEveryToken)),
+  Layer.provide(Upstreams.fromTransport({ identity: refuseEveryToken, operation: refuseEveryToken })),
   Layer.provide(Logger.minimumLogLevel(LogLevel.None))
 )
 
@@ -84,7 +84,8 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["get", "/v1/orgs/{org_id}/roles"],
   ["get", "/v1/orgs/{org_id}/api-keys"],
   ["post", "/v1/orgs/{org_id}/api-keys"],
-  ["delete", "/v1/orgs/{org_id}/api-keys/{api_key_id}"]
+  ["delete", "/v1/orgs/{org_id}/api-keys/{api_key_id}"],
+  ["get", "/v1/operations/{operation_id}"]
 ]
 
 const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email"])
@@ -267,6 +268,16 @@ describe("validation of authenticated endpoints", () => {
       expect.objectContaining({ loc: ["path", "invite_token"], type: "string_too_long", ctx: { max_length: 200 } })
     ])
     expect(await validate("DELETE", "/v1/orgs/org_1/api-keys/key_1")).toEqual([])
+  })
+
+  it("checks the operations wait: an integer 0..10 in the query", async () => {
+    for (const wait of ["0", "7", "10"]) expect(await validate("GET", `/v1/operations/op_1?wait=${wait}`)).toEqual([])
+    expect(await validate("GET", "/v1/operations/op_1")).toEqual([])
+    for (const wait of ["11", "-1", "abc", "1.5", ""]) {
+      const issues = await validate("GET", `/v1/operations/op_1?wait=${wait}`)
+      expect(issues, wait).toHaveLength(1)
+      expect(issues[0]?.loc, wait).toEqual(["query", "wait"])
+    }
   })
 
   it("checks org names after trimming, and role keys as plain strings", async () => {

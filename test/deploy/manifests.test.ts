@@ -148,7 +148,7 @@ interface UnitExpectation {
   readonly secretEnv: Record<string, { readonly name: string; readonly key: string }>;
 }
 
-const UNITS: Record<"identity" | "gateway", UnitExpectation> = {
+const UNITS: Record<"identity" | "operation" | "gateway", UnitExpectation> = {
   identity: {
     image: "ghcr.io/scion/identity:0.1.0",
     command: ["node", "services/identity/dist/main.js"],
@@ -162,6 +162,24 @@ const UNITS: Record<"identity" | "gateway", UnitExpectation> = {
       IDENTITY_SIGNING_KEY: { name: "identity-signing-key", key: "private_key_pem" },
     },
   },
+  operation: {
+    image: "ghcr.io/scion/operation:0.1.0",
+    command: ["node", "services/operation/dist/main.js"],
+    ports: { grpc: 50052 },
+    healthPort: 50052,
+    service: [{ name: "grpc", port: 50052, containerPort: 50052, appProtocol: "kubernetes.io/h2c" }],
+    literalEnv: { PORT: "50052" },
+    configEnv: {
+      LOG_LEVEL: null,
+      NATS_URL: "nats://nats:4222",
+      IDENTITY_URL: "http://identity:50051",
+      OPERATION_SWEEP_INTERVAL_SECONDS: null,
+      OPERATION_HEARTBEAT_DEADLINE_SECONDS: null,
+    },
+    secretEnv: {
+      DATABASE_URL: { name: "operation-db", key: "url" },
+    },
+  },
   gateway: {
     image: "ghcr.io/scion/gateway:0.1.0",
     command: ["node", "gateway/dist/main.js"],
@@ -169,7 +187,7 @@ const UNITS: Record<"identity" | "gateway", UnitExpectation> = {
     healthPort: 8081,
     service: [{ name: "http", port: 80, containerPort: 8080, appProtocol: "http" }],
     literalEnv: { PORT: "8080", HEALTH_PORT: "8081" },
-    configEnv: { LOG_LEVEL: null, IDENTITY_URL: "http://identity:50051" },
+    configEnv: { LOG_LEVEL: null, IDENTITY_URL: "http://identity:50051", OPERATION_URL: "http://operation:50052" },
     secretEnv: {},
   },
 };

@@ -61,5 +61,10 @@ describe("embedded mode", () => {
     expect(login.status).toBe(200)
     const orgs = await fetch(`${base}/v1/orgs`, { headers: { authorization: `Bearer ${login.body.session_token}` } })
     expect(((await orgs.json()) as any[]).map((o) => o.name)).toEqual(["Embedded Org"])
+    // The operation unit runs in-process too: an unknown operation is 404, a bad wait 422.
+    const headers = { authorization: `Bearer ${login.body.session_token}` }
+    expect((await fetch(`${base}/v1/operations/op_missing`, { headers })).status).toBe(404)
+    expect((await fetch(`${base}/v1/operations/op_missing?wait=1`, { headers })).status).toBe(404)
+    expect((await fetch(`${base}/v1/operations/op_missing?wait=11`, { headers })).status).toBe(422)
   }, 180_000)
 })

@@ -35,7 +35,8 @@ describe("OpenAPI description and docs", () => {
       "/v1/invites/{invite_token}/accept": ["post"],
       "/v1/orgs/{org_id}/roles": ["get"],
       "/v1/orgs/{org_id}/api-keys": ["get", "post"],
-      "/v1/orgs/{org_id}/api-keys/{api_key_id}": ["delete"]
+      "/v1/orgs/{org_id}/api-keys/{api_key_id}": ["delete"],
+      "/v1/operations/{operation_id}": ["get"]
     }
     for (const [path, methods] of Object.entries(expected)) {
       expect(spec.paths[path], path).toBeDefined()
@@ -45,6 +46,19 @@ describe("OpenAPI description and docs", () => {
     const signup = spec.paths["/v1/auth/signup"].post
     expect(signup.responses["422"]).toBeDefined()
     expect(JSON.stringify(signup.responses["422"])).toMatch(/ValidationError|detail/)
+    // Operations: wait is an integer 0..10 in the query; 404 and 422 are documented.
+    const operation = spec.paths["/v1/operations/{operation_id}"].get
+    const wait = operation.parameters.find((p: { name: string }) => p.name === "wait")
+    expect(wait).toMatchObject({ in: "query", required: false })
+    expect(JSON.stringify(wait.schema)).toMatch(/"maximum":10/)
+    expect(operation.responses["200"]).toBeDefined()
+    expect(operation.responses["404"]).toBeDefined()
+    expect(operation.responses["422"]).toBeDefined()
+    const schema = spec.components.schemas.Operation
+    expect(Object.keys(schema.properties).sort()).toEqual(
+      ["id", "org_id", "type", "resource_id", "status", "stage", "stage_label", "progress", "result", "error", "setup_status", "created_at", "updated_at", "started_at", "completed_at"].sort()
+    )
+    expect(schema.required).not.toContain("setup_status")
   })
 
   it("serves a docs page", async () => {

@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
+import { connect as http2Connect } from "node:http2"
 import { createServer } from "node:net"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -84,6 +85,24 @@ export const waitFor = async (what: string, probe: () => Promise<boolean>, timeo
   throw new Error(`timed out waiting for ${what}`)
 }
 
+/** grpc.health.v1 Check over the Connect protocol (JSON on HTTP/2): true when SERVING. */
+export const healthServing = (baseUrl: string): Promise<boolean> =>
+  new Promise((resolve) => {
+    const session = http2Connect(baseUrl)
+    const done = (value: boolean) => {
+      session.close()
+      resolve(value)
+    }
+    session.once("error", () => done(false))
+    const stream = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/json" })
+    let body = ""
+    stream.setEncoding("utf8")
+    stream.on("data", (chunk) => (body += chunk))
+    stream.once("error", () => done(false))
+    stream.once("end", () => done(body.includes("SERVING") && !body.includes("NOT_SERVING")))
+    stream.end("{}")
+  })
+
 export interface ApiResponse<T = any> {
   readonly status: number
   readonly body: T
@@ -95,15 +114,33 @@ export interface Scion {
   readonly identityUrl: string
   readonly identity: UnitProcess
   readonly gateway: UnitProcess
+  /** The operation unit's replicas; the gateway talks to the first. */
+  readonly operations: ReadonlyArray<UnitProcess>
+  readonly operationUrls: ReadonlyArray<string>
   readonly databaseUrl: string
   readonly request: <T = any>(method: string, path: string, options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }) => Promise<ApiResponse<T>>
   readonly stop: () => Promise<void>
 }
 
-/** Identity and gateway as separate processes over HTTP/2 gRPC, against a fresh database. */
-export const startScion = async (options: { env?: Record<string, string> } = {}): Promise<Scion> => {
+export interface StartOptions {
+  /** Environment for every process. */
+  readonly env?: Record<string, string>
+  /** How many operation processes to run (default 1); the gateway talks to the first. */
+  readonly operationReplicas?: number
+  /** Environment for the operation processes only (e.g. a short sweeper deadline). */
+  readonly operationEnv?: Record<string, string>
+}
+
+/**
+ * Identity, the operation unit (one or more replicas) and the gateway as separate processes over
+ * HTTP/2 gRPC, against a fresh database and the machine's NATS (NATS_URL, default
+ * nats://127.0.0.1:4222).
+ */
+export const startScion = async (options: StartOptions = {}): Promise<Scion> => {
   const database = await createDatabase("scion_e2e")
   const [identityPort, gatewayPort, healthPort] = [await freePort(), await freePort(), await freePort()]
+  const operationPorts: Array<number> = []
+  for (let i = 0; i < (options.operationReplicas ?? 1); i++) operationPorts.push(await freePort())
   const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
   const identityUrl = `http://127.0.0.1:${identityPort}`
   const identity = startUnit("identity", "services/identity/dist/main.js", {
@@ -112,12 +149,25 @@ export const startScion = async (options: { env?: Record<string, string> } = {})
     IDENTITY_SIGNING_KEY: signingKey,
     ...options.env
   })
+  const operationUrls = operationPorts.map((port) => `http://127.0.0.1:${port}`)
+  const operations = operationPorts.map((port, i) =>
+    startUnit(`operation-${i + 1}`, "services/operation/dist/main.js", {
+      PORT: String(port),
+      DATABASE_URL: database.url,
+      IDENTITY_URL: identityUrl,
+      NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+      ...options.env,
+      ...options.operationEnv
+    })
+  )
   const gateway = startUnit("gateway", "gateway/dist/main.js", {
     PORT: String(gatewayPort),
     HEALTH_PORT: String(healthPort),
     IDENTITY_URL: identityUrl,
+    OPERATION_URL: operationUrls[0] ?? "",
     ...options.env
   })
+  const units = [identity, ...operations, gateway]
   const baseUrl = `http://127.0.0.1:${gatewayPort}`
   const request: Scion["request"] = async (method, path, { token, body, rawBody, headers } = {}) => {
     const response = await fetch(`${baseUrl}${path}`, {
@@ -137,26 +187,29 @@ export const startScion = async (options: { env?: Record<string, string> } = {})
     return { status: response.status, body: parsed as any, headers: response.headers }
   }
   try {
-    await waitFor("identity and gateway", async () => {
-      if (identity.child.exitCode !== null) throw new Error(`identity exited:\n${identity.output()}`)
-      if (gateway.child.exitCode !== null) throw new Error(`gateway exited:\n${gateway.output()}`)
+    await waitFor("identity, operation and gateway", async () => {
+      for (const unit of units) if (unit.child.exitCode !== null) throw new Error(`${unit.name} exited:\n${unit.output()}`)
       const response = await request("POST", "/v1/auth/login", { body: { email: "probe@example.com", password: "probe-password" } })
-      return response.status === 401
+      if (response.status !== 401) return false
+      return (await Promise.all(operationUrls.map(healthServing))).every(Boolean)
     })
   } catch (error) {
-    await Promise.all([identity.stop("SIGKILL"), gateway.stop("SIGKILL")])
+    await Promise.all(units.map((unit) => unit.stop("SIGKILL")))
     await database.drop()
-    throw new Error(`${String(error)}\n--- identity ---\n${identity.output()}\n--- gateway ---\n${gateway.output()}`)
+    throw new Error(`${String(error)}\n${units.map((unit) => `--- ${unit.name} ---\n${unit.output()}`).join("\n")}`)
   }
   return {
     baseUrl,
     identityUrl,
     identity,
     gateway,
+    operations,
+    operationUrls,
     databaseUrl: database.url,
     request,
     stop: async () => {
-      await Promise.all([gateway.stop(), identity.stop()])
+      await gateway.stop()
+      await Promise.all([...operations.map((unit) => unit.stop()), identity.stop()])
       await database.drop()
     }
   }

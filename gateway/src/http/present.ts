@@ -1,6 +1,7 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
 import type { SessionGrant } from "@scion/proto/scion/auth/v1/auth_pb"
 import * as pb from "@scion/proto/scion/identity/v1/identity_pb"
+import * as ops from "@scion/proto/scion/operation/v1/operation_pb"
 import type * as S from "../schemas.js"
 
 /**
@@ -107,5 +108,54 @@ export const apiKey = (k: pb.ApiKey | undefined): typeof S.ApiKey.Type => {
     expires_at: isoOrNull(v.expiresAt),
     revoked_at: isoOrNull(v.revokedAt),
     last_used_at: isoOrNull(v.lastUsedAt)
+  }
+}
+
+const operationTypes = {
+  [ops.OperationType.UNSPECIFIED]: undefined,
+  [ops.OperationType.CONNECTOR_ENGINE_SETUP]: "connector_engine_setup",
+  [ops.OperationType.CONNECTOR_RESET]: "connector_reset",
+  [ops.OperationType.CONNECTOR_DEEP_RESET]: "connector_deep_reset",
+  [ops.OperationType.CONNECTOR_DISCOVERY]: "connector_discovery",
+  [ops.OperationType.CONNECTOR_DELETE]: "connector_delete",
+  [ops.OperationType.CONNECTOR_SECRET_PURGE]: "connector_secret_purge",
+  [ops.OperationType.CONNECTOR_ROLLOUT]: "connector_rollout",
+  [ops.OperationType.CONNECTOR_REPLICATION_ROLLBACK]: "connector_replication_rollback",
+  [ops.OperationType.CONNECTOR_CDC_CUTOVER]: "connector_cdc_cutover",
+  [ops.OperationType.CONNECTOR_CDC_SHADOW_CLEANUP]: "connector_cdc_shadow_cleanup",
+  [ops.OperationType.ENVIRONMENT_DEPLOY]: "environment_deploy",
+  [ops.OperationType.ENVIRONMENT_DESTROY]: "environment_destroy",
+  [ops.OperationType.BRANCH_CREATE]: "branch_create",
+  [ops.OperationType.BRANCH_DELETE]: "branch_delete"
+} as const satisfies Record<ops.OperationType, typeof S.OperationType.Type | undefined>
+
+const operationStatuses = {
+  [ops.OperationStatus.UNSPECIFIED]: undefined,
+  [ops.OperationStatus.PENDING]: "pending",
+  [ops.OperationStatus.RUNNING]: "running",
+  [ops.OperationStatus.COMPLETED]: "completed",
+  [ops.OperationStatus.FAILED]: "failed"
+} as const satisfies Record<ops.OperationStatus, typeof S.OperationStatus.Type | undefined>
+
+/** The interface's Operation: setup_status only for connector_engine_setup, absent otherwise. */
+export const operation = (o: ops.Operation | undefined): typeof S.Operation.Type => {
+  const v = required(o, "operation")
+  const type = required(operationTypes[v.type], "an operation type")
+  return {
+    id: v.id,
+    org_id: v.orgId,
+    type,
+    resource_id: v.resourceId,
+    status: required(operationStatuses[v.status], "an operation status"),
+    stage: v.stage ?? null,
+    stage_label: v.stageLabel ?? null,
+    progress: v.progress ?? null,
+    result: v.result ?? null,
+    error: v.error ?? null,
+    ...(type === "connector_engine_setup" ? { setup_status: v.setupStatus ?? {} } : {}),
+    created_at: iso(v.createdAt),
+    updated_at: iso(v.updatedAt),
+    started_at: isoOrNull(v.startedAt),
+    completed_at: isoOrNull(v.completedAt)
   }
 }

@@ -3,7 +3,8 @@ import { createRouterTransport } from "@connectrpc/connect"
 import { NodeRuntime } from "@effect/platform-node"
 import { GatewayLive, Upstreams } from "@scion/gateway"
 import { IdentityLive, identityRoutes } from "@scion/identity"
-import { LoggingLive } from "@scion/kit"
+import { LoggingLive, type Routes } from "@scion/kit"
+import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
 import { Config, ConfigProvider, Console, Effect, Layer, Redacted } from "effect"
 import { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"
 
@@ -19,12 +20,20 @@ const UnitsLive = Layer.unwrapEffect(
     const unitConfig = Layer.setConfigProvider(
       ConfigProvider.orElse(ConfigProvider.fromMap(new Map([["DATABASE_URL", Redacted.value(url)]])), () => ConfigProvider.fromEnv())
     )
-    const identityInProcess = Layer.unwrapEffect(
-      Effect.map(identityRoutes, (routes) =>
-        Upstreams.fromTransport(createRouterTransport((router) => routes.forEach((register) => register(router))))
-      )
+    const inMemory = (routes: ReadonlyArray<Routes>) => createRouterTransport((router) => routes.forEach((register) => register(router)))
+    const unitsInProcess = Layer.unwrapScoped(
+      Effect.gen(function* () {
+        const identity = inMemory(yield* identityRoutes)
+        // The operation unit lives as long as this layer and asks identity over the same
+        // in-memory transport; its change announcements stay in memory.
+        const operationUnit = yield* Layer.build(
+          OperationLive.pipe(Layer.provide(Layer.merge(IdentityClient.fromTransport(identity), OperationChanges.inMemory)))
+        )
+        const operation = inMemory(yield* Effect.provide(operationRoutes, operationUnit))
+        return Upstreams.fromTransport({ identity, operation })
+      })
     ).pipe(Layer.provide(IdentityLive), Layer.provide(unitConfig))
-    return GatewayLive.pipe(Layer.provide(identityInProcess))
+    return GatewayLive.pipe(Layer.provide(unitsInProcess))
   })
 )
 

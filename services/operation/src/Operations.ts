@@ -1,0 +1,114 @@
+import { SqlClient, SqlError } from "@effect/sql"
+import type { Principal } from "@scion/kit"
+import { Clock, Duration, Effect, Either, Option } from "effect"
+import { OperationConfig } from "./config.js"
+import { InvalidArgument, NotAMember, OperationIdConflict, OperationNotFound } from "./domain/errors.js"
+import { isTerminal, type NewOperation, type Operation, OPERATION_TYPES, type Report, SETUP_STATUS_TYPE } from "./domain/models.js"
+import { decide } from "./domain/stateMachine.js"
+import { OrgAccess } from "./Identity.js"
+import { OperationChanges } from "./OperationChanges.js"
+import { OperationsRepo } from "./OperationsRepo.js"
+
+/** Operation ids are chosen by the unit that starts the work: `op_` and 1..120 URL-safe characters. */
+export const OPERATION_ID = /^op_[A-Za-z0-9_-]{1,120}$/
+export const MAX_WAIT_SECONDS = 10
+const MAX_REFERENCE = 200
+
+const invalid = (field: string, message: string) => new InvalidArgument({ field, message })
+
+/** The operation state machine, org-scoped for the calling principal. */
+export class Operations extends Effect.Service<Operations>()("@scion/operation/Operations", {
+  effect: Effect.gen(function* () {
+    const repo = yield* OperationsRepo
+    const access = yield* OrgAccess
+    const changes = yield* OperationChanges
+    const config = yield* OperationConfig
+    const sql = yield* SqlClient.SqlClient
+
+    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
+      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+
+    const checkId = (id: string) => (OPERATION_ID.test(id) ? Effect.void : Effect.fail(invalid("id", "id must be op_ followed by 1..120 of A-Z a-z 0-9 _ -")))
+
+    /** The operation if the principal may see it; another org's operation is not found, never forbidden. */
+    const findVisible = (principal: Principal, id: string) =>
+      Effect.gen(function* () {
+        const found = yield* repo.find(id)
+        if (Option.isNone(found)) return yield* new OperationNotFound({ operationId: id })
+        if (!(yield* access.isMember(principal, found.value.orgId))) return yield* new OperationNotFound({ operationId: id })
+        return found.value
+      })
+
+    const create = Effect.fn("Operations.create")(function* (principal: Principal, input: NewOperation) {
+      yield* checkId(input.id)
+      if (input.orgId === "" || input.orgId.length > MAX_REFERENCE) return yield* invalid("org_id", "org_id is required")
+      if (!OPERATION_TYPES.includes(input.type)) return yield* invalid("type", "type is required")
+      if (input.resourceId === "" || input.resourceId.length > MAX_REFERENCE) {
+        return yield* invalid("resource_id", `resource_id is required (at most ${MAX_REFERENCE} characters)`)
+      }
+      if (!(yield* access.isMember(principal, input.orgId))) return yield* new NotAMember({ orgId: input.orgId })
+      const inserted = yield* repo.insert({ ...input, setupStatus: input.type === SETUP_STATUS_TYPE ? {} : null })
+      if (Option.isSome(inserted)) return { operation: inserted.value, created: true }
+      const existing = yield* repo.find(input.id).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.dieMessage(`operation ${input.id} vanished`), onSome: Effect.succeed })))
+      if (existing.orgId === input.orgId && existing.type === input.type && existing.resourceId === input.resourceId) {
+        return { operation: existing, created: false }
+      }
+      return yield* new OperationIdConflict({ operationId: input.id })
+    })
+
+    /**
+     * One operation. With a wait, holds until it is completed or failed or the wait elapses:
+     * subscribes to its change announcements first, then reads, so a change committed by any
+     * replica between the read and the wait still wakes us; re-reads after every wake-up.
+     */
+    const get = Effect.fn("Operations.get")(function* (principal: Principal, id: string, waitSeconds: number) {
+      if (!Number.isInteger(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_WAIT_SECONDS) {
+        return yield* invalid("wait_seconds", `wait_seconds must be an integer from 0 to ${MAX_WAIT_SECONDS}`)
+      }
+      if (waitSeconds === 0) return yield* findVisible(principal, id)
+      return yield* Effect.scoped(
+        Effect.gen(function* () {
+          const subscription = yield* changes.subscribe(id)
+          const deadline = (yield* Clock.currentTimeMillis) + waitSeconds * 1000
+          let current: Operation = yield* findVisible(principal, id)
+          while (!isTerminal(current.status)) {
+            const remaining = deadline - (yield* Clock.currentTimeMillis)
+            if (remaining <= 0) break
+            yield* Effect.timeoutOption(subscription.next, Duration.millis(Math.min(remaining, config.waitRecheckSeconds * 1000)))
+            const reread = yield* repo.find(id)
+            if (Option.isNone(reread)) return yield* new OperationNotFound({ operationId: id })
+            current = reread.value
+          }
+          return current
+        })
+      )
+    })
+
+    /** Applies a worker's report through the state machine; announces the change after commit. */
+    const report = Effect.fn("Operations.report")(function* (principal: Principal, input: Report) {
+      yield* checkId(input.id)
+      yield* findVisible(principal, input.id)
+      const outcome = yield* transaction(
+        Effect.gen(function* () {
+          const locked = yield* repo.findForUpdate(input.id)
+          if (Option.isNone(locked)) return yield* new OperationNotFound({ operationId: input.id })
+          const decision = decide(locked.value, input)
+          if (Either.isLeft(decision)) return yield* decision.left
+          if (decision.right._tag === "Unchanged") return { operation: locked.value, changed: false }
+          return { operation: yield* repo.update(input.id, decision.right.changes), changed: true }
+        })
+      )
+      if (outcome.changed) yield* changes.publish(input.id)
+      return outcome.operation
+    })
+
+    const list = Effect.fn("Operations.list")(function* (principal: Principal, orgId: string, resourceId: string) {
+      if (orgId === "") return yield* invalid("org_id", "org_id is required")
+      if (resourceId === "") return yield* invalid("resource_id", "resource_id is required")
+      if (!(yield* access.isMember(principal, orgId))) return yield* new NotAMember({ orgId })
+      return yield* repo.listByResource(orgId, resourceId)
+    })
+
+    return { create, get, report, list } as const
+  })
+}) {}

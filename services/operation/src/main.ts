@@ -1,0 +1,19 @@
+#!/usr/bin/env node
+import { NodeRuntime } from "@effect/platform-node"
+import { LoggingLive, serveRoutesLayer } from "@scion/kit"
+import { Layer } from "effect"
+import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "./index.js"
+
+// gRPC on PORT (default 50052). Identity at IDENTITY_URL answers authorization and the
+// verification keys; change announcements go over core NATS at NATS_URL. SIGTERM closes the
+// scope: health goes NOT_SERVING, the server drains, the sweeper stops, NATS drains, the pool closes.
+NodeRuntime.runMain(
+  Layer.launch(
+    serveRoutesLayer(50052, operationRoutes).pipe(
+      Layer.provide(OperationLive),
+      Layer.provide(Layer.merge(IdentityClient.layerConfig, OperationChanges.nats)),
+      Layer.provide(LoggingLive)
+    )
+  ),
+  { disablePrettyLogger: true }
+)

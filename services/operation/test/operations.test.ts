@@ -1,0 +1,224 @@
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, Fiber } from "effect"
+import { OperationConfig, Operations, staleMessage, sweepOnce } from "../src/index.js"
+import { apiKeyPrincipal, newOperationId, newOrgId, operationTestLayer, sessionPrincipal } from "./support.js"
+
+const setup = (type: "branch_create" | "connector_engine_setup" = "branch_create") =>
+  Effect.gen(function* () {
+    const operations = yield* Operations
+    const orgId = newOrgId()
+    const principal = apiKeyPrincipal(orgId)
+    const { operation } = yield* operations.create(principal, { id: newOperationId(), orgId, type, resourceId: "br_1" })
+    return { operations, orgId, principal, operation, id: operation.id }
+  })
+
+describe("operations", () => {
+  layer(operationTestLayer(), { excludeTestServices: true, timeout: "120 seconds" })((it) => {
+    it.effect("creates a pending operation; a repeat returns it; other content with the same id conflicts", () =>
+      Effect.gen(function* () {
+        const operations = yield* Operations
+        const orgId = newOrgId()
+        const principal = apiKeyPrincipal(orgId)
+        const id = newOperationId()
+        const first = yield* operations.create(principal, { id, orgId, type: "branch_create", resourceId: "br_a" })
+        expect(first.created).toBe(true)
+        expect(first.operation).toMatchObject({
+          id, orgId, type: "branch_create", resourceId: "br_a", status: "pending",
+          stage: null, stageLabel: null, progress: null, result: null, error: null, setupStatus: null, startedAt: null, completedAt: null
+        })
+        const again = yield* operations.create(principal, { id, orgId, type: "branch_create", resourceId: "br_a" })
+        expect(again.created).toBe(false)
+        expect(again.operation.createdAt).toEqual(first.operation.createdAt)
+        const conflict = yield* Effect.flip(operations.create(principal, { id, orgId, type: "branch_create", resourceId: "br_b" }))
+        expect(conflict).toMatchObject({ _tag: "OperationIdConflict", operationId: id })
+        const otherType = yield* Effect.flip(operations.create(principal, { id, orgId, type: "branch_delete", resourceId: "br_a" }))
+        expect(otherType._tag).toBe("OperationIdConflict")
+      })
+    )
+
+    it.effect("validates input and refuses orgs the caller is not in", () =>
+      Effect.gen(function* () {
+        const operations = yield* Operations
+        const orgId = newOrgId()
+        const principal = apiKeyPrincipal(orgId)
+        for (const id of ["", "op_", "branch_1", "op_has space", `op_${"x".repeat(121)}`]) {
+          expect(yield* Effect.flip(operations.create(principal, { id, orgId, type: "branch_create", resourceId: "br" }))).toMatchObject({ _tag: "InvalidArgument", field: "id" })
+        }
+        expect(yield* Effect.flip(operations.create(principal, { id: newOperationId(), orgId, type: "branch_create", resourceId: "" }))).toMatchObject({
+          _tag: "InvalidArgument",
+          field: "resource_id"
+        })
+        const other = newOrgId()
+        expect(yield* Effect.flip(operations.create(principal, { id: newOperationId(), orgId: other, type: "branch_create", resourceId: "br" }))).toMatchObject({
+          _tag: "NotAMember",
+          orgId: other
+        })
+        const session = sessionPrincipal([orgId])
+        const created = yield* operations.create(session, { id: newOperationId(), orgId, type: "connector_discovery", resourceId: "con_1" })
+        expect(created.operation.status).toBe("pending")
+      })
+    )
+
+    it.effect("pending → running → completed: started_at and completed_at are set once, terminal never changes", () =>
+      Effect.gen(function* () {
+        const { operations, principal, id } = yield* setup()
+        const running = yield* operations.report(principal, { id, status: "running", stage: "copying", stageLabel: "Copying the template", progress: 10 })
+        expect(running).toMatchObject({ status: "running", stage: "copying", stageLabel: "Copying the template", progress: 10, completedAt: null })
+        expect(running.startedAt).toBeInstanceOf(Date)
+        const later = yield* operations.report(principal, { id, status: "running", stage: "granting", progress: 50 })
+        expect(later.startedAt).toEqual(running.startedAt)
+        expect(later).toMatchObject({ stage: "granting", stageLabel: "Copying the template", progress: 50 })
+        expect(later.updatedAt.getTime()).toBeGreaterThanOrEqual(running.updatedAt.getTime())
+
+        const done = yield* operations.report(principal, { id, status: "completed", progress: 100, result: { branch_id: "br_1", nested: { a: 1, b: [1, 2] } } })
+        expect(done).toMatchObject({ status: "completed", progress: 100, result: { branch_id: "br_1", nested: { a: 1, b: [1, 2] } }, error: null })
+        expect(done.completedAt).toBeInstanceOf(Date)
+        expect(done.startedAt).toEqual(running.startedAt)
+
+        // The identical repeat (keys in another order) is accepted without effect.
+        const repeat = yield* operations.report(principal, { id, status: "completed", progress: 100, result: { nested: { b: [1, 2], a: 1 }, branch_id: "br_1" } })
+        expect(repeat.updatedAt).toEqual(done.updatedAt)
+        expect(repeat.completedAt).toEqual(done.completedAt)
+
+        for (const report of [
+          { id, status: "failed" as const, error: "boom" },
+          { id, status: "running" as const },
+          { id, status: "completed" as const, result: { branch_id: "br_2" } },
+          { id, stage: "other" },
+          { id }
+        ]) {
+          expect(yield* Effect.flip(operations.report(principal, report))).toMatchObject({ _tag: "OperationTerminal", status: "completed" })
+        }
+        const after = yield* operations.get(principal, id, 0)
+        expect(after).toEqual(done)
+      })
+    )
+
+    it.effect("a pending operation may fail directly; failed needs an error and stays failed", () =>
+      Effect.gen(function* () {
+        const { operations, principal, id } = yield* setup()
+        expect(yield* Effect.flip(operations.report(principal, { id, status: "failed" }))).toMatchObject({ _tag: "InvalidArgument", field: "error" })
+        expect(yield* Effect.flip(operations.report(principal, { id, status: "running", error: "x" }))).toMatchObject({ _tag: "InvalidArgument", field: "error" })
+        expect(yield* Effect.flip(operations.report(principal, { id, status: "running", result: {} }))).toMatchObject({ _tag: "InvalidArgument", field: "result" })
+        const failed = yield* operations.report(principal, { id, status: "failed", error: "source unreachable" })
+        expect(failed).toMatchObject({ status: "failed", error: "source unreachable" })
+        expect(failed.startedAt).toEqual(failed.completedAt)
+        yield* operations.report(principal, { id, status: "failed", error: "source unreachable" })
+        expect(yield* Effect.flip(operations.report(principal, { id, status: "failed", error: "another" }))).toMatchObject({ _tag: "OperationTerminal" })
+      })
+    )
+
+    it.effect("progress is 0..100 and never goes down; running never goes back to pending", () =>
+      Effect.gen(function* () {
+        const { operations, principal, id } = yield* setup()
+        for (const progress of [-1, 101, 1.5]) {
+          expect(yield* Effect.flip(operations.report(principal, { id, progress }))).toMatchObject({ _tag: "InvalidArgument", field: "progress" })
+        }
+        expect((yield* operations.report(principal, { id, progress: 0 })).progress).toBe(0)
+        expect((yield* operations.report(principal, { id, status: "running", progress: 40 })).progress).toBe(40)
+        expect((yield* operations.report(principal, { id, progress: 20 })).progress).toBe(40)
+        expect((yield* operations.report(principal, { id, stage: "next" })).progress).toBe(40)
+        expect(yield* Effect.flip(operations.report(principal, { id, status: "pending" }))).toMatchObject({ _tag: "InvalidTransition", from: "running", to: "pending" })
+      })
+    )
+
+    it.effect("setup_status exists only for connector_engine_setup", () =>
+      Effect.gen(function* () {
+        const engine = yield* setup("connector_engine_setup")
+        expect(engine.operation.setupStatus).toEqual({})
+        const reported = yield* engine.operations.report(engine.principal, { id: engine.id, status: "running", setupStatus: { tables_ready: 3, tables_total: 5 } })
+        expect(reported.setupStatus).toEqual({ tables_ready: 3, tables_total: 5 })
+        const branch = yield* setup("branch_create")
+        expect(branch.operation.setupStatus).toBeNull()
+        expect(yield* Effect.flip(branch.operations.report(branch.principal, { id: branch.id, setupStatus: {} }))).toMatchObject({
+          _tag: "InvalidArgument",
+          field: "setup_status"
+        })
+      })
+    )
+
+    it.effect("another org's operation is not found, for reads and reports alike", () =>
+      Effect.gen(function* () {
+        const { operations, orgId, id } = yield* setup()
+        const stranger = apiKeyPrincipal(newOrgId())
+        expect(yield* Effect.flip(operations.get(stranger, id, 0))).toMatchObject({ _tag: "OperationNotFound", operationId: id })
+        expect(yield* Effect.flip(operations.report(stranger, { id, status: "running" }))).toMatchObject({ _tag: "OperationNotFound" })
+        expect(yield* Effect.flip(operations.get(sessionPrincipal([newOrgId()]), id, 0))).toMatchObject({ _tag: "OperationNotFound" })
+        expect((yield* operations.get(sessionPrincipal([orgId]), id, 0)).id).toBe(id)
+        expect(yield* Effect.flip(operations.get(stranger, newOperationId(), 0))).toMatchObject({ _tag: "OperationNotFound" })
+        expect(yield* Effect.flip(operations.get(stranger, id, 11))).toMatchObject({ _tag: "InvalidArgument", field: "wait_seconds" })
+        expect(yield* Effect.flip(operations.list(stranger, orgId, "br_1"))).toMatchObject({ _tag: "NotAMember" })
+        const listed = yield* operations.list(sessionPrincipal([orgId]), orgId, "br_1")
+        expect(listed.map((o) => o.id)).toEqual([id])
+      })
+    )
+
+    it.effect("a wait returns as soon as the operation ends, or when the wait elapses", () =>
+      Effect.gen(function* () {
+        const { operations, principal, id } = yield* setup()
+        yield* operations.report(principal, { id, status: "running" })
+
+        const started = Date.now()
+        const waiting = yield* Effect.fork(operations.get(principal, id, 5))
+        yield* Effect.sleep("300 millis")
+        yield* operations.report(principal, { id, progress: 50 })
+        yield* Effect.sleep("200 millis")
+        yield* operations.report(principal, { id, status: "completed", result: { ok: true } })
+        const answered = yield* Fiber.join(waiting)
+        const elapsed = Date.now() - started
+        expect(answered.status).toBe("completed")
+        expect(elapsed).toBeLessThan(2000)
+
+        // Terminal already: answers at once.
+        const t0 = Date.now()
+        expect((yield* operations.get(principal, id, 10)).status).toBe("completed")
+        expect(Date.now() - t0).toBeLessThan(1000)
+
+        const idle = yield* setup()
+        const t1 = Date.now()
+        const stillPending = yield* idle.operations.get(idle.principal, idle.id, 1)
+        expect(stillPending.status).toBe("pending")
+        expect(Date.now() - t1).toBeGreaterThanOrEqual(950)
+        expect(Date.now() - t1).toBeLessThan(2500)
+      })
+    )
+
+    it.effect("the sweeper fails running operations whose worker stopped heartbeating, and nothing else", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const stale = yield* setup()
+        yield* stale.operations.report(stale.principal, { id: stale.id, status: "running", progress: 30 })
+        const fresh = yield* setup()
+        yield* fresh.operations.report(fresh.principal, { id: fresh.id, status: "running" })
+        const pending = yield* setup()
+        const done = yield* setup()
+        yield* done.operations.report(done.principal, { id: done.id, status: "completed" })
+        yield* sql`update operations set heartbeat_at = now() - interval '10 minutes' where id in (${stale.id}, ${pending.id})`
+
+        const swept = yield* sweepOnce.pipe(Effect.provideService(OperationConfig, OperationConfig.make({ sweepIntervalSeconds: 15, heartbeatDeadlineSeconds: 60, waitRecheckSeconds: 5 })))
+        expect(swept).toContain(stale.id)
+        expect(swept).not.toContain(fresh.id)
+        expect(swept).not.toContain(pending.id)
+        const failed = yield* stale.operations.get(stale.principal, stale.id, 0)
+        expect(failed).toMatchObject({ status: "failed", error: staleMessage(60), progress: 30 })
+        expect(failed.error).toBe("worker stopped heartbeating: no report for more than 60 seconds")
+        expect(failed.completedAt).toBeInstanceOf(Date)
+        expect((yield* fresh.operations.get(fresh.principal, fresh.id, 0)).status).toBe("running")
+        expect((yield* pending.operations.get(pending.principal, pending.id, 0)).status).toBe("pending")
+        // A heartbeat from the worker that was given up on is refused: the operation is over.
+        expect(yield* Effect.flip(stale.operations.report(stale.principal, { id: stale.id }))).toMatchObject({ _tag: "OperationTerminal", status: "failed" })
+      })
+    )
+
+    it.effect("the database itself refuses to change a terminal operation", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const { operations, principal, id } = yield* setup()
+        yield* operations.report(principal, { id, status: "completed" })
+        const refused = yield* Effect.flip(sql`update operations set status = 'running', completed_at = null where id = ${id}`)
+        expect(String((refused as { cause?: unknown }).cause)).toMatch(/cannot change/)
+      })
+    )
+  })
+})

@@ -1,0 +1,251 @@
+/**
+ * GET /v1/operations/{operation_id} end to end: operations are created and reported by a plain
+ * Connect client straight on the operation unit (as a worker would, with the principal identity
+ * issued for its API key or session), and read through the gateway. Two operation replicas share
+ * the database and announce changes over core NATS.
+ */
+import { createClient, type Client } from "@connectrpc/connect"
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node"
+import type { JsonObject } from "@bufbuild/protobuf"
+import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
+import { OperationService, OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createApiKey, createOrg } from "../support/flows.js"
+import { signUp, startScion, type Scion } from "../support/system.js"
+
+const sessions: Array<Http2SessionManager> = []
+const client = <S extends typeof OperationService | typeof AuthService>(service: S, baseUrl: string): Client<S> => {
+  const sessionManager = new Http2SessionManager(baseUrl)
+  sessions.push(sessionManager)
+  return createClient(service, createGrpcTransport({ baseUrl, sessionManager }))
+}
+
+let counter = 0
+const newId = () => `op_e2e${Date.now().toString(36)}${(counter++).toString(36)}`
+const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+interface Actor {
+  readonly token: string
+  readonly orgId: string
+  /** x-scion-principal for calls straight to the operation unit. */
+  readonly headers: Record<string, string>
+}
+
+const actor = async (scion: Scion, name: string): Promise<Actor> => {
+  const user = await signUp(scion, name)
+  const org = await createOrg(scion, user.token, `${name} org`)
+  const auth = client(AuthService, scion.identityUrl)
+  const { principalToken } = await auth.authenticate({ bearerToken: user.token })
+  return { token: user.token, orgId: org.org_id, headers: { "x-scion-principal": principalToken } }
+}
+
+afterAll(() => sessions.forEach((s) => s.abort()))
+
+describe("operations through the gateway, two operation replicas", () => {
+  let scion: Scion
+  let alice: Actor
+  let bob: Actor
+  let replica1: Client<typeof OperationService>
+  let replica2: Client<typeof OperationService>
+
+  beforeAll(async () => {
+    scion = await startScion({ operationReplicas: 2 })
+    alice = await actor(scion, "alice")
+    bob = await actor(scion, "bob")
+    replica1 = client(OperationService, scion.operationUrls[0]!)
+    replica2 = client(OperationService, scion.operationUrls[1]!)
+  })
+  afterAll(async () => {
+    await scion?.stop()
+  })
+
+  const create = async (who: Actor, type = OperationType.BRANCH_CREATE, resourceId = "br_e2e") => {
+    const id = newId()
+    const response = await replica2.createOperation({ id, orgId: who.orgId, type, resourceId }, { headers: who.headers })
+    expect(response.created).toBe(true)
+    return id
+  }
+  const report = (who: Actor, request: Parameters<typeof replica1.reportOperation>[0], replica = replica1) => replica.reportOperation(request, { headers: who.headers })
+  const get = (who: Actor | string, id: string, query = "") =>
+    scion.request("GET", `/v1/operations/${id}${query}`, { token: typeof who === "string" ? who : who.token })
+
+  it("answers 200 with exactly the interface's fields, for a member's session and an org API key", async () => {
+    const id = await create(alice)
+    const response = await get(alice, id)
+    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(Object.keys(response.body).sort()).toEqual(
+      ["id", "org_id", "type", "resource_id", "status", "stage", "stage_label", "progress", "result", "error", "created_at", "updated_at", "started_at", "completed_at"].sort()
+    )
+    expect(response.body).toMatchObject({
+      id,
+      org_id: alice.orgId,
+      type: "branch_create",
+      resource_id: "br_e2e",
+      status: "pending",
+      stage: null,
+      stage_label: null,
+      progress: null,
+      result: null,
+      error: null,
+      started_at: null,
+      completed_at: null
+    })
+    expect(response.body.created_at).toMatch(ISO_Z)
+    expect(response.body.updated_at).toMatch(ISO_Z)
+
+    const key = await createApiKey(scion, alice.token, alice.orgId, { role_id: "role_org_viewer" })
+    expect((await get(key.secret, id)).status).toBe(200)
+  })
+
+  it("refuses a revoked API key on the very next request, despite the gateway's short cache", async () => {
+    const id = await create(alice)
+    const key = await createApiKey(scion, alice.token, alice.orgId, { role_id: "role_org_viewer" })
+    expect((await get(key.secret, id)).status).toBe(200)
+    expect((await scion.request("DELETE", `/v1/orgs/${alice.orgId}/api-keys/${key.api_key_id}`, { token: alice.token })).status).toBe(204)
+    expect((await get(key.secret, id)).status).toBe(401)
+  })
+
+  it("answers 404 for an unknown operation and for another org's, 401 without a token", async () => {
+    const id = await create(alice)
+    const foreign = await get(bob, id)
+    expect(foreign.status).toBe(404)
+    expect(foreign.body).toEqual({ detail: expect.any(String) })
+    const bobKey = await createApiKey(scion, bob.token, bob.orgId)
+    expect((await get(bobKey.secret, id)).status).toBe(404)
+    const unknown = await get(alice, newId())
+    expect(unknown.status).toBe(404)
+    expect(typeof unknown.body.detail).toBe("string")
+    expect((await scion.request("GET", `/v1/operations/${id}`)).status).toBe(401)
+    // The operation unit itself says the same to a plain client.
+    await expect(replica1.getOperation({ id }, { headers: bob.headers })).rejects.toMatchObject({ code: 5 })
+  })
+
+  it("answers 422 with loc [query, wait] for a wait outside 0..10 or not an integer", async () => {
+    const id = await create(alice)
+    for (const wait of ["11", "-1", "abc", "1.5", ""]) {
+      const response = await get(alice, id, `?wait=${wait}`)
+      expect(response.status, `wait=${wait}`).toBe(422)
+      expect(response.body.detail[0].loc, `wait=${wait}`).toEqual(["query", "wait"])
+      expect(typeof response.body.detail[0].msg).toBe("string")
+      expect(typeof response.body.detail[0].type).toBe("string")
+    }
+    expect((await get(alice, id, "?wait=0")).status).toBe(200)
+  })
+
+  it("a wait returns as soon as the other replica records completion", async () => {
+    const id = await create(alice)
+    await report(alice, { id, status: OperationStatus.RUNNING, progress: 10 })
+    const started = Date.now()
+    const waiting = get(alice, id, "?wait=10")
+    await new Promise((resolve) => setTimeout(resolve, 700))
+    // The gateway talks to replica 1; the completion is committed and announced by replica 2.
+    await report(alice, { id, status: OperationStatus.COMPLETED, result: { branch_id: "br_e2e", ready: true } }, replica2)
+    const response = await waiting
+    const elapsed = Date.now() - started
+    expect(response.status).toBe(200)
+    expect(response.body).toMatchObject({ status: "completed", result: { branch_id: "br_e2e", ready: true } })
+    expect(elapsed).toBeGreaterThanOrEqual(650)
+    expect(elapsed).toBeLessThan(3000)
+  })
+
+  it("a wait with no change returns after about the wait, with the current state", async () => {
+    const id = await create(alice)
+    await report(alice, { id, status: OperationStatus.RUNNING, stage: "copy", progress: 5 })
+    const started = Date.now()
+    const response = await get(alice, id, "?wait=2")
+    const elapsed = Date.now() - started
+    expect(response.status).toBe(200)
+    expect(response.body).toMatchObject({ status: "running", stage: "copy", progress: 5 })
+    expect(elapsed).toBeGreaterThanOrEqual(1900)
+    expect(elapsed).toBeLessThan(4000)
+    // A terminal operation answers a wait at once.
+    await report(alice, { id, status: OperationStatus.FAILED, error: "source unreachable" }, replica2)
+    const t0 = Date.now()
+    expect((await get(alice, id, "?wait=10")).body).toMatchObject({ status: "failed", error: "source unreachable" })
+    expect(Date.now() - t0).toBeLessThan(1500)
+  })
+
+  it("keeps the state machine: progress never goes down, started_at and completed_at are set once, terminal stays terminal", async () => {
+    const id = await create(alice)
+    await report(alice, { id, status: OperationStatus.RUNNING, stage: "copy", stageLabel: "Copying data", progress: 40 })
+    const running = (await get(alice, id)).body
+    expect(running).toMatchObject({ status: "running", stage: "copy", stage_label: "Copying data", progress: 40, completed_at: null })
+    expect(running.started_at).toMatch(ISO_Z)
+
+    await report(alice, { id, progress: 20, stage: "grant", stageLabel: "Granting access" }, replica2)
+    const later = (await get(alice, id)).body
+    expect(later).toMatchObject({ progress: 40, stage: "grant", stage_label: "Granting access", started_at: running.started_at })
+    await expect(report(alice, { id, progress: 101 })).rejects.toMatchObject({ code: 3 })
+
+    await report(alice, { id, status: OperationStatus.COMPLETED, progress: 100, result: { branch_id: "br_1" } })
+    const done = (await get(alice, id)).body
+    expect(done).toMatchObject({ status: "completed", progress: 100, result: { branch_id: "br_1" }, started_at: running.started_at })
+    expect(done.completed_at).toMatch(ISO_Z)
+
+    // The identical repeat is fine; anything else is refused and changes nothing.
+    await report(alice, { id, status: OperationStatus.COMPLETED, progress: 100, result: { branch_id: "br_1" } }, replica2)
+    await expect(report(alice, { id, status: OperationStatus.FAILED, error: "late" })).rejects.toMatchObject({ code: 9 })
+    await expect(report(alice, { id, status: OperationStatus.RUNNING })).rejects.toMatchObject({ code: 9 })
+    const after = (await get(alice, id)).body
+    expect(after).toEqual(done)
+  })
+
+  it("shows setup_status only for connector_engine_setup", async () => {
+    const id = await create(alice, OperationType.CONNECTOR_ENGINE_SETUP, "con_e2e")
+    const initial = (await get(alice, id)).body
+    expect(initial).toMatchObject({ type: "connector_engine_setup", setup_status: {} })
+    const setupStatus: JsonObject = { phase: "initial_copy", tables_ready: 2, tables_total: 7 }
+    await report(alice, { id, status: OperationStatus.RUNNING, setupStatus })
+    expect((await get(alice, id)).body.setup_status).toEqual(setupStatus)
+
+    const branch = await create(alice, OperationType.BRANCH_CREATE)
+    expect("setup_status" in (await get(alice, branch)).body).toBe(false)
+    await expect(report(alice, { id: branch, setupStatus: { phase: "x" } })).rejects.toMatchObject({ code: 3 })
+    const discovery = await create(alice, OperationType.CONNECTOR_DISCOVERY, "con_e2e")
+    expect((await get(alice, discovery)).body).not.toHaveProperty("setup_status")
+  })
+
+  it("creating is idempotent per id; the same id with other content conflicts", async () => {
+    const id = newId()
+    const first = await replica1.createOperation({ id, orgId: alice.orgId, type: OperationType.BRANCH_DELETE, resourceId: "br_x" }, { headers: alice.headers })
+    const again = await replica2.createOperation({ id, orgId: alice.orgId, type: OperationType.BRANCH_DELETE, resourceId: "br_x" }, { headers: alice.headers })
+    expect(first.created).toBe(true)
+    expect(again.created).toBe(false)
+    expect(again.operation?.createdAt).toEqual(first.operation?.createdAt)
+    await expect(
+      replica1.createOperation({ id, orgId: alice.orgId, type: OperationType.BRANCH_DELETE, resourceId: "br_y" }, { headers: alice.headers })
+    ).rejects.toMatchObject({ code: 6 })
+    // Bob cannot create in Alice's org.
+    await expect(replica1.createOperation({ id: newId(), orgId: alice.orgId, type: OperationType.BRANCH_DELETE, resourceId: "br_x" }, { headers: bob.headers })).rejects.toMatchObject({ code: 7 })
+  })
+})
+
+describe("the sweeper", () => {
+  let scion: Scion
+  let alice: Actor
+  beforeAll(async () => {
+    scion = await startScion({ operationEnv: { OPERATION_HEARTBEAT_DEADLINE_SECONDS: "1", OPERATION_SWEEP_INTERVAL_SECONDS: "0.25" } })
+    alice = await actor(scion, "sweeper")
+  })
+  afterAll(async () => {
+    await scion?.stop()
+  })
+
+  it("fails a running operation whose worker stopped heartbeating, and wakes waiters", async () => {
+    const operations = client(OperationService, scion.operationUrls[0]!)
+    const id = newId()
+    await operations.createOperation({ id, orgId: alice.orgId, type: OperationType.BRANCH_CREATE, resourceId: "br_s" }, { headers: alice.headers })
+    await operations.reportOperation({ id, status: OperationStatus.RUNNING, progress: 10 }, { headers: alice.headers })
+    const started = Date.now()
+    const response = await scion.request("GET", `/v1/operations/${id}?wait=10`, { token: alice.token })
+    expect(response.status).toBe(200)
+    expect(response.body).toMatchObject({ status: "failed", error: "worker stopped heartbeating: no report for more than 1 seconds", progress: 10 })
+    expect(response.body.completed_at).toMatch(ISO_Z)
+    expect(Date.now() - started).toBeLessThan(5000)
+    // A pending operation is not swept (its worker has not started).
+    const pending = newId()
+    await operations.createOperation({ id: pending, orgId: alice.orgId, type: OperationType.BRANCH_CREATE, resourceId: "br_p" }, { headers: alice.headers })
+    await new Promise((resolve) => setTimeout(resolve, 1600))
+    expect((await scion.request("GET", `/v1/operations/${pending}`, { token: alice.token })).body.status).toBe("pending")
+  })
+})
