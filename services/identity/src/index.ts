@@ -1,4 +1,4 @@
-import { PrincipalSigner, PrincipalVerifier, unitDatabase } from "@scion/kit"
+import { type Bus, OutboxRelay, PrincipalSigner, PrincipalVerifier, unitDatabase } from "@scion/kit"
 import { Effect, Layer } from "effect"
 import { Access } from "./Access.js"
 import { Accounts } from "./Accounts.js"
@@ -24,6 +24,12 @@ export const VerifierFromSigner: Layer.Layer<PrincipalVerifier, never, Principal
   PrincipalVerifier,
   Effect.map(PrincipalSigner, (signer) => PrincipalVerifier.fromPublicKeys([{ keyId: signer.keyId, publicKeyDer: signer.publicKeyDer }]))
 )
+
+/**
+ * Publishes identity's outbox (events.org.created, events.org.deleted, events.user.deleted) to the
+ * bus: NatsBus in production, InMemoryBus in the embedded mode. Shares the unit's database pool.
+ */
+export const IdentityEventsRelay: Layer.Layer<never, never, Bus> = OutboxRelay.layer().pipe(Layer.provide(IdentityDatabase))
 
 const Repos = Layer.mergeAll(UsersRepo.Default, SessionsRepo.Default, OrgsRepo.Default, InvitesRepo.Default, ApiKeysRepo.Default, OutboxRepo.Default, Database.Default)
 

@@ -1,0 +1,122 @@
+import { SqlClient } from "@effect/sql"
+import { Config, Duration, Effect, Layer, Option } from "effect"
+import { Bus, type BusError } from "../bus/Bus.js"
+
+/**
+ * The transactional outbox: a unit writes its state change and a row in its own `outbox` table in
+ * one transaction; the relay publishes the rows to the bus (`Nats-Msg-Id` = `msg_id`) and marks
+ * them. Units put this DDL in one of their own migrations (identity's 0001 has the same table).
+ */
+export const outboxDdl = (table = "outbox") => `
+create table if not exists ${table} (
+  id           bigserial primary key,
+  subject      text not null,
+  msg_id       text not null unique,
+  payload      jsonb not null,
+  created_at   timestamptz not null default now(),
+  published_at timestamptz
+);
+create index if not exists ${table}_unpublished on ${table} (id) where published_at is null;
+`
+
+export const OUTBOX_DDL = outboxDdl()
+
+export interface OutboxRelayOptions {
+  /** The table, in the unit's schema (search_path); default "outbox". */
+  readonly table?: string
+  /** Sleep between polls when there was nothing to publish (default OUTBOX_POLL_INTERVAL_MS, 200 ms). */
+  readonly pollInterval?: Duration.DurationInput
+  /** Rows claimed per transaction (default OUTBOX_BATCH_SIZE, 100). */
+  readonly batchSize?: number
+  /** Longest wait between attempts while publishing fails (default 10 s). */
+  readonly maxBackoff?: Duration.DurationInput
+}
+
+interface Row {
+  readonly id: string
+  readonly subject: string
+  readonly msg_id: string
+  readonly payload: unknown
+}
+
+export interface RelayBatch {
+  readonly published: number
+  readonly claimed: number
+}
+
+/**
+ * One pass: claim up to batchSize unpublished rows in id order with `for update skip locked`
+ * (replicas never hold the same row), publish them one by one in order, mark those published and
+ * commit. A publish failure stops the pass: the rows published before it are marked, the rest stay
+ * unpublished, and the pass fails with the BusError. A crash between publish and commit leaves rows
+ * that are published again later; the stream drops them as duplicates within its window.
+ */
+export const relayOnce = (options: { readonly table?: string; readonly batchSize?: number } = {}) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+    const table = sql(options.table ?? "outbox")
+    const batchSize = options.batchSize ?? 100
+    const result = yield* sql.withTransaction(
+      Effect.gen(function* () {
+        const rows = yield* sql<Row>`
+          select id, subject, msg_id, payload from ${table}
+          where published_at is null order by id limit ${batchSize} for update skip locked`
+        const published: Array<string> = []
+        let failure: Option.Option<BusError> = Option.none()
+        for (const row of rows) {
+          const outcome = yield* Effect.either(bus.publish({ subject: row.subject, payload: row.payload, msgId: row.msg_id }))
+          if (outcome._tag === "Left") {
+            failure = Option.some(outcome.left)
+            break
+          }
+          published.push(row.id)
+        }
+        if (published.length > 0) yield* sql`update ${table} set published_at = now() where id in ${sql.in(published)}`
+        return { claimed: rows.length, published: published.length, failure }
+      })
+    )
+    if (Option.isSome(result.failure)) return yield* result.failure.value
+    return { claimed: result.claimed, published: result.published } satisfies RelayBatch
+  }).pipe(Effect.withSpan("OutboxRelay.relayOnce"))
+
+export const outboxRelayConfig = Config.all({
+  pollInterval: Config.integer("OUTBOX_POLL_INTERVAL_MS").pipe(Config.withDefault(200), Config.map(Duration.millis)),
+  batchSize: Config.integer("OUTBOX_BATCH_SIZE").pipe(Config.withDefault(100))
+})
+
+/**
+ * The relay loop: a pass, then again at once while batches come back full, else after the poll
+ * interval; while publishing (or the database) fails, retries with exponential backoff from the
+ * poll interval up to maxBackoff. Never ends by itself; interrupted when its scope closes.
+ */
+export const runOutboxRelay = (options: OutboxRelayOptions = {}) =>
+  Effect.gen(function* () {
+    const config = yield* Effect.orDie(outboxRelayConfig)
+    const pollInterval = Duration.decode(options.pollInterval ?? config.pollInterval)
+    const batchSize = options.batchSize ?? config.batchSize
+    const maxBackoff = Duration.decode(options.maxBackoff ?? Duration.seconds(10))
+    const pass = relayOnce({ batchSize, ...(options.table !== undefined ? { table: options.table } : {}) })
+    let failures = 0
+    while (true) {
+      const outcome = yield* Effect.exit(pass)
+      if (outcome._tag === "Success") {
+        if (failures > 0) yield* Effect.logInfo("outbox relay: publishing again")
+        failures = 0
+        if (outcome.value.claimed < batchSize) yield* Effect.sleep(pollInterval)
+      } else {
+        failures++
+        const delay = Duration.min(Duration.times(pollInterval, 2 ** Math.min(failures, 16)), maxBackoff)
+        if (failures === 1 || failures % 20 === 0) {
+          yield* Effect.logWarning(`outbox relay: pass failed (${failures} in a row), retrying in ${Duration.format(delay)}`, outcome.cause)
+        }
+        yield* Effect.sleep(delay)
+      }
+    }
+  })
+
+/** Runs the relay in a background fiber for the life of the layer. Needs a Bus and the unit's SqlClient. */
+export const OutboxRelay = {
+  layer: (options: OutboxRelayOptions = {}): Layer.Layer<never, never, Bus | SqlClient.SqlClient> =>
+    Layer.scopedDiscard(Effect.forkScoped(runOutboxRelay(options)))
+}
