@@ -43,3 +43,22 @@ export const fromConnectError = (cause: unknown): RpcError => {
 }
 
 export { Code }
+
+/** One row of a unit's closed error table: the Connect code, the reason, the message's variables. */
+export type WireEntry<E> = {
+  readonly code: Code
+  readonly reason: string
+  /** Every variable of the message (AIP-193). */
+  metadata?(error: E): Record<string, string>
+}
+
+/** A unit's closed table from each domain error tag to its wire form, checked by the type system. */
+export type WireTable<E extends { readonly _tag: string }> = { readonly [K in E["_tag"]]: WireEntry<Extract<E, { _tag: K }>> }
+
+/** Looks a domain error up in its unit's table (the `toWire` argument of `effectService`). */
+export const wireErrorFrom =
+  <E extends { readonly _tag: string; readonly message: string }>(table: WireTable<E>) =>
+  (error: E): WireError => {
+    const entry = table[error._tag as E["_tag"]] as WireEntry<E>
+    return { code: entry.code, reason: entry.reason, message: error.message, ...(entry.metadata ? { metadata: entry.metadata(error) } : {}) }
+  }

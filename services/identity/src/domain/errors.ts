@@ -1,4 +1,4 @@
-import { Code, type WireError } from "@scion/kit"
+import { Code, wireErrorFrom, type WireTable } from "@scion/kit"
 import { Schema } from "effect"
 
 /** No usable credentials: missing, unknown, revoked or expired token or session. */
@@ -164,14 +164,6 @@ export type IdentityError =
   | SoleOwner
   | LastOrg
 
-type Tag = IdentityError["_tag"]
-type Entry<K extends Tag> = {
-  readonly code: Code
-  readonly reason: string
-  /** Every variable of the message (AIP-193). */
-  metadata?(error: Extract<IdentityError, { _tag: K }>): Record<string, string>
-}
-
 /** The one table from domain error to wire error: Connect code, reason and metadata. */
 export const wireErrors = {
   Unauthenticated: { code: Code.Unauthenticated, reason: "UNAUTHENTICATED" },
@@ -199,14 +191,6 @@ export const wireErrors = {
     metadata: (e) => ({ org_ids: e.orgs.map((o) => o.orgId).join(","), org_names: e.orgs.map((o) => o.name).join(",") })
   },
   LastOrg: { code: Code.FailedPrecondition, reason: "LAST_ORG", metadata: (e) => ({ org_id: e.orgId }) }
-} satisfies { readonly [K in Tag]: Entry<K> }
+} satisfies WireTable<IdentityError>
 
-export const toWireError = (error: IdentityError): WireError => {
-  const entry: Entry<Tag> = wireErrors[error._tag]
-  return {
-    code: entry.code,
-    reason: entry.reason,
-    message: error.message,
-    ...(entry.metadata ? { metadata: entry.metadata(error) } : {})
-  }
-}
+export const toWireError = wireErrorFrom<IdentityError>(wireErrors)

@@ -1,4 +1,4 @@
-import { Code, type WireError } from "@scion/kit"
+import { Code, wireErrorFrom, type WireTable } from "@scion/kit"
 import { Schema } from "effect"
 
 export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {
@@ -68,14 +68,6 @@ export type OperationError =
   | InvalidArgument
   | IdentityUnavailable
 
-type Tag = OperationError["_tag"]
-type Entry<K extends Tag> = {
-  readonly code: Code
-  readonly reason: string
-  /** Every variable of the message (AIP-193). */
-  metadata?(error: Extract<OperationError, { _tag: K }>): Record<string, string>
-}
-
 /** The one table from domain error to wire error. */
 export const wireErrors = {
   Unauthenticated: { code: Code.Unauthenticated, reason: "UNAUTHENTICATED" },
@@ -90,14 +82,6 @@ export const wireErrors = {
   NotAMember: { code: Code.PermissionDenied, reason: "NOT_A_MEMBER", metadata: (e) => ({ org_id: e.orgId }) },
   InvalidArgument: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", metadata: (e) => ({ field: e.field }) },
   IdentityUnavailable: { code: Code.Unavailable, reason: "IDENTITY_UNAVAILABLE" }
-} satisfies { readonly [K in Tag]: Entry<K> }
+} satisfies WireTable<OperationError>
 
-export const toWireError = (error: OperationError): WireError => {
-  const entry: Entry<Tag> = wireErrors[error._tag]
-  return {
-    code: entry.code,
-    reason: entry.reason,
-    message: error.message,
-    ...(entry.metadata ? { metadata: entry.metadata(error) } : {})
-  }
-}
+export const toWireError = wireErrorFrom<OperationError>(wireErrors)
