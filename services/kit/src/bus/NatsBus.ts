@@ -216,7 +216,9 @@ export const makeNatsBus = (servers: string, options: NatsBusOptions = {}) =>
               Effect.catchAll((e) => Effect.logWarning(`bus: ack not confirmed for ${msg.subject}`, e))
             ),
             nak: (delay) => Effect.sync(() => msg.nak(Duration.toMillis(delay))),
-            term: (reason) => Effect.sync(() => msg.term(reason))
+            // No reason on the wire: NATS 2.9 ignores `+TERM <reason>` and would redeliver the
+            // message after its ack wait. The reason is in the log and the DLQ copy's headers.
+            term: () => Effect.sync(() => msg.term())
           })
 
         const run = Effect.gen(function* () {
