@@ -48,7 +48,9 @@ export class SessionAuthentication extends HttpApiMiddleware.Tag<SessionAuthenti
 const kinds = {
   [PrincipalKind.UNSPECIFIED]: undefined,
   [PrincipalKind.USER_SESSION]: "user_session",
-  [PrincipalKind.API_KEY]: "api_key"
+  [PrincipalKind.API_KEY]: "api_key",
+  // Authenticate never answers with a service principal; a bearer token is never a service.
+  [PrincipalKind.SERVICE]: undefined
 } as const satisfies Record<PrincipalKind, CallerPrincipal["kind"] | undefined>
 
 const orNull = (s: string): string | null => (s === "" ? null : s)

@@ -37,6 +37,8 @@ export class Access extends Effect.Service<Access>()("@scion/identity/Access", {
 
     /** The caller's role and permissions in an org: NOT_A_MEMBER when it has none there. */
     const inOrg = Effect.fn("Access.inOrg")(function* (principal: Principal, orgId: string): Effect.fn.Return<OrgAccess, Unauthenticated | NotAMember> {
+      // Services act for the platform and hold no role in any org.
+      if (principal.kind === "service") return yield* new NotAMember({ orgId })
       if (principal.kind === "api_key") {
         const key = yield* apiKeys.findActive(principal.apiKeyId ?? "")
         if (Option.isNone(key)) return yield* new Unauthenticated()

@@ -1,10 +1,19 @@
 import { Principal, PrincipalSigner } from "@scion/kit"
-import { Clock, Effect, Option } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
+import { Clock, Effect, Option, Redacted } from "effect"
 import { Access } from "./Access.js"
 import { ApiKeysRepo } from "./ApiKeysRepo.js"
 import { IdentityConfig } from "./config.js"
 import { Database } from "./Database.js"
-import { EmailTaken, InvalidCredentials, InvalidVerificationToken, Unauthenticated } from "./domain/errors.js"
+import {
+  EmailTaken,
+  InvalidArgument,
+  InvalidCredentials,
+  InvalidVerificationToken,
+  ServiceCredentialInvalid,
+  ServiceCredentialNotConfigured,
+  Unauthenticated
+} from "./domain/errors.js"
 import { Ids } from "./domain/ids.js"
 import type { SessionGrant, User } from "./domain/models.js"
 import { effectivePermissions, knownRole } from "./domain/roles.js"
@@ -13,6 +22,15 @@ import { boundedText, checkPassword, normalizeEmail } from "./domain/validation.
 import { Mailer } from "./Mailer.js"
 import { SessionsRepo } from "./SessionsRepo.js"
 import { UsersRepo } from "./UsersRepo.js"
+
+const SERVICE_NAME = /^[a-z][a-z0-9-]{0,39}$/
+
+/**
+ * What a service principal may do: create, read and report on any org's operations (the unit
+ * that started the work already checked the user's permission). Nothing else: services hold no
+ * org role, so every other org-scoped call still needs a user's or a key's principal.
+ */
+export const SERVICE_PERMISSIONS: ReadonlyArray<string> = ["operations.read", "operations.write"]
 
 export interface Authenticated {
   readonly principal: Principal
@@ -165,8 +183,32 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
       return { roleKey: granted.role.key, permissions: granted.permissions }
     })
 
+    /**
+     * A service principal for one of our units. The credential is compared as SHA-256 digests in
+     * constant time, so neither its length nor its prefix leaks through timing.
+     */
+    const issueServiceToken = Effect.fn("Auth.issueServiceToken")(function* (serviceName: string, credential: string) {
+      if (!SERVICE_NAME.test(serviceName)) {
+        return yield* new InvalidArgument({ field: "service_name", message: "service_name must be 1..40 of a-z 0-9 - starting with a letter" })
+      }
+      if (Option.isNone(config.serviceCredential)) return yield* new ServiceCredentialNotConfigured()
+      const expected = createHash("sha256").update(Redacted.value(config.serviceCredential.value)).digest()
+      const presented = createHash("sha256").update(credential).digest()
+      if (!timingSafeEqual(expected, presented)) return yield* new ServiceCredentialInvalid()
+      return yield* sign({
+        kind: "service",
+        service: serviceName,
+        userId: null,
+        sessionId: null,
+        apiKeyId: null,
+        orgId: null,
+        roleKey: null,
+        permissions: SERVICE_PERMISSIONS
+      })
+    })
+
     const verificationKeys = Effect.succeed([{ keyId: signer.keyId, publicKey: signer.publicKeyDer.toString("base64") }] as const)
 
-    return { signUp, logIn, logOut, verifyEmail, authenticate, authorize, verificationKeys } as const
+    return { signUp, logIn, logOut, verifyEmail, authenticate, authorize, issueServiceToken, verificationKeys } as const
   })
 }) {}

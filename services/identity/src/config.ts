@@ -9,7 +9,12 @@ export const identityConfig = Config.all({
   autoVerifyEmail: Config.boolean("EMBEDDED_AUTO_VERIFY_EMAIL").pipe(Config.withDefault(true)),
   mailAdapter: Config.literal("log")("MAIL_ADAPTER").pipe(Config.withDefault("log" as const)),
   /** Lifetime of a signed principal token. */
-  principalTtlSeconds: Config.integer("PRINCIPAL_TTL_SECONDS").pipe(Config.withDefault(300))
+  principalTtlSeconds: Config.integer("PRINCIPAL_TTL_SECONDS").pipe(Config.withDefault(300)),
+  /**
+   * The deployment's shared secret that our own units present to get service principals
+   * (IssueServiceToken). Unset disables service tokens.
+   */
+  serviceCredential: Config.option(Config.redacted("SERVICE_CREDENTIAL"))
 })
 
 export class IdentityConfig extends Effect.Service<IdentityConfig>()("@scion/identity/IdentityConfig", {

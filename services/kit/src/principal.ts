@@ -5,12 +5,16 @@ import { Config, Context, Effect, FiberRef, Layer, Option, Redacted, Schema } fr
 export const PRINCIPAL_HEADER = "x-scion-principal"
 
 /**
- * Who is calling: a dashboard session (a user) or an org API key (an org, a role and its
- * effective permissions). A session's role depends on the org it acts in, so units resolve it
- * per request; an API key's is fixed and travels with it.
+ * Who is calling: a dashboard session (a user), an org API key (an org, a role and its
+ * effective permissions), or one of our own units acting for the platform (a worker reporting
+ * on an operation long after the request that started it). A session's role depends on the org it
+ * acts in, so units resolve it per request; an API key's is fixed and travels with it; a service
+ * holds no org role, only the platform permissions identity granted it.
  */
 export class Principal extends Schema.Class<Principal>("Principal")({
-  kind: Schema.Literal("user_session", "api_key"),
+  kind: Schema.Literal("user_session", "api_key", "service"),
+  /** The unit a service principal was issued to (kind "service" only). */
+  service: Schema.optional(Schema.String),
   userId: Schema.NullOr(Schema.String),
   sessionId: Schema.NullOr(Schema.String),
   apiKeyId: Schema.NullOr(Schema.String),

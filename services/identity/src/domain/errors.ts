@@ -141,7 +141,23 @@ export class LastOrg extends Schema.TaggedError<LastOrg>()("LastOrg", { orgId: S
   }
 }
 
+/** IssueServiceToken with a credential that is not the deployment's. */
+export class ServiceCredentialInvalid extends Schema.TaggedError<ServiceCredentialInvalid>()("ServiceCredentialInvalid", {}) {
+  override get message() {
+    return "The service credential is not valid"
+  }
+}
+
+/** IssueServiceToken while identity has no SERVICE_CREDENTIAL configured. */
+export class ServiceCredentialNotConfigured extends Schema.TaggedError<ServiceCredentialNotConfigured>()("ServiceCredentialNotConfigured", {}) {
+  override get message() {
+    return "Service tokens are disabled: SERVICE_CREDENTIAL is not configured"
+  }
+}
+
 export type IdentityError =
+  | ServiceCredentialInvalid
+  | ServiceCredentialNotConfigured
   | Unauthenticated
   | InvalidCredentials
   | SessionRequired
@@ -166,6 +182,8 @@ export type IdentityError =
 
 /** The one table from domain error to wire error: Connect code, reason and metadata. */
 export const wireErrors = {
+  ServiceCredentialInvalid: { code: Code.Unauthenticated, reason: "SERVICE_CREDENTIAL_INVALID" },
+  ServiceCredentialNotConfigured: { code: Code.FailedPrecondition, reason: "SERVICE_CREDENTIAL_NOT_CONFIGURED" },
   Unauthenticated: { code: Code.Unauthenticated, reason: "UNAUTHENTICATED" },
   InvalidCredentials: { code: Code.Unauthenticated, reason: "INVALID_CREDENTIALS" },
   SessionRequired: { code: Code.Unauthenticated, reason: "SESSION_REQUIRED" },

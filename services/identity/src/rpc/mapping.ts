@@ -94,7 +94,7 @@ export const apiKeyToProto = (key: Domain.ApiKey): Init<typeof ApiKeySchema> => 
 })
 
 export const principalToProto = (p: Principal): Init<typeof PrincipalSchema> => ({
-  kind: p.kind === "api_key" ? PrincipalKind.API_KEY : PrincipalKind.USER_SESSION,
+  kind: p.kind === "api_key" ? PrincipalKind.API_KEY : p.kind === "service" ? PrincipalKind.SERVICE : PrincipalKind.USER_SESSION,
   userId: p.userId ?? "",
   sessionId: p.sessionId ?? "",
   apiKeyId: p.apiKeyId ?? "",

@@ -58,7 +58,13 @@ export const identityRoutes = Effect.gen(function* () {
           Effect.flatMap(caller, (p) => auth.authorize(p, req.orgId, req.permission)),
           (granted) => ({ roleKey: granted.roleKey, permissions: [...granted.permissions] })
         ),
-      getVerificationKeys: () => Effect.map(auth.verificationKeys, (keys) => ({ keys: [...keys] }))
+      getVerificationKeys: () => Effect.map(auth.verificationKeys, (keys) => ({ keys: [...keys] })),
+      issueServiceToken: (req) =>
+        Effect.map(auth.issueServiceToken(req.serviceName, req.credential), (issued) => ({
+          principalToken: issued.token,
+          expiresAt: timestampFromDate(issued.expiresAt),
+          permissions: [...issued.principal.permissions]
+        }))
     },
     toWireError
   )
