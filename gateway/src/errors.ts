@@ -72,7 +72,9 @@ export class ValidationError extends Schema.Class<ValidationError>("ValidationEr
 
 /** Default status per Connect code. */
 const statusByCode = {
-  [Code.Canceled]: 500,
+  // The gateway never cancels a call it still answers: a cancel here means the upstream went away
+  // mid-call (its HTTP/2 session was reset), so the client may retry.
+  [Code.Canceled]: 503,
   [Code.Unknown]: 500,
   [Code.InvalidArgument]: 400,
   [Code.DeadlineExceeded]: 503,

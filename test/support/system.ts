@@ -48,6 +48,8 @@ export const createDatabase = async (prefix: string): Promise<{ name: string; ur
 
 export interface UnitProcess {
   readonly name: string
+  readonly script: string
+  readonly env: Record<string, string>
   readonly child: ChildProcess
   readonly output: () => string
   readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
@@ -65,6 +67,8 @@ export const startUnit = (name: string, script: string, env: Record<string, stri
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
   return {
     name,
+    script,
+    env,
     child,
     output: () => output,
     stop: async (signal = "SIGTERM") => {
@@ -73,6 +77,9 @@ export const startUnit = (name: string, script: string, env: Record<string, stri
     }
   }
 }
+
+/** The same unit again (same script, port and environment), e.g. after a SIGKILL. */
+export const respawn = (unit: UnitProcess): UnitProcess => startUnit(unit.name, unit.script, unit.env)
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -118,6 +125,8 @@ export interface Scion {
   readonly operations: ReadonlyArray<UnitProcess>
   readonly operationUrls: ReadonlyArray<string>
   readonly databaseUrl: string
+  /** SERVICE_CREDENTIAL of this deployment: what a worker presents to identity for a service principal. */
+  readonly serviceCredential: string
   readonly request: <T = any>(method: string, path: string, options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }) => Promise<ApiResponse<T>>
   readonly stop: () => Promise<void>
 }
@@ -141,12 +150,15 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
   const [identityPort, gatewayPort, healthPort] = [await freePort(), await freePort(), await freePort()]
   const operationPorts: Array<number> = []
   for (let i = 0; i < (options.operationReplicas ?? 1); i++) operationPorts.push(await freePort())
+  // The deployment's shared secret for service principals (workers), like the one deploy/ keeps in a Secret.
+  const serviceCredential = randomBytes(24).toString("base64url")
   const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
   const identityUrl = `http://127.0.0.1:${identityPort}`
   const identity = startUnit("identity", "services/identity/dist/main.js", {
     PORT: String(identityPort),
     DATABASE_URL: database.url,
     IDENTITY_SIGNING_KEY: signingKey,
+    SERVICE_CREDENTIAL: serviceCredential,
     ...options.env
   })
   const operationUrls = operationPorts.map((port) => `http://127.0.0.1:${port}`)
@@ -206,6 +218,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     operations,
     operationUrls,
     databaseUrl: database.url,
+    serviceCredential,
     request,
     stop: async () => {
       await gateway.stop()

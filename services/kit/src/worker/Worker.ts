@@ -1,0 +1,255 @@
+import type { JsonObject } from "@bufbuild/protobuf"
+import type { Transport } from "@connectrpc/connect"
+import { SqlClient } from "@effect/sql"
+import type { MessageInitShape } from "@bufbuild/protobuf"
+import {
+  type Operation,
+  OperationService,
+  OperationStatus,
+  type ReportOperationRequestSchema
+} from "@scion/proto/scion/operation/v1/operation_pb"
+import { Cause, Config, Context, Duration, Effect, Layer, Option, Schedule, Schema, type Scope } from "effect"
+import { Bus, type BusError, type ConsumeOptions, type Delivery } from "../bus/Bus.js"
+import { grpcTransport, makeEffectClient, type EffectClient } from "../connect-client.js"
+import { Code, RpcError } from "../errors.js"
+import { asService, isTransient, ServiceIdentity } from "../service-identity.js"
+
+/** The operation unit's RPCs, as a worker uses them. */
+export class OperationClient extends Context.Tag("@scion/kit/OperationClient")<OperationClient, EffectClient<typeof OperationService>>() {
+  static fromTransport(transport: Transport): Layer.Layer<OperationClient> {
+    return Layer.succeed(OperationClient, makeEffectClient(OperationService, transport))
+  }
+
+  /** OPERATION_URL (default http://127.0.0.1:50052) over HTTP/2 gRPC, scoped to the layer. */
+  static readonly layerConfig: Layer.Layer<OperationClient> = Layer.unwrapScoped(
+    Effect.gen(function* () {
+      const url = yield* Config.string("OPERATION_URL").pipe(Config.withDefault("http://127.0.0.1:50052"))
+      return OperationClient.fromTransport(yield* grpcTransport(url))
+    }).pipe(Effect.orDie)
+  )
+}
+
+/** The subject a unit's jobs of one type travel on: `jobs.<unit>.<type>`. */
+export const jobSubject = (unit: string, type: string) => `jobs.${unit}.${type}`
+
+/** A job on the wire: which operation it advances, in which org, and the handler's input. */
+export const JobMessage = Schema.Struct({
+  operation_id: Schema.String,
+  org_id: Schema.String,
+  payload: Schema.Unknown
+})
+export type JobMessage = typeof JobMessage.Type
+
+/**
+ * Writes a job to the unit's outbox in the caller's transaction (ARCHITECTURE.md, "Asynchronous
+ * work"): the relay publishes it with `Nats-Msg-Id` = the operation id, so a retried start never
+ * runs the job twice. Writing the same operation's job again is a no-op.
+ */
+export const enqueueJob = (input: {
+  readonly unit: string
+  readonly type: string
+  readonly operationId: string
+  readonly orgId: string
+  readonly payload: unknown
+  readonly table?: string
+}) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => {
+    const message: JobMessage = { operation_id: input.operationId, org_id: input.orgId, payload: input.payload }
+    return sql`
+      insert into ${sql(input.table ?? "outbox")} (subject, msg_id, payload)
+      values (${jobSubject(input.unit, input.type)}, ${input.operationId}, ${JSON.stringify(message)}::jsonb)
+      on conflict (msg_id) do nothing`
+  }).pipe(Effect.asVoid, Effect.withSpan("Worker.enqueueJob", { attributes: { unit: input.unit, type: input.type, operationId: input.operationId } }))
+
+/** A handler's verdict that the work cannot succeed: the operation fails with this message, no retry. */
+export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { message: Schema.String }) {}
+
+/** The operation ended while the job ran (the sweeper failed it, or another worker finished it). */
+export class OperationEnded extends Schema.TaggedError<OperationEnded>()("OperationEnded", {
+  operationId: Schema.String,
+  status: Schema.String
+}) {}
+
+export interface ProgressUpdate {
+  /** Raw machine token kept for older clients. */
+  readonly stage?: string
+  /** What a human sees. */
+  readonly stageLabel?: string
+  /** 0..100; lower than already recorded is ignored by the operation unit. */
+  readonly progress?: number
+  /** connector_engine_setup only; replaces the recorded object. */
+  readonly setupStatus?: JsonObject
+}
+
+export interface Job<P> {
+  readonly operationId: string
+  readonly orgId: string
+  readonly payload: P
+  /** 1 on the first delivery; higher after a crash or a failed attempt (resume, don't repeat). */
+  readonly attempt: number
+  readonly maxAttempts: number
+  /** Records a step on the operation (and counts as a heartbeat). */
+  readonly report: (update: ProgressUpdate) => Effect.Effect<void, OperationEnded | RpcError>
+}
+
+export interface JobHandler<P, I, E, R> {
+  readonly unit: string
+  readonly type: string
+  readonly payload: Schema.Schema<P, I>
+  /**
+   * Idempotent per operation id: records each finished step in the unit's own tables so a
+   * redelivery resumes. Succeeds with the operation's `result`; fails with JobFailed to fail the
+   * operation; any other failure or defect is retried with backoff, and after the last attempt the
+   * operation fails with a message saying so.
+   */
+  readonly run: (job: Job<P>) => Effect.Effect<JsonObject, E, R>
+  /** Jobs of this type handled at once by this process (default 1). */
+  readonly concurrency?: number
+  readonly maxAttempts?: number
+  readonly backoff?: ReadonlyArray<Duration.DurationInput>
+  /** Redelivery after this long without an ack or a heartbeat (default 30 s). */
+  readonly ackWait?: Duration.DurationInput
+  /** Heartbeat (in-progress ack + operation heartbeat) period while the handler runs (default 10 s). */
+  readonly heartbeatInterval?: Duration.DurationInput
+}
+
+type ReportInit = MessageInitShape<typeof ReportOperationRequestSchema>
+
+const isTerminal = (status: OperationStatus) => status === OperationStatus.COMPLETED || status === OperationStatus.FAILED
+const statusName = (status: OperationStatus) => OperationStatus[status]?.toLowerCase() ?? "unknown"
+
+/** What the operation's error says when a job is given up: the failure's message, never a stack. */
+const failureSummary = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value as { readonly message?: unknown; readonly _tag?: unknown }
+    if (typeof error?.message === "string" && error.message !== "") return error.message
+    if (typeof error?._tag === "string") return error._tag
+  }
+  return "an internal error (see the worker's logs)"
+}
+
+/**
+ * Consumes `jobs.<unit>.<type>` and runs each job against its operation (ARCHITECTURE.md,
+ * "Asynchronous work"): skip it if the operation already ended, mark it running, run the handler
+ * with a heartbeat, finish it completed with the result or failed with the error, and ack only
+ * after the terminal report. Every call to the operation unit uses this unit's service principal.
+ */
+export const runJobs = <P, I, E, R>(
+  handler: JobHandler<P, I, E, R>
+): Effect.Effect<void, BusError, Scope.Scope | R | Bus | OperationClient | ServiceIdentity> =>
+  Effect.gen(function* () {
+    const bus = yield* Bus
+    const operations = yield* OperationClient
+    const maxAttempts = handler.maxAttempts ?? 5
+    const heartbeatInterval = Duration.decode(handler.heartbeatInterval ?? Duration.seconds(10))
+    const decodePayload = Schema.decodeUnknown(handler.payload)
+    const decodeMessage = Schema.decodeUnknownOption(JobMessage)
+    const service = yield* ServiceIdentity
+
+    // The operation unit restarting must not burn the job's attempts: transient errors are retried here.
+    const call = <A>(effect: Effect.Effect<A, RpcError, ServiceIdentity>) =>
+      asService(effect).pipe(Effect.retry({ while: isTransient, schedule: Schedule.exponential("100 millis").pipe(Schedule.upTo("20 seconds")) }))
+
+    const report = (init: ReportInit): Effect.Effect<Operation, OperationEnded | RpcError, ServiceIdentity> =>
+      call(operations.reportOperation(init)).pipe(
+        Effect.map((response) => response.operation!),
+        Effect.catchIf(
+          (e): e is RpcError => e instanceof RpcError && e.code === Code.FailedPrecondition && e.reason === "OPERATION_TERMINAL",
+          (e) => Effect.fail(new OperationEnded({ operationId: init.id ?? "", status: e.metadata.status ?? "ended" }))
+        )
+      )
+
+    const heartbeats = (delivery: Delivery, operationId: string) =>
+      Effect.gen(function* () {
+        yield* delivery.working
+        yield* report({ id: operationId }).pipe(Effect.catchTag("RpcError", (e) => Effect.logWarning("operation heartbeat failed", e)))
+      }).pipe(Effect.repeat(Schedule.spaced(heartbeatInterval)), Effect.zipRight(Effect.never))
+
+    const handle = (delivery: Delivery) =>
+      Effect.gen(function* () {
+        const message = decodeMessage(delivery.payload)
+        if (Option.isNone(message)) {
+          return yield* Effect.logError("job message is not a job; dropped").pipe(Effect.annotateLogs({ subject: delivery.subject }))
+        }
+        const { operation_id: operationId, org_id: orgId } = message.value
+        yield* Effect.annotateCurrentSpan({ operationId, orgId, attempt: delivery.deliveryCount })
+        const current = yield* call(operations.getOperation({ id: operationId })).pipe(Effect.map((r) => r.operation!))
+        if (isTerminal(current.status)) {
+          return yield* Effect.logInfo(`job skipped: operation already ${statusName(current.status)}`).pipe(Effect.annotateLogs({ operationId }))
+        }
+        const payload = yield* decodePayload(message.value.payload).pipe(Effect.either)
+        if (payload._tag === "Left") {
+          yield* report({ id: operationId, status: OperationStatus.FAILED, error: "The job's input is not valid for this worker" })
+          return yield* Effect.logError("job payload invalid; operation failed", payload.left).pipe(Effect.annotateLogs({ operationId }))
+        }
+        if (current.status === OperationStatus.PENDING) yield* report({ id: operationId, status: OperationStatus.RUNNING })
+        const job: Job<P> = {
+          operationId,
+          orgId,
+          payload: payload.right,
+          attempt: delivery.deliveryCount,
+          maxAttempts,
+          report: (update) =>
+            report({
+              id: operationId,
+              ...(update.stage !== undefined ? { stage: update.stage } : {}),
+              ...(update.stageLabel !== undefined ? { stageLabel: update.stageLabel } : {}),
+              ...(update.progress !== undefined ? { progress: Math.max(0, Math.min(100, Math.round(update.progress))) } : {}),
+              ...(update.setupStatus !== undefined ? { setupStatus: update.setupStatus } : {})
+            }).pipe(Effect.asVoid, Effect.provideService(ServiceIdentity, service))
+        }
+        const outcome = yield* Effect.raceFirst(handler.run(job), heartbeats(delivery, operationId)).pipe(Effect.either)
+        if (outcome._tag === "Right") {
+          yield* report({ id: operationId, status: OperationStatus.COMPLETED, progress: 100, result: outcome.right })
+          return
+        }
+        const error = outcome.left as unknown
+        if (error instanceof JobFailed) {
+          yield* report({ id: operationId, status: OperationStatus.FAILED, error: error.message })
+          return
+        }
+        // Anything else goes back to the bus: nak with backoff, or dead letter on the last attempt.
+        return yield* Effect.fail(error)
+      }).pipe(
+        // The operation ended under us (swept, or finished by an earlier delivery): nothing left to do.
+        Effect.catchIf(
+          (e): e is OperationEnded => e instanceof OperationEnded,
+          (e) => Effect.logInfo(`job stopped: operation already ${e.status}`).pipe(Effect.annotateLogs({ operationId: e.operationId }))
+        ),
+        Effect.withSpan(`job ${handler.unit}.${handler.type}`)
+      )
+
+    const onDeadLetter = (delivery: Delivery, cause: Cause.Cause<unknown>) =>
+      Effect.gen(function* () {
+        const message = decodeMessage(delivery.payload)
+        if (Option.isNone(message)) return
+        yield* report({
+          id: message.value.operation_id,
+          status: OperationStatus.FAILED,
+          error: `Gave up after ${Math.min(delivery.deliveryCount, maxAttempts)} attempts: ${failureSummary(cause)}`
+        }).pipe(
+          Effect.catchAll((e) => Effect.logError("could not fail the operation of a dead-lettered job", e)),
+          Effect.provideService(ServiceIdentity, service)
+        )
+      })
+
+    const options: ConsumeOptions = {
+      stream: "JOBS",
+      durable: `${handler.unit}-${handler.type}`.replace(/[^A-Za-z0-9_-]/g, "_"),
+      filterSubjects: [jobSubject(handler.unit, handler.type)],
+      maxDeliver: maxAttempts,
+      ...(handler.backoff !== undefined ? { backoff: handler.backoff } : {}),
+      ...(handler.ackWait !== undefined ? { ackWait: handler.ackWait } : {}),
+      concurrency: handler.concurrency ?? 1,
+      onDeadLetter
+    }
+    yield* bus.consume(options, (delivery) => Effect.provideService(handle(delivery), ServiceIdentity, service))
+    yield* Effect.logInfo(`worker consuming ${jobSubject(handler.unit, handler.type)}`)
+  })
+
+/** The worker for one job type, running for the life of the layer. */
+export const JobWorker = {
+  layer: <P, I, E, R>(handler: JobHandler<P, I, E, R>): Layer.Layer<never, never, R | Bus | OperationClient | ServiceIdentity> =>
+    Layer.scopedDiscard(Effect.orDie(runJobs(handler)))
+}

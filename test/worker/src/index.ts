@@ -1,0 +1,1 @@
+export { copyTable, CopyTablePayload } from "./CopyTable.js"
