@@ -2,8 +2,9 @@
 import { createRouterTransport } from "@connectrpc/connect"
 import { NodeRuntime } from "@effect/platform-node"
 import { GatewayLive, Upstreams } from "@scion/gateway"
-import { IdentityLive, identityRoutes } from "@scion/identity"
-import { LoggingLive, type Routes } from "@scion/kit"
+import { randomBytes } from "node:crypto"
+import { IdentityEventsRelay, IdentityLive, identityRoutes } from "@scion/identity"
+import { InMemoryBus, LoggingLive, type Routes } from "@scion/kit"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
 import { Config, ConfigProvider, Console, Effect, Layer, Redacted } from "effect"
 import { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"
@@ -16,9 +17,18 @@ import { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"
 const UnitsLive = Layer.unwrapEffect(
   Effect.gen(function* () {
     const { url } = yield* MetadataDatabase
-    // Units read DATABASE_URL like in production; here it points at the embedded cluster.
+    // Units read DATABASE_URL like in production; here it points at the embedded cluster. The
+    // service credential only has to be shared inside this process, so each start makes one.
     const unitConfig = Layer.setConfigProvider(
-      ConfigProvider.orElse(ConfigProvider.fromMap(new Map([["DATABASE_URL", Redacted.value(url)]])), () => ConfigProvider.fromEnv())
+      ConfigProvider.orElse(
+        ConfigProvider.fromMap(
+          new Map([
+            ["DATABASE_URL", Redacted.value(url)],
+            ["SERVICE_CREDENTIAL", randomBytes(32).toString("base64url")]
+          ])
+        ),
+        () => ConfigProvider.fromEnv()
+      )
     )
     const inMemory = (routes: ReadonlyArray<Routes>) => createRouterTransport((router) => routes.forEach((register) => register(router)))
     const unitsInProcess = Layer.unwrapScoped(
@@ -32,8 +42,13 @@ const UnitsLive = Layer.unwrapEffect(
         const operation = inMemory(yield* Effect.provide(operationRoutes, operationUnit))
         return Upstreams.fromTransport({ identity, operation })
       })
-    ).pipe(Layer.provide(IdentityLive), Layer.provide(unitConfig))
-    return GatewayLive.pipe(Layer.provide(unitsInProcess))
+    ).pipe(Layer.provide(IdentityLive))
+    // One in-memory bus for every unit: identity's outbox relay publishes to it, consumers and
+    // workers read from it, with the same contract as JetStream.
+    return Layer.mergeAll(GatewayLive.pipe(Layer.provide(unitsInProcess)), IdentityEventsRelay).pipe(
+      Layer.provide(InMemoryBus.layer),
+      Layer.provide(unitConfig)
+    )
   })
 )
 
