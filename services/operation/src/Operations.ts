@@ -84,20 +84,34 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
       )
     })
 
-    /** Applies a worker's report through the state machine; announces the change after commit. */
+    /**
+     * Applies a worker's report through the state machine; announces the change after it is
+     * written. The common case costs two statements: read, decide, write if the version is still
+     * the one read. A report that loses that race (another write on the same operation came
+     * first) decides again under the row lock, so contention never livelocks.
+     */
     const report = Effect.fn("Operations.report")(function* (principal: Principal, input: Report) {
       yield* checkId(input.id)
-      yield* findVisible(principal, input.id)
-      const outcome = yield* transaction(
+      const read = yield* findVisible(principal, input.id)
+      const apply = (current: Operation) =>
         Effect.gen(function* () {
-          const locked = yield* repo.findForUpdate(input.id)
-          if (Option.isNone(locked)) return yield* new OperationNotFound({ operationId: input.id })
-          const decision = decide(locked.value, input)
+          const decision = decide(current, input)
           if (Either.isLeft(decision)) return yield* decision.left
-          if (decision.right._tag === "Unchanged") return { operation: locked.value, changed: false }
-          return { operation: yield* repo.update(input.id, decision.right.changes), changed: true }
+          if (decision.right._tag === "Unchanged") return { operation: current, changed: false }
+          const written = yield* repo.updateIfVersion(input.id, current.version, decision.right.changes)
+          return Option.match(written, { onNone: () => undefined, onSome: (operation) => ({ operation, changed: true }) })
         })
-      )
+      let outcome = yield* apply(read)
+      if (outcome === undefined) {
+        outcome = yield* transaction(
+          Effect.gen(function* () {
+            const locked = yield* repo.findForUpdate(input.id)
+            if (Option.isNone(locked)) return yield* new OperationNotFound({ operationId: input.id })
+            const applied = yield* apply(locked.value)
+            return applied ?? (yield* Effect.dieMessage(`operation ${input.id} changed under its row lock`))
+          })
+        )
+      }
       if (outcome.changed) yield* changes.publish(input.id)
       return outcome.operation
     })

@@ -20,6 +20,7 @@ interface OperationRow {
   readonly started_at: Date | null
   readonly completed_at: Date | null
   readonly heartbeat_at: Date
+  readonly version: string
 }
 
 const toOperation = (row: OperationRow): Operation => ({
@@ -38,7 +39,8 @@ const toOperation = (row: OperationRow): Operation => ({
   updatedAt: row.updated_at,
   startedAt: row.started_at,
   completedAt: row.completed_at,
-  heartbeatAt: row.heartbeat_at
+  heartbeatAt: row.heartbeat_at,
+  version: Number(row.version)
 })
 
 const jsonb = (value: JsonObject | null) => (value === null ? null : JSON.stringify(value))
@@ -60,11 +62,14 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
 
       find: (id: string) => sql<OperationRow>`select * from operations where id = ${id}`.pipe(Effect.map(first), Effect.orDie),
 
-      /** Locks the row until the transaction ends: reports on one operation are serialised. */
+      /** Locks the row until the transaction ends: contended reports on one operation are serialised. */
       findForUpdate: (id: string) => sql<OperationRow>`select * from operations where id = ${id} for update`.pipe(Effect.map(first), Effect.orDie),
 
-      /** Writes a report's changes; every report is also a heartbeat. */
-      update: (id: string, c: Changes) =>
+      /**
+       * Writes a report's changes over the version the decision was made on; none when another
+       * write came first (the caller re-reads and decides again). Every report is also a heartbeat.
+       */
+      updateIfVersion: (id: string, version: number, c: Changes) =>
         sql<OperationRow>`
           update operations set
             status = ${c.status},
@@ -77,12 +82,10 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
             started_at = case when ${c.start} then coalesce(started_at, now()) else started_at end,
             completed_at = case when ${c.complete} then coalesce(completed_at, now()) else completed_at end,
             updated_at = now(),
-            heartbeat_at = now()
-          where id = ${id}
-          returning *`.pipe(
-          Effect.flatMap((rows) => Option.match(first(rows), { onNone: () => Effect.dieMessage(`operation ${id} vanished`), onSome: Effect.succeed })),
-          Effect.orDie
-        ),
+            heartbeat_at = now(),
+            version = version + 1
+          where id = ${id} and version = ${version}
+          returning *`.pipe(Effect.map(first), Effect.orDie),
 
       listByResource: (orgId: string, resourceId: string) =>
         sql<OperationRow>`
@@ -100,7 +103,8 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
             status = 'failed',
             error = ${error},
             completed_at = now(),
-            updated_at = now()
+            updated_at = now(),
+            version = version + 1
           where status = 'running' and heartbeat_at < now() - make_interval(secs => ${deadlineSeconds})
           returning id`.pipe(Effect.map((rows) => rows.map((r) => r.id)), Effect.orDie)
     }

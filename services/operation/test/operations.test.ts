@@ -123,6 +123,30 @@ describe("operations", () => {
       })
     )
 
+    it.effect("concurrent reports on one operation all apply: progress ends at the highest, exactly one completes it", () =>
+      Effect.gen(function* () {
+        const { operations, principal, id } = yield* setup()
+        yield* operations.report(principal, { id, status: "running" })
+        yield* Effect.forEach(
+          Array.from({ length: 30 }, (_, i) => i + 1),
+          (progress) => operations.report(principal, { id, progress }),
+          { concurrency: "unbounded", discard: true }
+        )
+        expect((yield* operations.get(principal, id, 0)).progress).toBe(30)
+        const outcomes = yield* Effect.forEach(
+          ["a", "b", "c", "d"],
+          (tag) => Effect.either(operations.report(principal, { id, status: "completed", result: { by: tag } })),
+          { concurrency: "unbounded" }
+        )
+        const winners = outcomes.filter((o) => o._tag === "Right")
+        expect(winners).toHaveLength(1)
+        for (const loser of outcomes.filter((o) => o._tag === "Left")) expect(loser.left).toMatchObject({ _tag: "OperationTerminal" })
+        const final = yield* operations.get(principal, id, 0)
+        expect(final.status).toBe("completed")
+        expect(final.result).toEqual(winners[0]!.right.result)
+      })
+    )
+
     it.effect("setup_status exists only for connector_engine_setup", () =>
       Effect.gen(function* () {
         const engine = yield* setup("connector_engine_setup")

@@ -45,6 +45,8 @@ export interface Operation {
   readonly startedAt: Date | null
   readonly completedAt: Date | null
   readonly heartbeatAt: Date
+  /** Bumped by every write; reports write only over the version they read (not in the interface). */
+  readonly version: number
 }
 
 export interface NewOperation {
