@@ -36,6 +36,9 @@ export class InvalidPrincipal extends Schema.TaggedError<InvalidPrincipal>()("In
 const keyIdOf = (publicKey: KeyObject): string =>
   createHash("sha256").update(publicKey.export({ type: "spki", format: "der" })).digest("base64url").slice(0, 16)
 
+/** Verified tokens kept per process; past this, expired ones are dropped (or all, if none has). */
+const VERIFIED_CACHE_SIZE = 10_000
+
 /** Verifies principal tokens locally with identity's public keys. */
 export class PrincipalVerifier extends Context.Tag("@scion/kit/PrincipalVerifier")<
   PrincipalVerifier,
@@ -43,9 +46,27 @@ export class PrincipalVerifier extends Context.Tag("@scion/kit/PrincipalVerifier
 >() {
   static fromPublicKeys(keys: ReadonlyArray<{ readonly keyId: string; readonly publicKeyDer: Buffer }>) {
     const byId = new Map(keys.map((k) => [k.keyId, createPublicKey({ key: k.publicKeyDer, format: "der", type: "spki" })]))
+    // A caller sends the same token on every call for minutes (a worker's service principal, the
+    // gateway's cached answer), so each token's signature is checked once and its principal kept
+    // until it expires: an Ed25519 verify and a schema decode per RPC are a measurable share of it.
+    const verified = new Map<string, Principal>()
+    const remember = (token: string, principal: Principal) => {
+      if (verified.size >= VERIFIED_CACHE_SIZE) {
+        const now = Date.now()
+        for (const [t, p] of verified) if (p.exp * 1000 < now) verified.delete(t)
+        if (verified.size >= VERIFIED_CACHE_SIZE) verified.clear()
+      }
+      verified.set(token, principal)
+    }
     return PrincipalVerifier.of({
       verify: (token) =>
         Effect.gen(function* () {
+          const known = verified.get(token)
+          if (known !== undefined) {
+            if (known.exp * 1000 >= Date.now()) return known
+            verified.delete(token)
+            return yield* new InvalidPrincipal({ reason: "expired" })
+          }
           const [version, keyId, payload, signature] = token.split(".")
           if (version !== "v1" || !keyId || !payload || !signature) return yield* new InvalidPrincipal({ reason: "malformed" })
           const key = byId.get(keyId)
@@ -55,6 +76,7 @@ export class PrincipalVerifier extends Context.Tag("@scion/kit/PrincipalVerifier
           const principal = decodePrincipal(Buffer.from(payload, "base64url").toString("utf8"))
           if (Option.isNone(principal)) return yield* new InvalidPrincipal({ reason: "malformed" })
           if (principal.value.exp * 1000 < Date.now()) return yield* new InvalidPrincipal({ reason: "expired" })
+          remember(token, principal.value)
           return principal.value
         })
     })
