@@ -1,5 +1,5 @@
 import type { DescMessage, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
-import { createClient, type Transport } from "@connectrpc/connect"
+import { ConnectError, createClient, type Transport } from "@connectrpc/connect"
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node"
 import { Effect, FiberRef, Option } from "effect"
 import { fromConnectError, type RpcError } from "./errors.js"
@@ -35,6 +35,27 @@ export const makeEffectClient = <S extends DescService>(service: S, transport: T
   return calls as unknown as EffectClient<S>
 }
 
+let goawayGuardInstalled = false
+
+/**
+ * connect-node's session manager can raise "received GOAWAY without any open streams" as an
+ * uncaught exception after it has stopped listening to the connection (connectrpc/connect-es
+ * #1768, fix pending): a peer restarting would take this unit down with it. That one error is
+ * logged and ignored; any other uncaught exception still ends the process as Node would.
+ */
+const installGoawayGuard = () => {
+  if (goawayGuardInstalled) return
+  goawayGuardInstalled = true
+  process.on("uncaughtException", (error) => {
+    if (error instanceof ConnectError && error.rawMessage === "received GOAWAY without any open streams") {
+      process.stderr.write(`${JSON.stringify({ message: "ignored a late GOAWAY error from an idle HTTP/2 connection (connect-es#1768)", logLevel: "WARN", timestamp: new Date().toISOString() })}\n`)
+      return
+    }
+    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
+    process.exit(1)
+  })
+}
+
 /**
  * An HTTP/2 gRPC transport to another unit for the lifetime of the scope. Pings keep the
  * connection honest and idle connections are closed, so a peer's GOAWAY never surprises us.
@@ -42,6 +63,7 @@ export const makeEffectClient = <S extends DescService>(service: S, transport: T
 export const grpcTransport = (baseUrl: string) =>
   Effect.acquireRelease(
     Effect.sync(() => {
+      installGoawayGuard()
       const sessionManager = new Http2SessionManager(baseUrl, {
         pingIntervalMs: 30_000,
         pingTimeoutMs: 10_000,

@@ -40,8 +40,8 @@ export interface UnitDatabaseOptions {
 
 /**
  * The unit's SQL client (DATABASE_URL, search_path set to its own schema) with its migrations
- * applied. The Migrator locks its table, so replicas may start together; schema creation is
- * serialised with an advisory lock for the same reason.
+ * applied. Replicas may start together: schema and migrations table are created under an
+ * advisory lock, and the Migrator locks that table while it migrates.
  */
 export const unitDatabase = (options: UnitDatabaseOptions) => {
   const client = Layer.unwrapEffect(
@@ -58,11 +58,19 @@ export const unitDatabase = (options: UnitDatabaseOptions) => {
   const migrate = Layer.effectDiscard(
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      // The Migrator serialises replicas by locking its table, but creating that table races on
+      // a new database; so schema and table are created first under an advisory lock (same
+      // shape as the Migrator's own).
       yield* sql.withTransaction(
-        Effect.zipRight(
-          sql`select pg_advisory_xact_lock(hashtext(${"scion-schema-" + options.schema}))`,
-          sql.unsafe(`create schema if not exists "${options.schema}"`)
-        )
+        Effect.gen(function* () {
+          yield* sql`select pg_advisory_xact_lock(hashtext(${"scion-schema-" + options.schema}))`
+          yield* sql.unsafe(`create schema if not exists "${options.schema}"`)
+          yield* sql.unsafe(`create table if not exists "${options.schema}".schema_migrations (
+            migration_id integer primary key,
+            created_at timestamp with time zone not null default now(),
+            name text not null
+          )`)
+        })
       )
       yield* runMigrations({ loader: sqlFileMigrations(options.migrations), table: "schema_migrations" })
     }).pipe(Effect.withSpan("unitDatabase.migrate", { attributes: { schema: options.schema } }))
