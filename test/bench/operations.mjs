@@ -1,0 +1,186 @@
+#!/usr/bin/env node
+// pnpm bench:operations — how fast a waiting client hears that its operation finished, and how
+// many operations the unit creates and completes per second. Identity, the operation unit and the
+// gateway run as separate processes over HTTP/2 gRPC, waits are woken over core NATS.
+//
+// 1. Wake-up: for each operation several clients wait on GET /v1/operations/{id}?wait=10 through
+//    the gateway; a worker then sends the terminal report. Latency = from sending that report to
+//    each waiter's response. Baseline in the same run: clients polling every second (no wait).
+// 2. Throughput: workers with a service principal create, start and complete operations straight
+//    on the operation unit (3 RPCs each), for BENCH_SECONDS.
+import { spawn } from "node:child_process"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import { createServer } from "node:net"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { performance } from "node:perf_hooks"
+import { createClient } from "@connectrpc/connect"
+import { createGrpcTransport } from "@connectrpc/connect-node"
+import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
+import { OperationService, OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
+import pg from "pg"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
+const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
+const OPERATIONS = Number(process.env.BENCH_OPERATIONS ?? 300)
+const WAITERS = Number(process.env.BENCH_WAITERS ?? 4)
+const PARALLEL = Number(process.env.BENCH_PARALLEL ?? 8)
+const POLLED_OPERATIONS = Number(process.env.BENCH_POLLED_OPERATIONS ?? 40)
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32)
+
+const freePort = () =>
+  new Promise((resolve) => {
+    const server = createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const start = (script, env) =>
+  spawn(process.execPath, [...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", ...env }, stdio: ["ignore", "inherit", "inherit"] })
+const waitFor = async (probe, what) => {
+  for (let i = 0; i < 300; i++) {
+    if (await probe().catch(() => false)) return
+    await sleep(100)
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+const percentile = (values, p) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]
+}
+const summary = (values) => ({ n: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max: Math.max(...values) })
+
+const dbName = `scion_bench_${randomBytes(4).toString("hex")}`
+const admin = new pg.Client({ connectionString: adminUrl })
+await admin.connect()
+await admin.query(`create database "${dbName}"`)
+const dbUrl = new URL(adminUrl)
+dbUrl.pathname = `/${dbName}`
+
+const children = []
+try {
+  const [identityPort, operationPort, gatewayPort, healthPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
+  const credential = randomBytes(24).toString("base64url")
+  const identityUrl = `http://127.0.0.1:${identityPort}`
+  const operationUrl = `http://127.0.0.1:${operationPort}`
+  children.push(
+    start("services/identity/dist/main.js", {
+      PORT: String(identityPort),
+      DATABASE_URL: dbUrl.toString(),
+      SERVICE_CREDENTIAL: credential,
+      IDENTITY_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+    }),
+    start("services/operation/dist/main.js", { PORT: String(operationPort), DATABASE_URL: dbUrl.toString(), IDENTITY_URL: identityUrl }),
+    start("gateway/dist/main.js", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: identityUrl, OPERATION_URL: operationUrl })
+  )
+  const base = `http://127.0.0.1:${gatewayPort}`
+  const call = async (method, path, token, body) => {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: body ? JSON.stringify(body) : undefined
+    })
+    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`)
+    return response.json()
+  }
+  // Ready when a login round-trips to identity (401 for an unknown user).
+  const probe = JSON.stringify({ email: "probe@example.com", password: "probe-password" })
+  await waitFor(async () => (await fetch(`${base}/v1/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: probe })).status === 401, "gateway and identity")
+  const session = await call("POST", "/v1/auth/signup", null, { email: "bench@example.com", password: "correct-horse-battery", full_name: "Bench" })
+  const org = await call("POST", "/v1/orgs", session.session_token, { name: "Bench" })
+  const token = session.session_token
+
+  const auth = createClient(AuthService, createGrpcTransport({ baseUrl: identityUrl }))
+  await waitFor(async () => (await auth.issueServiceToken({ serviceName: "bench", credential })).principalToken !== "", "identity")
+  const operations = createClient(OperationService, createGrpcTransport({ baseUrl: operationUrl }))
+  let principal = ""
+  let principalRenewAt = 0
+  const headers = async () => {
+    if (performance.now() > principalRenewAt) {
+      principal = (await auth.issueServiceToken({ serviceName: "bench", credential })).principalToken
+      principalRenewAt = performance.now() + 120_000
+    }
+    return { "x-scion-principal": principal }
+  }
+  let counter = 0
+  const newOperation = async () => {
+    const id = `op_bench${Date.now().toString(36)}${(counter++).toString(36)}`
+    await operations.createOperation({ id, orgId: org.org_id, type: OperationType.BRANCH_CREATE, resourceId: `branch_${id}` }, { headers: await headers() })
+    await operations.reportOperation({ id, status: OperationStatus.RUNNING }, { headers: await headers() })
+    return id
+  }
+  const complete = async (id) => operations.reportOperation({ id, status: OperationStatus.COMPLETED, result: { ok: true } }, { headers: await headers() })
+
+  // ---- 1a. long-poll waiters -------------------------------------------------------------------
+  const waitOne = async () => {
+    const id = await newOperation()
+    const waiting = Array.from({ length: WAITERS }, async () => {
+      const op = await call("GET", `/v1/operations/${id}?wait=10`, token)
+      const at = performance.now()
+      if (op.status !== "completed") throw new Error(`waiter returned ${op.status}`)
+      return at
+    })
+    // Let the waits reach the operation unit and subscribe before the report goes out.
+    await sleep(50)
+    const sentAt = performance.now()
+    await complete(id)
+    if (process.env.BENCH_DEBUG) console.log("report acked after", (performance.now() - sentAt).toFixed(1), "ms")
+    return (await Promise.all(waiting)).map((at) => at - sentAt)
+  }
+  for (let i = 0; i < 20; i++) await waitOne() // warm-up
+  const waited = []
+  for (let i = 0; i < OPERATIONS; i += PARALLEL) {
+    const batch = await Promise.all(Array.from({ length: Math.min(PARALLEL, OPERATIONS - i) }, waitOne))
+    waited.push(...batch.flat())
+  }
+
+  // ---- 1b. baseline: polling every second -------------------------------------------------------
+  const pollOne = async () => {
+    const id = await newOperation()
+    let sentAt = Infinity
+    const pollers = Array.from({ length: WAITERS }, async (_, n) => {
+      await sleep((1000 / WAITERS) * n) // pollers spread over the second, as independent clients would be
+      while (true) {
+        const op = await call("GET", `/v1/operations/${id}`, token)
+        if (op.status === "completed") return performance.now()
+        await sleep(1000)
+      }
+    })
+    await sleep(1000 + Math.random() * 1000)
+    sentAt = performance.now()
+    await complete(id)
+    return (await Promise.all(pollers)).map((at) => at - sentAt)
+  }
+  const polled = (await Promise.all(Array.from({ length: POLLED_OPERATIONS }, pollOne))).flat()
+
+  // ---- 2. throughput --------------------------------------------------------------------------
+  let done = 0
+  const deadline = performance.now() + SECONDS * 1000
+  const startedAt = performance.now()
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < deadline) {
+        await complete(await newOperation())
+        done++
+      }
+    })
+  )
+  const perSecond = done / ((performance.now() - startedAt) / 1000)
+
+  const w = summary(waited)
+  const p = summary(polled)
+  const fmt = (s) => `p50 ${s.p50.toFixed(1).padStart(7)} ms   p99 ${s.p99.toFixed(1).padStart(7)} ms   max ${s.max.toFixed(1).padStart(7)} ms   (n=${s.n})`
+  console.log(`\nTerminal report → waiting client's response (${WAITERS} clients per operation, ${PARALLEL} operations at once)\n`)
+  console.log(`baseline (poll every 1 s)            ${fmt(p)}`)
+  console.log(`scion (GET ?wait=10, NATS wake-up)   ${fmt(w)}`)
+  console.log(`\nratio baseline/scion p50: ${(p.p50 / w.p50).toFixed(0)}x; scion p99 ${w.p99.toFixed(1)} ms (target < 10 ms)`)
+  console.log(`\nOperations created + started + completed (3 RPCs each), ${CONCURRENCY} workers, ${SECONDS}s: ${perSecond.toFixed(0)} ops/s (target >= 500)`)
+} finally {
+  for (const child of children) child.kill("SIGTERM")
+  await sleep(800)
+  await admin.query(`drop database if exists "${dbName}" with (force)`)
+  await admin.end()
+}
