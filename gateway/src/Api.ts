@@ -2,6 +2,9 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import { Option, Schema, SchemaAST } from "effect"
 import { Authentication, SessionAuthentication } from "./Authentication.js"
 import { BadRequest, Conflict, Forbidden, InternalError, NotFound, TooManyRequests, Unauthorized, Unavailable, ValidationError } from "./errors.js"
+import * as B from "./billingSchemas.js"
+import * as E from "./environmentSchemas.js"
+import * as P from "./projectSchemas.js"
 import * as S from "./schemas.js"
 
 const sessionOnly = "Dashboard session only: an API key gets 401."
@@ -198,6 +201,168 @@ export class OperationsGroup extends HttpApiGroup.make("operations")
   .middleware(Authentication)
   .annotateContext(OpenApi.annotations({ description: "Long-running operations (discovery, engine setup, connector deletion, branch creation, …)." })) {}
 
+const billingAccess = "Any member of the org (billing.read), or an API key of the org."
+const billingManage = "Owners only (billing.manage): others, and API keys whose role lacks it, get 403. A non-member gets 403."
+
+export class BillingPlansGroup extends HttpApiGroup.make("billingPlans")
+  .add(
+    HttpApiEndpoint.get("list", "/billing/plans")
+      .addSuccess(B.PlanList)
+      .annotate(OpenApi.Summary, "The self-serve plans with their limits and prices")
+      .annotate(OpenApi.Description, "Public: needs no token. Plan ids: free, pro, team. Prices and credits are in US cents; a null limit is unlimited.")
+  )
+  .annotateEndpoints(OpenApi.Override, extension)
+  .annotateContext(
+    OpenApi.annotations({ title: "billing-plans", description: "Extension (not part of the service interface): the plan list a user chooses from.", override: extension })
+  ) {}
+
+export class BillingGroup extends HttpApiGroup.make("billing")
+  .add(
+    HttpApiEndpoint.post("selectPlan", "/orgs/:org_id/billing/subscriptions")
+      .setPath(S.OrgPath)
+      .setPayload(B.SelectPlanRequest)
+      .addSuccess(B.Subscription)
+      .annotate(OpenApi.Summary, "Select a plan (owner only)")
+      .annotate(
+        OpenApi.Description,
+        `${billingManage} An unknown plan_id is 400. Free applies at once. A paid plan goes through the payment provider: with the default (local) adapter it is active at once and checkout_url is null; with a hosted checkout (Stripe) status is pending_checkout and checkout_url is where to send the user, and the previous plan applies until the checkout completes. Selecting the plan the org is on changes nothing but clears a scheduled cancel.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("getSubscription", "/orgs/:org_id/billing/subscription")
+      .setPath(S.OrgPath)
+      .addSuccess(B.Subscription)
+      .annotate(OpenApi.Summary, "The org's subscription and credit balance")
+      .annotate(
+        OpenApi.Description,
+        `${billingAccess} Billing sets a new org up asynchronously, moments after POST /v1/orgs; until then this is 404 (retry shortly).`
+      )
+  )
+  .add(
+    HttpApiEndpoint.del("cancelSubscription", "/orgs/:org_id/billing/subscription")
+      .setPath(S.OrgPath)
+      .setUrlParams(B.CancelQuery)
+      .addSuccess(B.Subscription)
+      .annotate(OpenApi.Summary, "Cancel the subscription at the period end, or now (owner only)")
+      .annotate(
+        OpenApi.Description,
+        `${billingManage} immediate=false (default) sets cancel_at_period_end; immediate=true cancels now: status canceled, plan free (its limits apply) until a plan is selected again. Cancelling a canceled subscription changes nothing and answers 200. immediate other than true or false is 422.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("updateSubscription", "/orgs/:org_id/billing/subscriptions::update")
+      .setPath(S.OrgPath)
+      .setPayload(B.UpdateSubscriptionRequest)
+      .addSuccess(B.Subscription)
+      .annotate(OpenApi.Summary, "Change the plan or the cancel settings (owner only)")
+      .annotate(
+        OpenApi.Description,
+        `${billingManage} plan_id changes the plan (as POST …/billing/subscriptions); cancel_now true cancels immediately; cancel_at_period_end schedules (true) or unschedules (false) the cancel. 400 with a string detail when no field asks for anything, or for contradictions: cancel_now with cancel_at_period_end true, plan_id with cancel_now true. Wrong types are 422.`
+      )
+  )
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ description: "The org's billing subscription. Money is in US cents." })) {}
+
+export class ProjectsGroup extends HttpApiGroup.make("projects")
+  .add(
+    HttpApiEndpoint.post("create", "/projects")
+      .setPayload(P.CreateProjectRequest)
+      .addSuccess(created(P.Project))
+      .annotate(OpenApi.Summary, "Create a project in an org (projects.create)")
+      .annotate(
+        OpenApi.Description,
+        "201 with the project. 409 when the org already has a project of that name (case-insensitive). 403 without projects.create, for a non-member, or when the org's plan allows no more projects (the detail names the limit and the plan). 503 when plan limits cannot be checked (retry)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/projects")
+      .setUrlParams(P.ProjectListQuery)
+      .addSuccess(P.ProjectList)
+      .annotate(OpenApi.Summary, "The org's projects (membership required)")
+      .annotate(OpenApi.Description, "org_id is required (422 without it). 403 when the caller is not a member of the org.")
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/projects/:project_id")
+      .setPath(P.ProjectPath)
+      .addSuccess(P.Project)
+      .annotate(OpenApi.Summary, "One project; another org's project is 404")
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/projects/:project_id")
+      .setPath(P.ProjectPath)
+      .setPayload(P.UpdateProjectRequest)
+      .addSuccess(P.Project)
+      .annotate(OpenApi.Summary, "Change a project's name or description (projects.update)")
+      .annotate(OpenApi.Description, "Only the fields given change. 400 when neither is given; 409 for a name the org already uses; 404 for another org's project.")
+  )
+  .add(
+    HttpApiEndpoint.del("delete", "/projects/:project_id")
+      .setPath(P.ProjectPath)
+      .addSuccess(P.ProjectDeleted)
+      .annotate(OpenApi.Summary, "Delete a project and its child resources (projects.delete)")
+      .annotate(
+        OpenApi.Description,
+        "200 with a message. The project goes at once; the units owning its child resources delete them when they receive the project's deletion event. 403 without projects.delete (viewers and members); 404 for another org's project."
+      )
+  )
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ description: "Projects: org-scoped groupings of an org's resources." })) {}
+
+const environmentsManage = "Needs environments.manage (admins and owners)."
+
+export class EnvironmentsGroup extends HttpApiGroup.make("environments")
+  .add(
+    HttpApiEndpoint.get("list", "/environments")
+      .setUrlParams(E.EnvironmentListQuery)
+      .addSuccess(E.EnvironmentList)
+      .annotate(OpenApi.Summary, "The org's environments (environments.read)")
+      .annotate(OpenApi.Description, "org_id is required (422 without it). 403 when the caller is not a member of the org.")
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/environments")
+      .setPayload(E.CreateEnvironmentRequest)
+      .addSuccess(created(E.Environment))
+      .annotate(OpenApi.Summary, "Create an environment (environments.manage)")
+      .annotate(
+        OpenApi.Description,
+        `${environmentsManage} 201 with the environment. With private_link_id the environment's private link is active, and connector creates in it must name private_link_id. 409 for a name the org already uses; 403 when the org's plan allows no more environments.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("createAwsSetupLink", "/environments/aws-setup-link")
+      .setPayload(E.CreateAwsSetupLinkRequest)
+      .addSuccess(E.AwsSetupLink)
+      .annotate(OpenApi.Summary, "A CloudFormation quick-create link that connects an AWS account (environments.manage)")
+      .annotate(
+        OpenApi.Description,
+        `${environmentsManage} Records a pending AWS account connection for the environment with a fresh external id (replacing an earlier one) and answers the quick-create link for the cross-account role that trusts it. Complete it with PATCH /v1/environments/aws-account-connections/{id}. 404 for another org's environment.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.patch("updateAwsAccountConnection", "/environments/aws-account-connections/:aws_account_connection_id")
+      .setPath(E.AwsAccountConnectionPath)
+      .setPayload(E.UpdateAwsAccountConnectionRequest)
+      .addSuccess(E.AwsAccountConnection)
+      .annotate(OpenApi.Summary, "Complete an AWS account connection with the role the stack created (environments.manage)")
+      .annotate(
+        OpenApi.Description,
+        `${environmentsManage} 400 when role_arn is not arn:aws:iam::<12 digits>:role/<path/name>, names another account than the connection's, or external_id is not the one the setup link carried. The default cloud adapter validates without calling AWS. 404 for another org's connection.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("rotateDbProviderApiKey", "/environments/:environment_id/db-provider-api-key")
+      .setPath(E.EnvironmentPath)
+      .setPayload(E.RotateDbProviderApiKeyRequest)
+      .addSuccess(E.DbProviderApiKeyRotated)
+      .annotate(OpenApi.Summary, "Rotate the environment's database-provider API key (environments.manage)")
+      .annotate(
+        OpenApi.Description,
+        `${environmentsManage} The new key replaces the old one, stored encrypted (AES-256-GCM envelope encryption); neither is ever returned: the answer shows a fingerprint, the last four characters and rotated_at. 404 for another org's environment.`
+      )
+  )
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ description: "Environments: where an org's engines run (cloud, region, AWS account, private link)." })) {}
+
 const refinementTitle = /^(minLength|maxLength|minItems|maxItems|length|pattern)\(/
 
 /** Drops the titles Effect gives refinements ("maxLength(100)"): the constraints are already there. */
@@ -215,6 +380,9 @@ const dropRefinementTitles = (node: unknown): void => {
  * carries something to validate.
  */
 const openApiTransform = (spec: Record<string, any>): Record<string, any> => {
+  // A literal colon is written "::" in a route ("subscriptions::update"); HttpApi's description
+  // turns the second half into a parameter ("subscriptions:{update}"). Put the literal back.
+  spec.paths = Object.fromEntries(Object.entries(spec.paths).map(([path, item]) => [path.replace(/([^/]):\{(\w+)\}/g, "$1:$2"), item]))
   for (const item of Object.values<Record<string, any>>(spec.paths)) {
     for (const op of Object.values<Record<string, any>>(item)) {
       const badRequest = op.responses?.["400"]
@@ -239,6 +407,10 @@ export class Api extends HttpApi.make("scion")
   .add(InvitesGroup)
   .add(ApiKeysGroup)
   .add(OperationsGroup)
+  .add(BillingPlansGroup)
+  .add(BillingGroup)
+  .add(ProjectsGroup)
+  .add(EnvironmentsGroup)
   .addError(ValidationError)
   .addError(BadRequest)
   .addError(Unauthorized)

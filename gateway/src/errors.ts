@@ -104,7 +104,19 @@ export type IdentityReason =
 export type OperationReason =
   | "OPERATION_NOT_FOUND" | "OPERATION_ID_CONFLICT" | "OPERATION_TERMINAL" | "OPERATION_INVALID_TRANSITION" | "IDENTITY_UNAVAILABLE"
 
-export type UpstreamReason = IdentityReason | OperationReason
+/** The reasons the billing unit sends (NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT are shared with identity). */
+export type BillingReason =
+  | "UNKNOWN_PLAN" | "CONTRADICTORY_UPDATE" | "NO_FIELDS_TO_UPDATE" | "SUBSCRIPTION_NOT_FOUND" | "CUSTOMER_CLOSED" | "PAYMENT_PROVIDER_UNAVAILABLE"
+
+/** Identity's ProjectService reasons (NO_FIELDS_TO_UPDATE is shared with billing). */
+export type ProjectReason = "PROJECT_NOT_FOUND" | "PROJECT_NAME_TAKEN" | "PLAN_LIMIT_REACHED" | "BILLING_UNAVAILABLE"
+
+/** The connector unit's EnvironmentService reasons (access reasons are shared with identity). */
+export type EnvironmentReason =
+  | "ENVIRONMENT_NOT_FOUND" | "ENVIRONMENT_NAME_TAKEN" | "AWS_ACCOUNT_CONNECTION_NOT_FOUND"
+  | "INVALID_ROLE_ARN" | "AWS_ACCOUNT_MISMATCH" | "EXTERNAL_ID_MISMATCH" | "SECRET_STORE_FAILURE"
+
+export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason
 
 export const statusByReason = {
   UNAUTHENTICATED: 401,
@@ -134,7 +146,29 @@ export const statusByReason = {
   OPERATION_ID_CONFLICT: 409,
   OPERATION_TERMINAL: 409,
   OPERATION_INVALID_TRANSITION: 409,
-  IDENTITY_UNAVAILABLE: 503
+  IDENTITY_UNAVAILABLE: 503,
+  // Billing: bad plan or flags are the interface's 400 with a string detail; an org billing has
+  // not set up yet (moments after creation) is 404, retry.
+  UNKNOWN_PLAN: 400,
+  CONTRADICTORY_UPDATE: 400,
+  NO_FIELDS_TO_UPDATE: 400,
+  SUBSCRIPTION_NOT_FOUND: 404,
+  CUSTOMER_CLOSED: 400,
+  PAYMENT_PROVIDER_UNAVAILABLE: 503,
+  // Projects: another org's project is as unknown as a missing one (never 403); a plan limit is
+  // a refusal of the caller's org (403, the detail names limit and plan).
+  PROJECT_NOT_FOUND: 404,
+  PROJECT_NAME_TAKEN: 409,
+  PLAN_LIMIT_REACHED: 403,
+  BILLING_UNAVAILABLE: 503,
+  // Environments (connector unit).
+  ENVIRONMENT_NOT_FOUND: 404,
+  ENVIRONMENT_NAME_TAKEN: 409,
+  AWS_ACCOUNT_CONNECTION_NOT_FOUND: 404,
+  INVALID_ROLE_ARN: 400,
+  AWS_ACCOUNT_MISMATCH: 400,
+  EXTERNAL_ID_MISMATCH: 400,
+  SECRET_STORE_FAILURE: 500
 } as const satisfies Record<UpstreamReason, HttpStatus>
 
 const isUpstreamReason = (reason: string): reason is UpstreamReason => Object.hasOwn(statusByReason, reason)

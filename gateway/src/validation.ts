@@ -26,7 +26,8 @@ export const routesOf = (api: HttpApi.HttpApi.Any): ReadonlyArray<Route> => {
       const source = endpoint.path
         .split("/")
         .map((segment) => {
-          if (!segment.startsWith(":")) return segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+          // "::" is a literal colon in a route ("subscriptions::update").
+          if (!segment.startsWith(":")) return segment.replace(/::/g, ":").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
           params.push(segment.slice(1).replace(/\?$/, ""))
           return "([^/]+)"
         })

@@ -25,7 +25,7 @@ const refuseEveryToken = createRouterTransport((router) => {
 
 const TestGateway = gatewayHttpLayer.pipe(
   Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-  Layer.provide(Upstreams.fromTransport({ identity: refuseEveryToken, operation: refuseEveryToken })),
+  Layer.provide(Upstreams.fromTransport({ identity: refuseEveryToken, operation: refuseEveryToken, billing: refuseEveryToken, connector: refuseEveryToken })),
   Layer.provide(Logger.minimumLogLevel(LogLevel.None))
 )
 
@@ -85,10 +85,25 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["get", "/v1/orgs/{org_id}/api-keys"],
   ["post", "/v1/orgs/{org_id}/api-keys"],
   ["delete", "/v1/orgs/{org_id}/api-keys/{api_key_id}"],
-  ["get", "/v1/operations/{operation_id}"]
+  ["get", "/v1/operations/{operation_id}"],
+  ["get", "/v1/billing/plans"],
+  ["post", "/v1/orgs/{org_id}/billing/subscriptions"],
+  ["get", "/v1/orgs/{org_id}/billing/subscription"],
+  ["delete", "/v1/orgs/{org_id}/billing/subscription"],
+  ["post", "/v1/orgs/{org_id}/billing/subscriptions:update"],
+  ["post", "/v1/projects"],
+  ["get", "/v1/projects"],
+  ["get", "/v1/projects/{project_id}"],
+  ["patch", "/v1/projects/{project_id}"],
+  ["delete", "/v1/projects/{project_id}"],
+  ["get", "/v1/environments"],
+  ["post", "/v1/environments"],
+  ["post", "/v1/environments/aws-setup-link"],
+  ["patch", "/v1/environments/aws-account-connections/{aws_account_connection_id}"],
+  ["post", "/v1/environments/{environment_id}/db-provider-api-key"]
 ]
 
-const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email"])
+const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email", "get /v1/billing/plans"])
 
 layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
   it.effect("serves an OpenAPI 3.1 description labelled Scion 0.1.0 with every endpoint", () =>

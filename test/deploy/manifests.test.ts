@@ -148,7 +148,7 @@ interface UnitExpectation {
   readonly secretEnv: Record<string, { readonly name: string; readonly key: string }>;
 }
 
-const UNITS: Record<"identity" | "operation" | "gateway", UnitExpectation> = {
+const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "gateway", UnitExpectation> = {
   identity: {
     image: "ghcr.io/scion/identity:0.1.0",
     command: ["node", "services/identity/dist/main.js"],
@@ -156,10 +156,11 @@ const UNITS: Record<"identity" | "operation" | "gateway", UnitExpectation> = {
     healthPort: 50051,
     service: [{ name: "grpc", port: 50051, containerPort: 50051, appProtocol: "kubernetes.io/h2c" }],
     literalEnv: { PORT: "50051" },
-    configEnv: { LOG_LEVEL: null, MAIL_ADAPTER: "log" },
+    configEnv: { LOG_LEVEL: null, MAIL_ADAPTER: "log", BILLING_URL: "http://billing:50053" },
     secretEnv: {
       DATABASE_URL: { name: "identity-db", key: "url" },
       IDENTITY_SIGNING_KEY: { name: "identity-signing-key", key: "private_key_pem" },
+      SERVICE_CREDENTIAL: { name: "scion-service-credential", key: "credential" },
     },
   },
   operation: {
@@ -180,6 +181,46 @@ const UNITS: Record<"identity" | "operation" | "gateway", UnitExpectation> = {
       DATABASE_URL: { name: "operation-db", key: "url" },
     },
   },
+  billing: {
+    image: "ghcr.io/scion/billing:0.1.0",
+    command: ["node", "services/billing/dist/main.js"],
+    ports: { grpc: 50053 },
+    healthPort: 50053,
+    service: [{ name: "grpc", port: 50053, containerPort: 50053, appProtocol: "kubernetes.io/h2c" }],
+    literalEnv: { PORT: "50053" },
+    configEnv: {
+      LOG_LEVEL: null,
+      NATS_URL: "nats://nats:4222",
+      IDENTITY_URL: "http://identity:50051",
+      PAYMENT_PROVIDER: "local",
+      BILLING_EVENTS_DURABLE: "billing",
+    },
+    secretEnv: {
+      DATABASE_URL: { name: "billing-db", key: "url" },
+    },
+  },
+  connector: {
+    image: "ghcr.io/scion/connector:0.1.0",
+    command: ["node", "services/connector/dist/main.js"],
+    ports: { grpc: 50054 },
+    healthPort: 50054,
+    service: [{ name: "grpc", port: 50054, containerPort: 50054, appProtocol: "kubernetes.io/h2c" }],
+    literalEnv: { PORT: "50054" },
+    configEnv: {
+      LOG_LEVEL: null,
+      IDENTITY_URL: "http://identity:50051",
+      BILLING_URL: "http://billing:50053",
+      AWS_SETUP_TEMPLATE_URL: null,
+      SCION_AWS_ACCOUNT_ID: null,
+    },
+    // Master keys only ever come from a Secret.
+    secretEnv: {
+      DATABASE_URL: { name: "connector-db", key: "url" },
+      SECRET_KEYS: { name: "connector-secret-keys", key: "keys" },
+      SECRET_ACTIVE_KEY_ID: { name: "connector-secret-keys", key: "active_key_id" },
+      SERVICE_CREDENTIAL: { name: "scion-service-credential", key: "credential" },
+    },
+  },
   gateway: {
     image: "ghcr.io/scion/gateway:0.1.0",
     command: ["node", "gateway/dist/main.js"],
@@ -187,7 +228,7 @@ const UNITS: Record<"identity" | "operation" | "gateway", UnitExpectation> = {
     healthPort: 8081,
     service: [{ name: "http", port: 80, containerPort: 8080, appProtocol: "http" }],
     literalEnv: { PORT: "8080", HEALTH_PORT: "8081" },
-    configEnv: { LOG_LEVEL: null, IDENTITY_URL: "http://identity:50051", OPERATION_URL: "http://operation:50052" },
+    configEnv: { LOG_LEVEL: null, IDENTITY_URL: "http://identity:50051", OPERATION_URL: "http://operation:50052", BILLING_URL: "http://billing:50053", CONNECTOR_URL: "http://connector:50054" },
     secretEnv: {},
   },
 };

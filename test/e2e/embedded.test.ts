@@ -53,6 +53,18 @@ describe("embedded mode", () => {
     const invite = await post(`${base}/v1/orgs/${org.body.org_id}/invite`, { email: "friend@example.com", role_key: "member" }, signup.body.session_token)
     expect(invite.status).toBe(200)
     expect((await post(`${base}/v1/invites/${invite.body.invite_token}/accept`, {}, friend.body.session_token)).status).toBe(200)
+    // Org events travel identity's outbox → the in-memory bus → billing, which sets the org up.
+    const owner = { authorization: `Bearer ${signup.body.session_token}` }
+    let subscription: any
+    await waitFor("billing to set up the new org", async () => {
+      const response = await fetch(`${base}/v1/orgs/${org.body.org_id}/billing/subscription`, { headers: owner })
+      subscription = await response.json()
+      return response.status === 200
+    })
+    expect(subscription).toMatchObject({ plan_id: "free", status: "active" })
+    expect(subscription.credits_balance).toBeGreaterThan(0)
+    // Projects (identity) and environments (connector) are served in-process too.
+    expect((await post(`${base}/v1/projects`, { org_id: org.body.org_id, name: "web" }, signup.body.session_token)).status).toBe(201)
 
     expect(await first.stop("SIGINT")).toBe(0)
 

@@ -124,6 +124,13 @@ export interface Scion {
   /** The operation unit's replicas; the gateway talks to the first. */
   readonly operations: ReadonlyArray<UnitProcess>
   readonly operationUrls: ReadonlyArray<string>
+  /** The billing unit: consumes org events from NATS with a durable of this system's own. */
+  readonly billing: UnitProcess
+  readonly billingUrl: string
+  /** The connector unit (environments) and the SECRET_KEYS it was given. */
+  readonly connector: UnitProcess
+  readonly connectorUrl: string
+  readonly secretKeys: string
   readonly databaseUrl: string
   /** SERVICE_CREDENTIAL of this deployment: what a worker presents to identity for a service principal. */
   readonly serviceCredential: string
@@ -154,14 +161,29 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
   const serviceCredential = randomBytes(24).toString("base64url")
   const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
   const identityUrl = `http://127.0.0.1:${identityPort}`
+  // Identity asks billing for plan limits (projects), so it learns billing's address up front.
+  const billingUrl = `http://127.0.0.1:${await freePort()}`
   const identity = startUnit("identity", "services/identity/dist/main.js", {
     PORT: String(identityPort),
     DATABASE_URL: database.url,
     IDENTITY_SIGNING_KEY: signingKey,
     SERVICE_CREDENTIAL: serviceCredential,
+    BILLING_URL: billingUrl,
     ...options.env
   })
   const operationUrls = operationPorts.map((port) => `http://127.0.0.1:${port}`)
+  // Every test system shares the machine's NATS: a durable of its own that starts at new events
+  // (and goes away once idle) keeps systems from taking each other's org events.
+  const billing = startUnit("billing", "services/billing/dist/main.js", {
+    PORT: new URL(billingUrl).port,
+    DATABASE_URL: database.url,
+    IDENTITY_URL: identityUrl,
+    NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+    BILLING_EVENTS_DURABLE: `billing_e2e_${randomBytes(5).toString("hex")}`,
+    BILLING_EVENTS_DELIVER_POLICY: "new",
+    BILLING_EVENTS_INACTIVE_SECONDS: "60",
+    ...options.env
+  })
   const operations = operationPorts.map((port, i) =>
     startUnit(`operation-${i + 1}`, "services/operation/dist/main.js", {
       PORT: String(port),
@@ -172,14 +194,28 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
       ...options.operationEnv
     })
   )
+  // The connector unit (environments): master keys for its secret store, like deploy/ keeps in a Secret.
+  const connectorUrl = `http://127.0.0.1:${await freePort()}`
+  const secretKeys = `e2e1:${randomBytes(32).toString("base64")}`
+  const connector = startUnit("connector", "services/connector/dist/main.js", {
+    PORT: new URL(connectorUrl).port,
+    DATABASE_URL: database.url,
+    IDENTITY_URL: identityUrl,
+    BILLING_URL: billingUrl,
+    SERVICE_CREDENTIAL: serviceCredential,
+    SECRET_KEYS: secretKeys,
+    ...options.env
+  })
   const gateway = startUnit("gateway", "gateway/dist/main.js", {
     PORT: String(gatewayPort),
     HEALTH_PORT: String(healthPort),
     IDENTITY_URL: identityUrl,
     OPERATION_URL: operationUrls[0] ?? "",
+    BILLING_URL: billingUrl,
+    CONNECTOR_URL: connectorUrl,
     ...options.env
   })
-  const units = [identity, ...operations, gateway]
+  const units = [identity, ...operations, billing, connector, gateway]
   const baseUrl = `http://127.0.0.1:${gatewayPort}`
   const request: Scion["request"] = async (method, path, { token, body, rawBody, headers } = {}) => {
     const response = await fetch(`${baseUrl}${path}`, {
@@ -203,8 +239,8 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
       for (const unit of units) if (unit.child.exitCode !== null) throw new Error(`${unit.name} exited:\n${unit.output()}`)
       const response = await request("POST", "/v1/auth/login", { body: { email: "probe@example.com", password: "probe-password" } })
       if (response.status !== 401) return false
-      return (await Promise.all(operationUrls.map(healthServing))).every(Boolean)
-    })
+      return (await Promise.all([...operationUrls, billingUrl, connectorUrl].map(healthServing))).every(Boolean)
+    }, 60_000)
   } catch (error) {
     await Promise.all(units.map((unit) => unit.stop("SIGKILL")))
     await database.drop()
@@ -217,12 +253,17 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     gateway,
     operations,
     operationUrls,
+    billing,
+    billingUrl,
+    connector,
+    connectorUrl,
+    secretKeys,
     databaseUrl: database.url,
     serviceCredential,
     request,
     stop: async () => {
       await gateway.stop()
-      await Promise.all([...operations.map((unit) => unit.stop()), identity.stop()])
+      await Promise.all([...operations.map((unit) => unit.stop()), billing.stop(), connector.stop(), identity.stop()])
       await database.drop()
     }
   }

@@ -1,13 +1,33 @@
 #!/usr/bin/env node
-import { createRouterTransport } from "@connectrpc/connect"
+import { Code, ConnectError, createRouterTransport, type Transport } from "@connectrpc/connect"
 import { NodeRuntime } from "@effect/platform-node"
+import { BillingLive, billingRoutes, IdentityClient as BillingIdentityClient } from "@scion/billing"
 import { GatewayLive, Upstreams } from "@scion/gateway"
 import { randomBytes } from "node:crypto"
-import { IdentityEventsRelay, IdentityLive, identityRoutes } from "@scion/identity"
+import { connectorLive, connectorRoutes, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
+import { Entitlements, IdentityEventsRelay, identityLive, identityRoutes } from "@scion/identity"
 import { InMemoryBus, LoggingLive, type Routes } from "@scion/kit"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
-import { Config, ConfigProvider, Console, Effect, Layer, Redacted } from "effect"
+import { Config, ConfigProvider, Console, Effect, Layer, Option, Redacted } from "effect"
 import { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"
+import { embeddedSecretKeys } from "./SecretKeys.js"
+
+/**
+ * A transport whose target is set once it exists: identity asks billing for plan limits, and
+ * billing is built after identity (it asks identity for authorization).
+ */
+const lateTransport = () => {
+  let target: Transport | undefined
+  const current = () => {
+    if (target === undefined) throw new ConnectError("the unit is still starting", Code.Unavailable)
+    return target
+  }
+  const transport: Transport = {
+    unary: (...args) => current().unary(...args),
+    stream: (...args) => current().stream(...args)
+  }
+  return { transport, set: (t: Transport) => void (target = t) }
+}
 
 /**
  * Every unit in one process: the embedded Postgres holds each unit's schema, units meet through
@@ -17,6 +37,7 @@ import { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"
 const UnitsLive = Layer.unwrapEffect(
   Effect.gen(function* () {
     const { url } = yield* MetadataDatabase
+    const secretKeys = yield* embeddedSecretKeys
     // Units read DATABASE_URL like in production; here it points at the embedded cluster. The
     // service credential only has to be shared inside this process, so each start makes one.
     const unitConfig = Layer.setConfigProvider(
@@ -24,13 +45,16 @@ const UnitsLive = Layer.unwrapEffect(
         ConfigProvider.fromMap(
           new Map([
             ["DATABASE_URL", Redacted.value(url)],
-            ["SERVICE_CREDENTIAL", randomBytes(32).toString("base64url")]
+            ["SERVICE_CREDENTIAL", randomBytes(32).toString("base64url")],
+            // The connector unit's master key, kept in the data directory (SecretKeys.ts).
+            ...Option.match(secretKeys, { onNone: () => [], onSome: (keys) => [["SECRET_KEYS", keys] as [string, string]] })
           ])
         ),
         () => ConfigProvider.fromEnv()
       )
     )
     const inMemory = (routes: ReadonlyArray<Routes>) => createRouterTransport((router) => routes.forEach((register) => register(router)))
+    const billingForIdentity = lateTransport()
     const unitsInProcess = Layer.unwrapScoped(
       Effect.gen(function* () {
         const identity = inMemory(yield* identityRoutes)
@@ -40,9 +64,16 @@ const UnitsLive = Layer.unwrapEffect(
           OperationLive.pipe(Layer.provide(Layer.merge(IdentityClient.fromTransport(identity), OperationChanges.inMemory)))
         )
         const operation = inMemory(yield* Effect.provide(operationRoutes, operationUnit))
-        return Upstreams.fromTransport({ identity, operation })
+        // Billing asks identity over the same transport and consumes org events from the shared bus.
+        const billingUnit = yield* Layer.build(BillingLive.pipe(Layer.provide(BillingIdentityClient.fromTransport(identity))))
+        const billing = inMemory(yield* Effect.provide(billingRoutes, billingUnit))
+        billingForIdentity.set(billing)
+        // The connector unit (environments) asks identity and billing over the same transports.
+        const connectorUnit = yield* Layer.build(connectorLive({ identity, billing }).pipe(Layer.provide(ConnectorIdentityClient.fromTransport(identity))))
+        const connector = inMemory(yield* Effect.provide(connectorRoutes, connectorUnit))
+        return Upstreams.fromTransport({ identity, operation, billing, connector })
       })
-    ).pipe(Layer.provide(IdentityLive))
+    ).pipe(Layer.provide(identityLive(Entitlements.billing(billingForIdentity.transport))))
     // One in-memory bus for every unit: identity's outbox relay publishes to it, consumers and
     // workers read from it, with the same contract as JetStream.
     return Layer.mergeAll(GatewayLive.pipe(Layer.provide(unitsInProcess)), IdentityEventsRelay).pipe(

@@ -6,6 +6,10 @@ export type IdentityEvent =
   | { readonly subject: "events.org.created"; readonly payload: { org_id: string; name: string; owner_user_id: string; created_at: string } }
   | { readonly subject: "events.org.deleted"; readonly payload: { org_id: string; name: string; deleted_by_user_id: string | null; deleted_at: string } }
   | { readonly subject: "events.user.deleted"; readonly payload: { user_id: string; deleted_at: string } }
+  | {
+      readonly subject: "events.project.deleted"
+      readonly payload: { project_id: string; org_id: string; name: string; deleted_by_user_id: string | null; deleted_at: string }
+    }
 
 export class OutboxRepo extends Effect.Service<OutboxRepo>()("@scion/identity/OutboxRepo", {
   effect: Effect.gen(function* () {

@@ -155,6 +155,46 @@ export class ServiceCredentialNotConfigured extends Schema.TaggedError<ServiceCr
   }
 }
 
+/** Unknown, or of an org the caller does not belong to: the same answer for both (never 403). */
+export class ProjectNotFound extends Schema.TaggedError<ProjectNotFound>()("ProjectNotFound", { projectId: Schema.String }) {
+  override get message() {
+    return `Project ${this.projectId} not found`
+  }
+}
+
+/** Project names are unique per org, compared case-insensitively. */
+export class ProjectNameTaken extends Schema.TaggedError<ProjectNameTaken>()("ProjectNameTaken", { orgId: Schema.String, name: Schema.String }) {
+  override get message() {
+    return `A project named ${this.name} already exists in org ${this.orgId}`
+  }
+}
+
+/** An update that names no field to change. */
+export class NoFieldsToUpdate extends Schema.TaggedError<NoFieldsToUpdate>()("NoFieldsToUpdate", {}) {
+  override get message() {
+    return "No fields to update: provide at least one of name, description"
+  }
+}
+
+/** The org's billing plan allows no more of the resource. */
+export class PlanLimitReached extends Schema.TaggedError<PlanLimitReached>()("PlanLimitReached", {
+  orgId: Schema.String,
+  resource: Schema.String,
+  limit: Schema.Number,
+  planId: Schema.String
+}) {
+  override get message() {
+    return `The ${this.planId} plan allows ${this.limit} ${this.resource} per org; upgrade the plan or delete some first`
+  }
+}
+
+/** Billing could not answer an entitlement question; safe to retry. */
+export class BillingUnavailable extends Schema.TaggedError<BillingUnavailable>()("BillingUnavailable", { cause: Schema.String }) {
+  override get message() {
+    return "Plan limits cannot be checked right now; retry shortly"
+  }
+}
+
 export type IdentityError =
   | ServiceCredentialInvalid
   | ServiceCredentialNotConfigured
@@ -179,6 +219,11 @@ export type IdentityError =
   | LastOwner
   | SoleOwner
   | LastOrg
+  | ProjectNotFound
+  | ProjectNameTaken
+  | NoFieldsToUpdate
+  | PlanLimitReached
+  | BillingUnavailable
 
 /** The one table from domain error to wire error: Connect code, reason and metadata. */
 export const wireErrors = {
@@ -208,7 +253,16 @@ export const wireErrors = {
     reason: "SOLE_OWNER",
     metadata: (e) => ({ org_ids: e.orgs.map((o) => o.orgId).join(","), org_names: e.orgs.map((o) => o.name).join(",") })
   },
-  LastOrg: { code: Code.FailedPrecondition, reason: "LAST_ORG", metadata: (e) => ({ org_id: e.orgId }) }
+  LastOrg: { code: Code.FailedPrecondition, reason: "LAST_ORG", metadata: (e) => ({ org_id: e.orgId }) },
+  ProjectNotFound: { code: Code.NotFound, reason: "PROJECT_NOT_FOUND", metadata: (e) => ({ project_id: e.projectId }) },
+  ProjectNameTaken: { code: Code.AlreadyExists, reason: "PROJECT_NAME_TAKEN", metadata: (e) => ({ org_id: e.orgId, name: e.name }) },
+  NoFieldsToUpdate: { code: Code.InvalidArgument, reason: "NO_FIELDS_TO_UPDATE" },
+  PlanLimitReached: {
+    code: Code.PermissionDenied,
+    reason: "PLAN_LIMIT_REACHED",
+    metadata: (e) => ({ org_id: e.orgId, resource: e.resource, limit: String(e.limit), plan_id: e.planId })
+  },
+  BillingUnavailable: { code: Code.Unavailable, reason: "BILLING_UNAVAILABLE" }
 } satisfies WireTable<IdentityError>
 
 export const toWireError = wireErrorFrom<IdentityError>(wireErrors)

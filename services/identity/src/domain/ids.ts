@@ -8,5 +8,6 @@ export const Ids = {
   org: makeId("org"),
   roleGrant: makeId("grt"),
   invite: makeId("inv"),
-  apiKey: makeId("key")
+  apiKey: makeId("key"),
+  project: makeId("prj")
 } as const

@@ -69,3 +69,13 @@ export interface ApiKey {
   readonly revokedAt: Date | null
   readonly lastUsedAt: Date | null
 }
+
+export interface Project {
+  readonly id: string
+  readonly orgId: string
+  readonly name: string
+  readonly description: string
+  readonly createdBy: string | null
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}

@@ -10,6 +10,7 @@ import { type IdentityError, toWireError, Unauthenticated } from "../domain/erro
 import type { SessionGrant } from "../domain/models.js"
 import { Invites } from "../Invites.js"
 import { Orgs } from "../Orgs.js"
+import { projectRoutes } from "./projects.js"
 import {
   apiKeyToProto,
   inviteToProto,
@@ -138,5 +139,8 @@ export const identityRoutes = Effect.gen(function* () {
     toWireError
   )
 
-  return [authRoutes, identity] as ReadonlyArray<Routes>
+  // ProjectService: projects are org-scoped metadata that identity owns (rpc/projects.ts).
+  const projects = yield* projectRoutes
+
+  return [authRoutes, identity, projects] as ReadonlyArray<Routes>
 })

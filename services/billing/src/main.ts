@@ -1,0 +1,21 @@
+#!/usr/bin/env node
+import { NodeRuntime } from "@effect/platform-node"
+import { LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { Layer } from "effect"
+import { BillingLive, billingRoutes, IdentityClient } from "./index.js"
+
+// gRPC on PORT (default 50053). Identity at IDENTITY_URL answers authorization and the
+// verification keys; org events come from NATS JetStream at NATS_URL. The consumer is running
+// before the server listens. SIGTERM closes the scope: health goes NOT_SERVING, the server
+// drains, the consumer stops (an in-flight event is nak'ed for redelivery), NATS drains, the pool closes.
+NodeRuntime.runMain(
+  Layer.launch(
+    serveRoutesLayer(50053, billingRoutes).pipe(
+      Layer.provide(BillingLive),
+      Layer.provide(Layer.merge(IdentityClient.layerConfig, NatsBus.layer())),
+      Layer.provide(LoggingLive)
+    )
+  ),
+  // LoggingLive writes JSON lines; the pretty logger would print every line twice.
+  { disablePrettyLogger: true }
+)

@@ -1,0 +1,144 @@
+import { Code, wireErrorFrom, type WireTable } from "@scion/kit"
+import { Schema } from "effect"
+
+export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {
+  override get message() {
+    return "Authentication required: send a principal token issued by identity"
+  }
+}
+
+/** Acting in an org the caller does not belong to (lists and creates; single resources are NOT_FOUND). */
+export class NotAMember extends Schema.TaggedError<NotAMember>()("NotAMember", { orgId: Schema.String }) {
+  override get message() {
+    return `You are not a member of org ${this.orgId}`
+  }
+}
+
+export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()("PermissionDenied", { orgId: Schema.String, permission: Schema.String }) {
+  override get message() {
+    return `Permission ${this.permission} is required in org ${this.orgId}`
+  }
+}
+
+export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("InvalidArgument", { field: Schema.String, message: Schema.String }) {}
+
+/** Unknown, or of an org the caller does not belong to: the same answer for both. */
+export class EnvironmentNotFound extends Schema.TaggedError<EnvironmentNotFound>()("EnvironmentNotFound", { environmentId: Schema.String }) {
+  override get message() {
+    return `Environment ${this.environmentId} not found`
+  }
+}
+
+export class EnvironmentNameTaken extends Schema.TaggedError<EnvironmentNameTaken>()("EnvironmentNameTaken", { orgId: Schema.String, name: Schema.String }) {
+  override get message() {
+    return `An environment named ${this.name} already exists in org ${this.orgId}`
+  }
+}
+
+export class AwsAccountConnectionNotFound extends Schema.TaggedError<AwsAccountConnectionNotFound>()("AwsAccountConnectionNotFound", {
+  connectionId: Schema.String
+}) {
+  override get message() {
+    return `AWS account connection ${this.connectionId} not found`
+  }
+}
+
+export class InvalidRoleArn extends Schema.TaggedError<InvalidRoleArn>()("InvalidRoleArn", { roleArn: Schema.String }) {
+  override get message() {
+    return `role_arn ${this.roleArn} is not an IAM role ARN of the form arn:aws:iam::<12-digit account id>:role/<path/name>`
+  }
+}
+
+export class AwsAccountMismatch extends Schema.TaggedError<AwsAccountMismatch>()("AwsAccountMismatch", {
+  expected: Schema.String,
+  actual: Schema.String
+}) {
+  override get message() {
+    return `role_arn is in AWS account ${this.actual}, but this connection is for account ${this.expected}`
+  }
+}
+
+/** The external id is not the one the setup link carried (no variable: it is the caller's input). */
+export class ExternalIdMismatch extends Schema.TaggedError<ExternalIdMismatch>()("ExternalIdMismatch", {}) {
+  override get message() {
+    return "external_id does not match the one issued with the setup link for this connection"
+  }
+}
+
+export class PlanLimitReached extends Schema.TaggedError<PlanLimitReached>()("PlanLimitReached", {
+  orgId: Schema.String,
+  resource: Schema.String,
+  limit: Schema.Number,
+  planId: Schema.String
+}) {
+  override get message() {
+    return `The ${this.planId} plan allows ${this.limit} ${this.resource} per org; upgrade the plan or delete some first`
+  }
+}
+
+export class BillingUnavailable extends Schema.TaggedError<BillingUnavailable>()("BillingUnavailable", { cause: Schema.String }) {
+  override get message() {
+    return "Plan limits cannot be checked right now; retry shortly"
+  }
+}
+
+/** Identity could not answer an authorization question; safe to retry. */
+export class IdentityUnavailable extends Schema.TaggedError<IdentityUnavailable>()("IdentityUnavailable", { cause: Schema.String }) {
+  override get message() {
+    return "Authorization is temporarily unavailable; retry shortly"
+  }
+}
+
+/**
+ * Encryption or decryption failed: an unknown key id, a tampered envelope, the wrong associated
+ * data. The interface's 500 "secret-store failure"; the detail never names key material.
+ */
+export class SecretStoreFailure extends Schema.TaggedError<SecretStoreFailure>()("SecretStoreFailure", { reason: Schema.String }) {
+  override get message() {
+    return `Secret store failure: ${this.reason}`
+  }
+}
+
+export type ConnectorError =
+  | Unauthenticated
+  | NotAMember
+  | PermissionDenied
+  | InvalidArgument
+  | EnvironmentNotFound
+  | EnvironmentNameTaken
+  | AwsAccountConnectionNotFound
+  | InvalidRoleArn
+  | AwsAccountMismatch
+  | ExternalIdMismatch
+  | PlanLimitReached
+  | BillingUnavailable
+  | IdentityUnavailable
+  | SecretStoreFailure
+
+/** The one table from domain error to wire error. */
+export const wireErrors = {
+  Unauthenticated: { code: Code.Unauthenticated, reason: "UNAUTHENTICATED" },
+  NotAMember: { code: Code.PermissionDenied, reason: "NOT_A_MEMBER", metadata: (e) => ({ org_id: e.orgId }) },
+  PermissionDenied: { code: Code.PermissionDenied, reason: "PERMISSION_DENIED", metadata: (e) => ({ org_id: e.orgId, permission: e.permission }) },
+  InvalidArgument: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", metadata: (e) => ({ field: e.field }) },
+  EnvironmentNotFound: { code: Code.NotFound, reason: "ENVIRONMENT_NOT_FOUND", metadata: (e) => ({ environment_id: e.environmentId }) },
+  EnvironmentNameTaken: { code: Code.AlreadyExists, reason: "ENVIRONMENT_NAME_TAKEN", metadata: (e) => ({ org_id: e.orgId, name: e.name }) },
+  AwsAccountConnectionNotFound: {
+    code: Code.NotFound,
+    reason: "AWS_ACCOUNT_CONNECTION_NOT_FOUND",
+    metadata: (e) => ({ aws_account_connection_id: e.connectionId })
+  },
+  InvalidRoleArn: { code: Code.InvalidArgument, reason: "INVALID_ROLE_ARN", metadata: (e) => ({ role_arn: e.roleArn }) },
+  AwsAccountMismatch: { code: Code.InvalidArgument, reason: "AWS_ACCOUNT_MISMATCH", metadata: (e) => ({ expected: e.expected, actual: e.actual }) },
+  ExternalIdMismatch: { code: Code.InvalidArgument, reason: "EXTERNAL_ID_MISMATCH" },
+  PlanLimitReached: {
+    code: Code.PermissionDenied,
+    reason: "PLAN_LIMIT_REACHED",
+    metadata: (e) => ({ org_id: e.orgId, resource: e.resource, limit: String(e.limit), plan_id: e.planId })
+  },
+  BillingUnavailable: { code: Code.Unavailable, reason: "BILLING_UNAVAILABLE" },
+  IdentityUnavailable: { code: Code.Unavailable, reason: "IDENTITY_UNAVAILABLE" },
+  SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE", metadata: (e) => ({ reason: e.reason }) }
+} satisfies WireTable<ConnectorError>
+
+export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

@@ -1,0 +1,85 @@
+import type { Principal as PrincipalType } from "@scion/kit"
+import { Principal } from "@scion/kit"
+import { freshDatabase, withConfig } from "@scion/kit/testing"
+import { Effect, Either, Layer, Logger, LogLevel } from "effect"
+import {
+  CloudAccounts,
+  ConnectorServices,
+  Entitlements,
+  type EnvironmentPermission,
+  generateSecretKey,
+  NotAMember,
+  OrgAccess,
+  parseSecretKeys,
+  PermissionDenied,
+  PlanLimitReached,
+  SecretStore
+} from "../src/index.js"
+
+/** Roles as identity's table has them, for environments. */
+const ROLE_PERMISSIONS: Record<string, ReadonlyArray<EnvironmentPermission>> = {
+  viewer: ["environments.read"],
+  member: ["environments.read"],
+  admin: ["environments.read", "environments.manage"],
+  owner: ["environments.read", "environments.manage"]
+}
+
+/** userId → orgId → role, as the fake identity knows it. */
+export const memberships = new Map<string, Map<string, string>>()
+
+/** OrgAccess without identity: sessions by the table above, API keys in their own org with their permissions. */
+const FakeOrgAccess = Layer.succeed(
+  OrgAccess,
+  OrgAccess.of({
+    require: (principal: PrincipalType, orgId, permission) => {
+      if (principal.kind === "api_key") {
+        if (principal.orgId !== orgId) return Effect.fail(new NotAMember({ orgId }))
+        return principal.permissions.includes(permission) ? Effect.void : Effect.fail(new PermissionDenied({ orgId, permission }))
+      }
+      const role = memberships.get(principal.userId ?? "")?.get(orgId)
+      if (role === undefined) return Effect.fail(new NotAMember({ orgId }))
+      return ROLE_PERMISSIONS[role]!.includes(permission) ? Effect.void : Effect.fail(new PermissionDenied({ orgId, permission }))
+    }
+  })
+)
+
+/** Orgs whose plan allows this many environments (others: unlimited). */
+export const environmentLimits = new Map<string, number>()
+const FakeEntitlements = Layer.succeed(
+  Entitlements,
+  Entitlements.of({
+    requireRoom: (orgId, resource, inUse) => {
+      const limit = environmentLimits.get(orgId)
+      return limit !== undefined && inUse >= limit ? Effect.fail(new PlanLimitReached({ orgId, resource, limit, planId: "free" })) : Effect.void
+    }
+  })
+)
+
+export const testKeys = `t1:${generateSecretKey("t1").split(":")[1]}`
+const Secrets = Layer.effect(SecretStore, SecretStore.make(Either.getOrThrow(parseSecretKeys(testKeys)), "t1")).pipe(Layer.orDie)
+
+/** The connector services on a fresh database, with a fake identity and billing, real secrets and the offline cloud adapter. */
+export const connectorTestLayer = () =>
+  Layer.unwrapScoped(
+    Effect.map(freshDatabase("connector_test"), (url) =>
+      ConnectorServices.pipe(
+        Layer.provideMerge(
+          Layer.mergeAll(FakeOrgAccess, FakeEntitlements, Secrets, CloudAccounts.offline({ templateUrl: "https://example.com/role.yaml", scionAwsAccountId: "111122223333" }))
+        ),
+        Layer.provide(withConfig({ DATABASE_URL: url }))
+      )
+    )
+  ).pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
+
+let counter = 0
+const unique = () => `${Date.now().toString(36)}${(counter++).toString(36)}`
+export const newOrgId = () => `org_${unique()}`
+
+export const session = (roles: Record<string, string>): PrincipalType => {
+  const userId = `usr_${unique()}`
+  memberships.set(userId, new Map(Object.entries(roles)))
+  return new Principal({ kind: "user_session", userId, sessionId: `ses_${unique()}`, apiKeyId: null, orgId: null, roleKey: null, permissions: [], exp: 4_000_000_000 })
+}
+
+export const apiKey = (orgId: string, permissions: ReadonlyArray<string>): PrincipalType =>
+  new Principal({ kind: "api_key", userId: `usr_${unique()}`, sessionId: null, apiKeyId: `key_${unique()}`, orgId, roleKey: "admin", permissions, exp: 4_000_000_000 })
