@@ -1,0 +1,115 @@
+/**
+ * The embedded mode's shape for background work: identity, the operation unit and a worker unit
+ * (the copier) in one process, meeting over in-memory Connect transports, one in-memory bus and
+ * in-memory change announcements, with the same kit runtime as production: outbox → relay → bus →
+ * JobWorker → operation reports, and a waiting read woken in memory.
+ */
+import { createRouterTransport, type Transport } from "@connectrpc/connect"
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Entitlements, identityLive, identityRoutes } from "@scion/identity"
+import { asService, enqueueJob, InMemoryBus, JobWorker, OperationClient, OutboxRelay, type Routes, ServiceIdentity, unitDatabase } from "@scion/kit"
+import { freshDatabase, withConfig } from "@scion/kit/testing"
+import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
+import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
+import { copyTable } from "@scion/test-worker"
+import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
+
+const inMemory = (routes: ReadonlyArray<Routes>): Transport => createRouterTransport((router) => routes.forEach((register) => register(router)))
+
+/** Identity and the operation unit in-process; what a worker unit needs from them. */
+const Units = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const identity = inMemory(yield* identityRoutes)
+    const operationUnit = yield* Layer.build(OperationLive.pipe(Layer.provide(Layer.merge(IdentityClient.fromTransport(identity), OperationChanges.inMemory))))
+    const operation = inMemory(yield* Effect.provide(operationRoutes, operationUnit))
+    return Layer.merge(ServiceIdentity.layer("copier", identity), OperationClient.fromTransport(operation))
+  })
+).pipe(Layer.provide(identityLive(Entitlements.unlimited)))
+
+const CopierDatabase = unitDatabase({ schema: "copier", migrations: new URL("../worker/migrations/", import.meta.url) })
+
+const Copier = Layer.mergeAll(
+  JobWorker.layer({ ...copyTable("copier"), ackWait: Duration.seconds(5), heartbeatInterval: Duration.millis(500), maxAttempts: 2, backoff: [Duration.millis(100)] }),
+  OutboxRelay.layer({ pollInterval: Duration.millis(20) })
+)
+
+const Embedded = Layer.unwrapScoped(
+  Effect.map(freshDatabase("scion_embedded_jobs"), (url) =>
+    Copier.pipe(
+      Layer.provideMerge(Layer.mergeAll(Units, CopierDatabase)),
+      Layer.provide(InMemoryBus.layer),
+      Layer.provide(withConfig({ DATABASE_URL: url, SERVICE_CREDENTIAL: "embedded-test-credential" }))
+    )
+  )
+).pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
+
+let counter = 0
+
+/** What a unit starting work does: the operation first, then its job in the outbox. */
+const startCopy = (payload: Record<string, unknown>) =>
+  Effect.gen(function* () {
+    const operations = yield* OperationClient
+    const sql = yield* SqlClient.SqlClient
+    const id = `op_embedded${Date.now().toString(36)}${(counter++).toString(36)}`
+    const orgId = "org_embedded"
+    yield* asService(operations.createOperation({ id, orgId, type: OperationType.CONNECTOR_DISCOVERY, resourceId: `copier:${id}` }))
+    yield* sql.withTransaction(enqueueJob({ unit: "copier", type: "copy_table", operationId: id, orgId, payload }))
+    return id
+  })
+
+const settle = (id: string) =>
+  Effect.gen(function* () {
+    const operations = yield* OperationClient
+    for (let i = 0; i < 6; i++) {
+      const { operation } = yield* asService(operations.getOperation({ id, waitSeconds: 10 }))
+      if (operation!.status === OperationStatus.COMPLETED || operation!.status === OperationStatus.FAILED) return operation!
+    }
+    return yield* Effect.dieMessage(`operation ${id} did not settle`)
+  })
+
+describe("embedded mode: background work with the in-memory adapters", () => {
+  layer(Embedded, { excludeTestServices: true, timeout: "120 seconds" })((it) => {
+    it.effect("runs a job from the outbox to a completed operation, progress and result included", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`create table public.embedded_src (id bigint primary key, payload text not null)`
+        yield* sql`insert into public.embedded_src select g, md5(g::text) from generate_series(1, 5000) g`
+        const id = yield* startCopy({ source_table: "public.embedded_src", target_table: "public.embedded_dst", batch_rows: 500 })
+        const operation = yield* settle(id)
+        expect(operation.status).toBe(OperationStatus.COMPLETED)
+        expect(operation.progress).toBe(100)
+        expect(operation.result).toMatchObject({ rows_copied: 5000, batches: 10, target_rows: 5000 })
+        expect(operation.startedAt).toBeDefined()
+        const [copied] = yield* sql<{ readonly n: string }>`select count(*)::text as n from public.embedded_dst`
+        expect(copied!.n).toBe("5000")
+        const published = yield* sql<{ readonly published_at: Date | null }>`select published_at from outbox where msg_id = ${id}`
+        expect(published[0]!.published_at).not.toBeNull()
+      })
+    )
+
+    it.effect("fails the operation with the handler's message when the work cannot succeed", () =>
+      Effect.gen(function* () {
+        const id = yield* startCopy({ source_table: "public.missing_table", target_table: "public.embedded_never" })
+        const operation = yield* settle(id)
+        expect(operation.status).toBe(OperationStatus.FAILED)
+        expect(operation.error).toBe("Source table public.missing_table does not exist")
+      })
+    )
+
+    it.effect("gives up after the last attempt and says so", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`create table public.embedded_misfit_src (id bigint primary key, payload text not null)`
+        yield* sql`insert into public.embedded_misfit_src values (1, 'x')`
+        yield* sql`create table public.embedded_misfit_dst (id bigint primary key)`
+        const id = yield* startCopy({ source_table: "public.embedded_misfit_src", target_table: "public.embedded_misfit_dst" })
+        const operation = yield* settle(id)
+        expect(operation.status).toBe(OperationStatus.FAILED)
+        expect(operation.error).toMatch(/^Gave up after 2 attempts: /)
+        const attempts = yield* sql<{ readonly attempt: number }>`select attempt from job_deliveries where operation_id = ${id} order by id`
+        expect(attempts.map((a) => a.attempt)).toEqual([1, 2])
+      })
+    )
+  })
+})
