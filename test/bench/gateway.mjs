@@ -3,7 +3,7 @@
 // and identity as separate processes over HTTP/2 gRPC, next to a single-process baseline measured
 // in the same run: a plain Node HTTP server doing the same key lookup in Postgres.
 import { spawn } from "node:child_process"
-import { createHash, generateKeyPairSync, randomBytes } from "node:crypto"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { dirname, join } from "node:path"
