@@ -1,43 +1,9 @@
-import type { Transport } from "@connectrpc/connect"
-import { Code, type EffectClient, grpcTransport, makeEffectClient, type Principal, PrincipalVerifier, type RpcError } from "@scion/kit"
-import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
-import { Config, Context, Effect, Layer, Schedule } from "effect"
+import { authorizeInOrg, IdentityClient, type Principal } from "@scion/kit"
+import { Context, Effect, Layer } from "effect"
 import { IdentityUnavailable, Unauthenticated } from "./domain/errors.js"
 
-/** The identity calls this unit makes: authorization questions and the principal-verifying keys. */
-export class IdentityClient extends Context.Tag("@scion/operation/IdentityClient")<
-  IdentityClient,
-  Pick<EffectClient<typeof AuthService>, "authorize" | "getVerificationKeys">
->() {
-  /** Over any Connect transport (in-memory in the embedded mode). */
-  static fromTransport(transport: Transport): Layer.Layer<IdentityClient> {
-    return Layer.succeed(IdentityClient, makeEffectClient(AuthService, transport))
-  }
-
-  /** IDENTITY_URL (default http://127.0.0.1:50051) over HTTP/2 gRPC, scoped to the layer. */
-  static readonly layerConfig: Layer.Layer<IdentityClient> = Layer.unwrapScoped(
-    Effect.gen(function* () {
-      const url = yield* Config.string("IDENTITY_URL").pipe(Config.withDefault("http://127.0.0.1:50051"))
-      return IdentityClient.fromTransport(yield* grpcTransport(url))
-    }).pipe(Effect.orDie)
-  )
-}
-
-/**
- * Verifies principal tokens with identity's public keys, fetched once at start (retried while
- * identity is still starting). A rotated signing key needs a restart of this unit.
- */
-export const VerifierFromIdentity: Layer.Layer<PrincipalVerifier, never, IdentityClient> = Layer.effect(
-  PrincipalVerifier,
-  Effect.gen(function* () {
-    const identity = yield* IdentityClient
-    const response = yield* identity.getVerificationKeys({}).pipe(
-      Effect.tapError((error) => Effect.logWarning("fetching identity's verification keys failed; retrying").pipe(Effect.annotateLogs({ code: error.codeName }))),
-      Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds")))
-    )
-    return PrincipalVerifier.fromPublicKeys(response.keys.map((k) => ({ keyId: k.keyId, publicKeyDer: Buffer.from(k.publicKey, "base64") })))
-  }).pipe(Effect.orDie)
-)
+/** The identity calls this unit makes (kit's, shared by every unit). */
+export { IdentityClient, VerifierFromIdentity } from "@scion/kit"
 
 /** The permission that makes a session caller a reader of an org's operations. */
 export const OPERATIONS_READ = "operations.read"
@@ -64,23 +30,13 @@ export class OrgAccess extends Context.Tag("@scion/operation/OrgAccess")<
           // A service principal is one of our own workers, signed by identity for the platform:
           // the unit that started the work checked the user's permission when it did.
           if (principal.kind === "service") return Effect.succeed(principal.permissions.includes(OPERATIONS_WRITE))
-          if (principal.kind === "api_key" && principal.orgId !== orgId) return Effect.succeed(false)
-          return identity.authorize({ orgId, permission: OPERATIONS_READ }).pipe(
+          return authorizeInOrg(principal, orgId, OPERATIONS_READ).pipe(
             Effect.as(true),
-            Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<boolean, Unauthenticated | IdentityUnavailable> => {
-              switch (error.code) {
-                case Code.PermissionDenied:
-                  return Effect.succeed(false)
-                case Code.Unauthenticated:
-                  return Effect.fail(new Unauthenticated())
-                default:
-                  return Effect.zipRight(
-                    Effect.logWarning("identity could not authorize").pipe(Effect.annotateLogs({ code: error.codeName, reason: error.reason })),
-                    Effect.fail(new IdentityUnavailable({ cause: `${error.codeName}: ${error.reason}` }))
-                  )
-              }
+            Effect.catchTags({
+              AccessRefused: (refused) => (refused.reason === "unauthenticated" ? Effect.fail(new Unauthenticated()) : Effect.succeed(false)),
+              IdentityUnreachable: (unreachable) => Effect.fail(new IdentityUnavailable({ cause: unreachable.cause }))
             }),
-            Effect.withSpan("OrgAccess.isMember", { attributes: { orgId } })
+            Effect.provideService(IdentityClient, identity)
           )
         }
       })

@@ -1,0 +1,86 @@
+import type { Transport } from "@connectrpc/connect"
+import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
+import { Config, Context, Effect, Layer, Schedule, Schema } from "effect"
+import { grpcTransport, makeEffectClient, type EffectClient } from "./connect-client.js"
+import { Code, type RpcError } from "./errors.js"
+import { type Principal, PrincipalVerifier } from "./principal.js"
+
+/**
+ * What every unit asks identity: whether a caller holds a permission in an org, and the keys that
+ * verify principal tokens. One tag for all units, so the embedded mode provides it once.
+ */
+export class IdentityClient extends Context.Tag("@scion/kit/IdentityClient")<
+  IdentityClient,
+  Pick<EffectClient<typeof AuthService>, "authorize" | "getVerificationKeys">
+>() {
+  /** Over any Connect transport (in-memory in the embedded mode). */
+  static fromTransport(transport: Transport): Layer.Layer<IdentityClient> {
+    return Layer.succeed(IdentityClient, makeEffectClient(AuthService, transport))
+  }
+
+  /** IDENTITY_URL (default http://127.0.0.1:50051) over HTTP/2 gRPC, scoped to the layer. */
+  static readonly layerConfig: Layer.Layer<IdentityClient> = Layer.unwrapScoped(
+    Effect.gen(function* () {
+      const url = yield* Config.string("IDENTITY_URL").pipe(Config.withDefault("http://127.0.0.1:50051"))
+      return IdentityClient.fromTransport(yield* grpcTransport(url))
+    }).pipe(Effect.orDie)
+  )
+}
+
+/**
+ * Verifies principal tokens with identity's public keys, fetched once at start (retried for up to
+ * a minute while identity starts). A rotated signing key needs a restart of the unit.
+ */
+export const VerifierFromIdentity: Layer.Layer<PrincipalVerifier, never, IdentityClient> = Layer.effect(
+  PrincipalVerifier,
+  Effect.gen(function* () {
+    const identity = yield* IdentityClient
+    const response = yield* identity.getVerificationKeys({}).pipe(
+      Effect.tapError((error) => Effect.logWarning("fetching identity's verification keys failed; retrying").pipe(Effect.annotateLogs({ code: error.codeName }))),
+      Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds")))
+    )
+    return PrincipalVerifier.fromPublicKeys(response.keys.map((k) => ({ keyId: k.keyId, publicKeyDer: Buffer.from(k.publicKey, "base64") })))
+  }).pipe(Effect.orDie)
+)
+
+/** Identity's answer when it did not grant: units map it onto their own errors. */
+export class AccessRefused extends Schema.TaggedError<AccessRefused>()("AccessRefused", {
+  reason: Schema.Literal("not_a_member", "permission_denied", "unauthenticated")
+}) {}
+
+/** Identity could not answer (down, timing out, or an error of its own). */
+export class IdentityUnreachable extends Schema.TaggedError<IdentityUnreachable>()("IdentityUnreachable", { cause: Schema.String }) {}
+
+/**
+ * Whether the principal holds `permission` in `orgId`. An API key acts only in its own org
+ * (refused here without a call); everything else is asked of identity for the caller whose token
+ * the request carried, and identity re-reads the session or key, so a revoked key or a removed
+ * member is refused on the very next request. Service principals hold no org role: a unit decides
+ * what its own services may do before calling this.
+ */
+export const authorizeInOrg = (
+  principal: Principal,
+  orgId: string,
+  permission: string
+): Effect.Effect<void, AccessRefused | IdentityUnreachable, IdentityClient> => {
+  if (principal.kind === "service" || (principal.kind === "api_key" && principal.orgId !== orgId)) {
+    return Effect.fail(new AccessRefused({ reason: "not_a_member" }))
+  }
+  return Effect.flatMap(IdentityClient, (identity) => identity.authorize({ orgId, permission })).pipe(
+    Effect.asVoid,
+    Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<void, AccessRefused | IdentityUnreachable> => {
+      switch (error.code) {
+        case Code.PermissionDenied:
+          return Effect.fail(new AccessRefused({ reason: error.reason === "PERMISSION_DENIED" ? "permission_denied" : "not_a_member" }))
+        case Code.Unauthenticated:
+          return Effect.fail(new AccessRefused({ reason: "unauthenticated" }))
+        default:
+          return Effect.zipRight(
+            Effect.logWarning("identity could not authorize").pipe(Effect.annotateLogs({ code: error.codeName, reason: error.reason })),
+            Effect.fail(new IdentityUnreachable({ cause: `${error.codeName}: ${error.reason}` }))
+          )
+      }
+    }),
+    Effect.withSpan("authorizeInOrg", { attributes: { orgId, permission } })
+  )
+}
