@@ -3,6 +3,7 @@ import { Option, Schema, SchemaAST } from "effect"
 import { Authentication, SessionAuthentication } from "./Authentication.js"
 import { BadRequest, Conflict, Forbidden, InternalError, NotFound, TooManyRequests, Unauthorized, Unavailable, ValidationError } from "./errors.js"
 import * as B from "./billingSchemas.js"
+import * as C from "./connectorSchemas.js"
 import * as E from "./environmentSchemas.js"
 import * as P from "./projectSchemas.js"
 import * as S from "./schemas.js"
@@ -363,6 +364,66 @@ export class EnvironmentsGroup extends HttpApiGroup.make("environments")
   .middleware(Authentication)
   .annotateContext(OpenApi.annotations({ description: "Environments: where an org's engines run (cloud, region, AWS account, private link)." })) {}
 
+const connectorsGate =
+  "For service_name postgresql with byoc null or environment the preflight gate runs first, before anything is stored: when it does not pass the answer is 422 {detail, preflight} with the full preflight report (PreflightNotPassed). byoc self_managed and non-PostgreSQL services skip it."
+
+export class ConnectorsGroup extends HttpApiGroup.make("connectors")
+  .add(
+    HttpApiEndpoint.post("preflight", "/connectors/preflight")
+      .setPayload(C.PreflightRequest)
+      .addSuccess(C.PreflightReport)
+      .annotate(OpenApi.Summary, "Probe a source database and report whether it is ready to connect (connectors.create)")
+      .annotate(
+        OpenApi.Description,
+        "200 whenever the source was probed: read preflight_pass (a failed gate is still 200). 400 for an unsupported service_name, invalid connection_details, or an environment with an active private link and no private_link_id. 403 without connectors.create. 500 for secret-store failures. Persists nothing."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/connectors")
+      .setPayload(C.CreateConnectorRequest)
+      .addSuccess(C.CreatedConnector)
+      .addError(C.PreflightNotPassed)
+      .annotate(OpenApi.Summary, "Create a connector (connectors.create)")
+      .annotate(
+        OpenApi.Description,
+        `200 with the row plus can_update and can_delete; no schema_structure, no connection_details (stored encrypted). ${connectorsGate} 400 for invalid details, service, byoc or placement; 403 without permission or when the plan allows no more connectors.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/connectors")
+      .setUrlParams(C.ConnectorListQuery)
+      .addSuccess(C.ConnectorList)
+      .annotate(OpenApi.Summary, "The org's connectors the caller can access (connectors.read)")
+      .annotate(OpenApi.Description, "org_id is required (422 without it). 403 when the caller is not a member of the org.")
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/connectors/:connector_id")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.Connector)
+      .annotate(OpenApi.Summary, "One connector with schema_structure and the computed flags; another org's connector is 404")
+  )
+  .add(
+    HttpApiEndpoint.put("update", "/connectors/:connector_id")
+      .setPath(C.ConnectorPath)
+      .setPayload(C.UpdateConnectorRequest)
+      .addSuccess(C.Connector)
+      .addError(C.PreflightNotPassed)
+      .annotate(OpenApi.Summary, "Rename a connector or replace its connection details (connectors.update)")
+      .annotate(
+        OpenApi.Description,
+        "Changed connection_details are re-tested with the preflight gate (422 {detail, preflight} when it fails; nothing changes) and reset indexing_status. 400 when no field is given or the details are invalid; 403 without connectors.update; 404 for another org's connector."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("connectionDetails", "/connectors/:connector_id/connection-details")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.ConnectionDetailsResponse)
+      .annotate(OpenApi.Summary, "The decrypted connection_details (connectors.update)")
+      .annotate(OpenApi.Description, "403 for callers who may read but not update the connector; 404 for another org's connector.")
+  )
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ description: "Connectors: links to source databases (and code hosts)." })) {}
+
 const refinementTitle = /^(minLength|maxLength|minItems|maxItems|length|pattern)\(/
 
 /** Drops the titles Effect gives refinements ("maxLength(100)"): the constraints are already there. */
@@ -411,6 +472,7 @@ export class Api extends HttpApi.make("scion")
   .add(BillingGroup)
   .add(ProjectsGroup)
   .add(EnvironmentsGroup)
+  .add(ConnectorsGroup)
   .addError(ValidationError)
   .addError(BadRequest)
   .addError(Unauthorized)

@@ -2,6 +2,7 @@ import type { Transport } from "@connectrpc/connect"
 import { grpcTransport, makeEffectClient, type EffectClient } from "@scion/kit"
 import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
 import { BillingService } from "@scion/proto/scion/billing/v1/billing_pb"
+import { ConnectorService } from "@scion/proto/scion/connector/v1/connector_pb"
 import { EnvironmentService } from "@scion/proto/scion/connector/v1/environment_pb"
 import { IdentityService } from "@scion/proto/scion/identity/v1/identity_pb"
 import { ProjectService } from "@scion/proto/scion/identity/v1/project_pb"
@@ -16,7 +17,7 @@ export interface UpstreamTransports {
   readonly operation: Transport
   /** Billing: BillingService. */
   readonly billing: Transport
-  /** Connector: EnvironmentService. */
+  /** Connector: EnvironmentService and ConnectorService. */
   readonly connector: Transport
 }
 
@@ -30,6 +31,7 @@ export class Upstreams extends Context.Tag("@scion/gateway/Upstreams")<
     readonly billing: EffectClient<typeof BillingService>
     readonly projects: EffectClient<typeof ProjectService>
     readonly environments: EffectClient<typeof EnvironmentService>
+    readonly connectors: EffectClient<typeof ConnectorService>
   }
 >() {
   /** Clients over any Connect transports: HTTP/2 gRPC in production, `createRouterTransport` embedded. */
@@ -40,7 +42,8 @@ export class Upstreams extends Context.Tag("@scion/gateway/Upstreams")<
       operation: makeEffectClient(OperationService, transports.operation),
       billing: makeEffectClient(BillingService, transports.billing),
       projects: makeEffectClient(ProjectService, transports.identity),
-      environments: makeEffectClient(EnvironmentService, transports.connector)
+      environments: makeEffectClient(EnvironmentService, transports.connector),
+      connectors: makeEffectClient(ConnectorService, transports.connector)
     })
   }
 

@@ -1,6 +1,7 @@
 import { FileSystem, HttpApiBuilder, HttpIncomingMessage, HttpMethod, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option, Predicate } from "effect"
 import { Api } from "./Api.js"
+import { PreflightNotPassed } from "./connectorSchemas.js"
 import { errorByStatus, type HttpError, type HttpStatus, ValidationError, type ValidationIssue } from "./errors.js"
 import { isJsonContentType, matchRoute, routesOf, validateRequest } from "./validation.js"
 
@@ -69,6 +70,8 @@ export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
         if (Option.isSome(failure)) {
           const error: unknown = failure.value
           if (isHttpError(error)) return Effect.succeed(respond(error))
+          // The preflight gate's 422 carries the report next to the detail.
+          if (error instanceof PreflightNotPassed) return Effect.succeed(HttpServerResponse.unsafeJson({ detail: error.detail, preflight: error.preflight }, { status: 422 }))
           if (isDecodeError(error)) return invalid(cause)
           if (isRouteNotFound(error)) return Effect.succeed(respond(new errorByStatus[404]({ detail: "Not Found" })))
           return internal(cause)

@@ -116,7 +116,13 @@ export type EnvironmentReason =
   | "ENVIRONMENT_NOT_FOUND" | "ENVIRONMENT_NAME_TAKEN" | "AWS_ACCOUNT_CONNECTION_NOT_FOUND"
   | "INVALID_ROLE_ARN" | "AWS_ACCOUNT_MISMATCH" | "EXTERNAL_ID_MISMATCH" | "SECRET_STORE_FAILURE"
 
-export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason
+/**
+ * The connector unit's ConnectorService reasons. PREFLIGHT_FAILED is not here: the connectors
+ * handlers answer it as 422 with the report (PreflightNotPassed) before this table is asked.
+ */
+export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "INVALID_CONNECTION_DETAILS" | "PRIVATE_LINK_REQUIRED"
+
+export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason
 
 export const statusByReason = {
   UNAUTHENTICATED: 401,
@@ -168,7 +174,12 @@ export const statusByReason = {
   INVALID_ROLE_ARN: 400,
   AWS_ACCOUNT_MISMATCH: 400,
   EXTERNAL_ID_MISMATCH: 400,
-  SECRET_STORE_FAILURE: 500
+  SECRET_STORE_FAILURE: 500,
+  // Connectors (connector unit): another org's connector is as unknown as a missing one.
+  CONNECTOR_NOT_FOUND: 404,
+  UNSUPPORTED_SERVICE: 400,
+  INVALID_CONNECTION_DETAILS: 400,
+  PRIVATE_LINK_REQUIRED: 400
 } as const satisfies Record<UpstreamReason, HttpStatus>
 
 const isUpstreamReason = (reason: string): reason is UpstreamReason => Object.hasOwn(statusByReason, reason)

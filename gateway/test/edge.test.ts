@@ -100,7 +100,13 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["post", "/v1/environments"],
   ["post", "/v1/environments/aws-setup-link"],
   ["patch", "/v1/environments/aws-account-connections/{aws_account_connection_id}"],
-  ["post", "/v1/environments/{environment_id}/db-provider-api-key"]
+  ["post", "/v1/environments/{environment_id}/db-provider-api-key"],
+  ["post", "/v1/connectors/preflight"],
+  ["post", "/v1/connectors"],
+  ["get", "/v1/connectors"],
+  ["get", "/v1/connectors/{connector_id}"],
+  ["put", "/v1/connectors/{connector_id}"],
+  ["get", "/v1/connectors/{connector_id}/connection-details"]
 ]
 
 const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email", "get /v1/billing/plans"])

@@ -212,6 +212,8 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "gatewa
       BILLING_URL: "http://billing:50053",
       AWS_SETUP_TEMPLATE_URL: null,
       SCION_AWS_ACCOUNT_ID: null,
+      PREFLIGHT_CONNECT_TIMEOUT: "5 seconds",
+      PREFLIGHT_QUERY_TIMEOUT: "10 seconds",
     },
     // Master keys only ever come from a Secret.
     secretEnv: {

@@ -65,6 +65,8 @@ describe("embedded mode", () => {
     expect(subscription.credits_balance).toBeGreaterThan(0)
     // Projects (identity) and environments (connector) are served in-process too.
     expect((await post(`${base}/v1/projects`, { org_id: org.body.org_id, name: "web" }, signup.body.session_token)).status).toBe(201)
+    const connectors = await fetch(`${base}/v1/connectors?org_id=${org.body.org_id}`, { headers: owner })
+    expect({ status: connectors.status, body: await connectors.json() }).toEqual({ status: 200, body: { connectors: [] } })
 
     expect(await first.stop("SIGINT")).toBe(0)
 

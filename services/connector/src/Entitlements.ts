@@ -4,10 +4,10 @@ import { BillingService, Resource } from "@scion/proto/scion/billing/v1/billing_
 import { Config, Context, Effect, Layer } from "effect"
 import { BillingUnavailable, PlanLimitReached } from "./domain/errors.js"
 
-/** The resources this unit creates under a plan limit (connectors join in the connector issue). */
-export type LimitedResource = "environments"
+/** The resources this unit creates under a plan limit . */
+export type LimitedResource = "environments" | "connectors"
 
-const resources = { environments: Resource.ENVIRONMENTS } as const satisfies Record<LimitedResource, Resource>
+const resources = { environments: Resource.ENVIRONMENTS, connectors: Resource.CONNECTORS } as const satisfies Record<LimitedResource, Resource>
 
 /**
  * Asked before creating a plan-limited resource: may the org hold one more, given it holds

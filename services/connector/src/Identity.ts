@@ -41,6 +41,9 @@ export const VerifierFromIdentity: Layer.Layer<PrincipalVerifier, never, Identit
 
 export type EnvironmentPermission = "environments.read" | "environments.manage"
 
+/** ARCHITECTURE.md's connector permissions (delete and admin join with deletion and selection). */
+export type ConnectorPermission = "connectors.read" | "connectors.create" | "connectors.update" | "connectors.delete" | "connectors.admin"
+
 export type AccessError = Unauthenticated | NotAMember | PermissionDenied | IdentityUnavailable
 
 /**
@@ -50,7 +53,7 @@ export type AccessError = Unauthenticated | NotAMember | PermissionDenied | Iden
  */
 export class OrgAccess extends Context.Tag("@scion/connector/OrgAccess")<
   OrgAccess,
-  { readonly require: (principal: Principal, orgId: string, permission: EnvironmentPermission) => Effect.Effect<void, AccessError> }
+  { readonly require: (principal: Principal, orgId: string, permission: EnvironmentPermission | ConnectorPermission) => Effect.Effect<void, AccessError> }
 >() {
   static readonly live: Layer.Layer<OrgAccess, never, IdentityClient> = Layer.effect(
     OrgAccess,

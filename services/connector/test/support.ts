@@ -4,6 +4,7 @@ import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { Effect, Either, Layer, Logger, LogLevel } from "effect"
 import {
   CloudAccounts,
+  type ConnectorPermission,
   ConnectorServices,
   Entitlements,
   type EnvironmentPermission,
@@ -13,15 +14,18 @@ import {
   parseSecretKeys,
   PermissionDenied,
   PlanLimitReached,
-  SecretStore
+  SecretStore,
+  SourceProbe
 } from "../src/index.js"
 
-/** Roles as identity's table has them, for environments. */
-const ROLE_PERMISSIONS: Record<string, ReadonlyArray<EnvironmentPermission>> = {
-  viewer: ["environments.read"],
-  member: ["environments.read"],
-  admin: ["environments.read", "environments.manage"],
-  owner: ["environments.read", "environments.manage"]
+/** Roles as identity's table has them, for environments and connectors. */
+const connectorsBuild: ReadonlyArray<ConnectorPermission> = ["connectors.read", "connectors.create", "connectors.update"]
+const connectorsManage: ReadonlyArray<ConnectorPermission> = [...connectorsBuild, "connectors.delete", "connectors.admin"]
+const ROLE_PERMISSIONS: Record<string, ReadonlyArray<EnvironmentPermission | ConnectorPermission>> = {
+  viewer: ["environments.read", "connectors.read"],
+  member: ["environments.read", ...connectorsBuild],
+  admin: ["environments.read", "environments.manage", ...connectorsManage],
+  owner: ["environments.read", "environments.manage", ...connectorsManage]
 }
 
 /** userId → orgId → role, as the fake identity knows it. */
@@ -45,11 +49,13 @@ const FakeOrgAccess = Layer.succeed(
 
 /** Orgs whose plan allows this many environments (others: unlimited). */
 export const environmentLimits = new Map<string, number>()
+/** Orgs whose plan allows this many connectors (others: unlimited). */
+export const connectorLimits = new Map<string, number>()
 const FakeEntitlements = Layer.succeed(
   Entitlements,
   Entitlements.of({
     requireRoom: (orgId, resource, inUse) => {
-      const limit = environmentLimits.get(orgId)
+      const limit = (resource === "connectors" ? connectorLimits : environmentLimits).get(orgId)
       return limit !== undefined && inUse >= limit ? Effect.fail(new PlanLimitReached({ orgId, resource, limit, planId: "free" })) : Effect.void
     }
   })
@@ -64,7 +70,14 @@ export const connectorTestLayer = () =>
     Effect.map(freshDatabase("connector_test"), (url) =>
       ConnectorServices.pipe(
         Layer.provideMerge(
-          Layer.mergeAll(FakeOrgAccess, FakeEntitlements, Secrets, CloudAccounts.offline({ templateUrl: "https://example.com/role.yaml", scionAwsAccountId: "111122223333" }))
+          Layer.mergeAll(
+            FakeOrgAccess,
+            FakeEntitlements,
+            Secrets,
+            CloudAccounts.offline({ templateUrl: "https://example.com/role.yaml", scionAwsAccountId: "111122223333" }),
+            // Short timeouts: unreachable sources in tests should fail fast.
+            Layer.succeed(SourceProbe, SourceProbe.make({ connectTimeout: "2 seconds", queryTimeout: "5 seconds" }))
+          )
         ),
         Layer.provide(withConfig({ DATABASE_URL: url }))
       )

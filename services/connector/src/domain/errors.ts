@@ -99,6 +99,55 @@ export class SecretStoreFailure extends Schema.TaggedError<SecretStoreFailure>()
   }
 }
 
+/** Unknown, or of an org the caller may not see: the same answer for both. */
+export class ConnectorNotFound extends Schema.TaggedError<ConnectorNotFound>()("ConnectorNotFound", { connectorId: Schema.String }) {
+  override get message() {
+    return `Connector ${this.connectorId} not found`
+  }
+}
+
+export class UnsupportedService extends Schema.TaggedError<UnsupportedService>()("UnsupportedService", { serviceName: Schema.String }) {
+  override get message() {
+    return `service_name ${JSON.stringify(this.serviceName)} is not supported: use postgresql or github`
+  }
+}
+
+/** The connection details do not fit the service's shape; the message never repeats a value. */
+export class InvalidConnectionDetails extends Schema.TaggedError<InvalidConnectionDetails>()("InvalidConnectionDetails", {
+  serviceName: Schema.String,
+  problem: Schema.String
+}) {
+  override get message() {
+    return `Invalid connection_details for ${this.serviceName}: ${this.problem}`
+  }
+}
+
+export class PrivateLinkRequired extends Schema.TaggedError<PrivateLinkRequired>()("PrivateLinkRequired", { environmentId: Schema.String }) {
+  override get message() {
+    return `Environment ${this.environmentId} has an active private link: private_link_id is required`
+  }
+}
+
+export const PreflightCheckSchema = Schema.Struct({
+  id: Schema.String,
+  status: Schema.Literal("pass", "warn", "fail"),
+  message: Schema.String,
+  remedy: Schema.NullOr(Schema.String)
+})
+export const PreflightReportSchema = Schema.Struct({
+  preflight_pass: Schema.Boolean,
+  checks: Schema.Array(PreflightCheckSchema),
+  provider: Schema.String
+})
+
+/** The create-time (or update-time) gate did not pass; the report travels with the error. */
+export class PreflightFailed extends Schema.TaggedError<PreflightFailed>()("PreflightFailed", { report: PreflightReportSchema }) {
+  override get message() {
+    const failed = this.report.checks.filter((c) => c.status === "fail").map((c) => c.id)
+    return `Preflight did not pass (failed: ${failed.join(", ")}); fix the source and retry`
+  }
+}
+
 export type ConnectorError =
   | Unauthenticated
   | NotAMember
@@ -114,6 +163,11 @@ export type ConnectorError =
   | BillingUnavailable
   | IdentityUnavailable
   | SecretStoreFailure
+  | ConnectorNotFound
+  | UnsupportedService
+  | InvalidConnectionDetails
+  | PrivateLinkRequired
+  | PreflightFailed
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
@@ -138,7 +192,13 @@ export const wireErrors = {
   },
   BillingUnavailable: { code: Code.Unavailable, reason: "BILLING_UNAVAILABLE" },
   IdentityUnavailable: { code: Code.Unavailable, reason: "IDENTITY_UNAVAILABLE" },
-  SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE", metadata: (e) => ({ reason: e.reason }) }
+  SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE", metadata: (e) => ({ reason: e.reason }) },
+  ConnectorNotFound: { code: Code.NotFound, reason: "CONNECTOR_NOT_FOUND", metadata: (e) => ({ connector_id: e.connectorId }) },
+  UnsupportedService: { code: Code.InvalidArgument, reason: "UNSUPPORTED_SERVICE", metadata: (e) => ({ service_name: e.serviceName }) },
+  InvalidConnectionDetails: { code: Code.InvalidArgument, reason: "INVALID_CONNECTION_DETAILS", metadata: (e) => ({ service_name: e.serviceName }) },
+  PrivateLinkRequired: { code: Code.InvalidArgument, reason: "PRIVATE_LINK_REQUIRED", metadata: (e) => ({ environment_id: e.environmentId }) },
+  // The report rides as JSON in the ErrorInfo metadata: the gateway answers it as the 422 body.
+  PreflightFailed: { code: Code.FailedPrecondition, reason: "PREFLIGHT_FAILED", metadata: (e) => ({ preflight_report: JSON.stringify(e.report) }) }
 } satisfies WireTable<ConnectorError>
 
 export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

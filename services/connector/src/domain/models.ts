@@ -37,3 +37,39 @@ export interface Environment {
   readonly createdAt: Date
   readonly updatedAt: Date
 }
+
+export type Byoc = "environment" | "self_managed"
+
+/** A connector row as stored; connection details are never part of it (they are in `secrets`). */
+export interface Connector {
+  readonly id: string
+  readonly orgId: string
+  readonly projectId: string | null
+  readonly name: string
+  readonly serviceName: string
+  readonly connectorCategory: string
+  readonly byoc: Byoc | null
+  readonly useEnvironment: boolean
+  readonly privateLinkId: string | null
+  readonly environmentId: string | null
+  readonly sourceProvider: string | null
+  readonly schemaStructure: Record<string, unknown> | null
+  readonly schemaVersion: number
+  readonly selectionSchemaVersion: number | null
+  readonly selectedSchemaVersion: number
+  readonly lastIndexedVersion: number
+  readonly selectedEntityPaths: ReadonlyArray<string>
+  readonly selectedSchemaStructure: Record<string, unknown> | null
+  readonly indexingStatus: string
+  readonly branchingEngineStatus: string
+  readonly replicaIdentityPreflight: Record<string, unknown> | null
+  readonly createdBy: string | null
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}
+
+/** What the caller may do with a connector (the interface's can_update and can_delete). */
+export interface ConnectorAccess {
+  readonly canUpdate: boolean
+  readonly canDelete: boolean
+}

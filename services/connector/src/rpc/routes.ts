@@ -3,6 +3,7 @@ import { EnvironmentService } from "@scion/proto/scion/connector/v1/environment_
 import { Effect, Option, Redacted } from "effect"
 import { type ConnectorError, InvalidArgument, toWireError, Unauthenticated } from "../domain/errors.js"
 import { Environments } from "../Environments.js"
+import { connectorServiceRoutes } from "./connectors.js"
 import { apiKeyInfoToProto, cloudFromProto, connectionToProto, environmentToProto } from "./mapping.js"
 
 /** The verified principal of the request; none means UNAUTHENTICATED. */
@@ -11,7 +12,7 @@ const caller = Effect.flatMap(
   Option.match({ onNone: () => Effect.fail(new Unauthenticated()), onSome: ({ principal }) => Effect.succeed(principal) })
 )
 
-/** EnvironmentService as Connect routes over the Environments service. */
+/** EnvironmentService and ConnectorService as Connect routes over the Environments and Connectors services. */
 export const connectorRoutes = Effect.gen(function* () {
   const environments = yield* Environments
 
@@ -50,5 +51,5 @@ export const connectorRoutes = Effect.gen(function* () {
     },
     toWireError
   )
-  return [routes] as ReadonlyArray<Routes>
+  return [routes, yield* connectorServiceRoutes] as ReadonlyArray<Routes>
 })

