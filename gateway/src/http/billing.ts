@@ -5,15 +5,13 @@ import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { anonymously, asCaller } from "../Authentication.js"
 import type * as B from "../billingSchemas.js"
+import { requiredFrom } from "./present.js"
 
 /**
  * Billing proto → the JSON of billingSchemas. Billing breaking its own contract (a required
  * message or timestamp missing) is a bug, not a client error: it throws, and the edge answers 500.
  */
-const required = <A>(value: A | undefined, what: string): A => {
-  if (value === undefined) throw new Error(`billing response is missing ${what}`)
-  return value
-}
+const required = requiredFrom("billing")
 const iso = (ts: Timestamp | undefined, what: string) => timestampDate(required(ts, what)).toISOString()
 const limit = (value: number | undefined) => value ?? null
 

@@ -5,12 +5,10 @@ import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import type * as E from "../environmentSchemas.js"
+import { requiredFrom } from "./present.js"
 
 /** The connector unit leaving out a required field is a bug: it throws, the edge answers 500. */
-const required = <A>(value: A | undefined, what: string): A => {
-  if (value === undefined) throw new Error(`connector response is missing ${what}`)
-  return value
-}
+const required = requiredFrom("connector")
 const iso = (ts: Timestamp | undefined) => timestampDate(required(ts, "a timestamp")).toISOString()
 const isoOrNull = (ts: Timestamp | undefined) => (ts === undefined ? null : timestampDate(ts).toISOString())
 

@@ -8,10 +8,18 @@ import type * as S from "../schemas.js"
  * Proto → the interface's JSON. Identity breaking its own contract (a required message or
  * timestamp missing) is a bug, not a client error: it throws, and the edge answers 500.
  */
-const required = <A>(value: A | undefined, what: string): A => {
-  if (value === undefined) throw new Error(`identity response is missing ${what}`)
-  return value
-}
+/**
+ * A message field proto3 makes optional but a unit always sets. Missing means the unit broke its
+ * contract: a defect (500, logged), never a client error.
+ */
+export const requiredFrom =
+  (unit: string) =>
+  <A>(value: A | undefined, what: string): A => {
+    if (value === undefined) throw new Error(`${unit} response is missing ${what}`)
+    return value
+  }
+
+const required = requiredFrom("identity")
 
 const iso = (ts: Timestamp | undefined, what = "a timestamp"): string => timestampDate(required(ts, what)).toISOString()
 const isoOrNull = (ts: Timestamp | undefined): string | null => (ts === undefined ? null : timestampDate(ts).toISOString())

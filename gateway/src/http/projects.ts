@@ -5,12 +5,10 @@ import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import type * as P from "../projectSchemas.js"
+import { requiredFrom } from "./present.js"
 
 /** Identity leaving out a required message or timestamp is a bug: it throws, the edge answers 500. */
-const required = <A>(value: A | undefined, what: string): A => {
-  if (value === undefined) throw new Error(`identity response is missing ${what}`)
-  return value
-}
+const required = requiredFrom("identity")
 const iso = (ts: Timestamp | undefined) => timestampDate(required(ts, "a timestamp")).toISOString()
 
 export const project = (p: pb.Project | undefined): typeof P.Project.Type => {
