@@ -421,6 +421,50 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
       .annotate(OpenApi.Summary, "The decrypted connection_details (connectors.update)")
       .annotate(OpenApi.Description, "403 for callers who may read but not update the connector; 404 for another org's connector.")
   )
+  .add(
+    HttpApiEndpoint.post("discover", "/connectors/:connector_id/discover")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.DiscoveryStarted, { status: 202 })
+      .addError(C.DiscoveryPrerequisitesNotMet)
+      .annotate(OpenApi.Summary, "Discover the source's schema in the background (connectors.update)")
+      .annotate(
+        OpenApi.Description,
+        "202 with the operation handle (type connector_discovery, resource_id the connector) and the prerequisite checks. Prerequisites run first: the connector must be postgresql, its stored credentials must decrypt and the source must accept them; otherwise 422 {detail, prerequisites} and nothing is started. A discovery still pending or running for the connector is joined (same operation_id, joined true). The job reads every database of connection_details, reports progress per schema, writes schema_structure and bumps schema_version only when the structure changed (row estimates and sizes do not count). 403 without connectors.update; 404 for another org's connector; 503 when the work could not start (safe to retry)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("selection", "/connectors/:connector_id/selection")
+      .setPath(C.ConnectorPath)
+      .setPayload(C.SelectionRequest)
+      .addSuccess(C.Connector)
+      .annotate(OpenApi.Summary, "Choose what to index (connectors.admin: admins and owners)")
+      .annotate(
+        OpenApi.Description,
+        "Replaces the selection: selected_entity_paths as sent (trimmed, duplicates dropped), selected_schema_structure pruned to the selected tables (the whole structure for *), selection_schema_version = schema_version, selected_schema_version + 1 (so needs_reindex turns true). 400 with a string detail when nothing was discovered yet or a path is invalid or matches nothing. Foreign-key targets are not added. 403 without connectors.admin; 404 for another org's connector."
+      )
+  )
+  .add(
+    HttpApiEndpoint.put("replicaIdentityDecisions", "/connectors/:connector_id/replica-identity-decisions")
+      .setPath(C.ConnectorPath)
+      .setPayload(C.ReplicaIdentityDecisionsRequest)
+      .addSuccess(C.Connector)
+      .annotate(OpenApi.Summary, "Decide what happens to tables without a replica identity (connectors.admin)")
+      .annotate(
+        OpenApi.Description,
+        "Replaces the whole set; tables left out revert to exclude. Answers the connector with the refreshed replica_identity_preflight {tables_without_replica_identity, decisions, unresolved, pass, decisions_version}. 400 with a string detail for a key that is no discovered table without a replica identity, a value other than exclude, add_pk or replica_identity_full, or before discovery. 403 without connectors.admin; 404 for another org's connector; 409 when another write or a discovery landed meanwhile (read the connector again and retry)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("grantScript", "/connectors/:connector_id/grant-script")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.GrantScriptResponse)
+      .addError(C.GrantScriptNotAvailable)
+      .annotate(OpenApi.Summary, "The SQL that grants the connector's role what replication of the selection needs (connectors.read)")
+      .annotate(
+        OpenApi.Description,
+        "Written for the provider preflight detected (rds and aurora: rds_replication; others: the REPLICATION attribute). 422 {detail} when the connector is not PostgreSQL, discovery has not run, no schemas are selected, or no username is stored; 404 for another org's connector; 500 when the stored details cannot be decrypted."
+      )
+  )
   .middleware(Authentication)
   .annotateContext(OpenApi.annotations({ description: "Connectors: links to source databases (and code hosts)." })) {}
 

@@ -147,3 +147,65 @@ export class PreflightNotPassed extends Schema.Class<PreflightNotPassed>("Prefli
   },
   HttpApiSchema.annotations({ status: 422, description: "The preflight gate did not pass: the body carries the full report; nothing was stored" })
 ) {}
+
+// ---------------------------------------------------------------------------------------------
+// Discovery and selection.
+// ---------------------------------------------------------------------------------------------
+
+const prerequisitesText = "The checks that gate discovery, in order: service (the connector is postgresql), credentials (the stored connection details decrypt), reachable (the source accepts them)"
+
+export const DiscoveryStarted = Schema.Struct({
+  operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id} (type connector_discovery)" }),
+  resource_id: Schema.String.annotations({ description: "The connector id" }),
+  status: Schema.Literal("pending", "running").annotations({ description: "The operation's status when accepted" }),
+  type: Schema.Literal("connector_discovery"),
+  joined: Schema.Boolean.annotations({ description: "True when a discovery already pending or running for this connector was joined (same operation_id)" }),
+  prerequisites: Schema.Array(PreflightCheck).annotations({ description: `${prerequisitesText}; all passed here` }),
+  databases: Schema.Array(Schema.String).annotations({ description: "The databases the job introspects (connection_details.databases, default [database])" })
+}).annotations({ identifier: "DiscoveryStarted", description: "The operation handle plus the prerequisite payload" })
+
+/** 422 when a prerequisite of discovery fails: nothing was started, no operation exists. */
+export class DiscoveryPrerequisitesNotMet extends Schema.Class<DiscoveryPrerequisitesNotMet>("DiscoveryPrerequisitesNotMet")(
+  {
+    detail: Schema.String.annotations({ description: "Which prerequisites failed, for humans" }),
+    prerequisites: Schema.Array(PreflightCheck).annotations({ description: `${prerequisitesText}; the checks after a failed one do not run` })
+  },
+  HttpApiSchema.annotations({ status: 422, description: "A discovery prerequisite failed; no operation was started" })
+) {}
+
+const SelectedPath = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(400))
+
+export const SelectionRequest = Schema.Struct({
+  selected_paths: Schema.Array(SelectedPath).annotations({
+    description:
+      "[\"*\"] selects everything; otherwise paths of the form database.*, database.schema.* or database.schema.table (names exactly as discovered; a name containing a dot is reachable only through its parent's wildcard). Every path must match something discovered (400 otherwise, and before any discovery). Foreign-key targets are not added. At most 1000 paths."
+  })
+}).annotations({ identifier: "SelectionRequest" })
+
+// ---------------------------------------------------------------------------------------------
+// Replica-identity decisions and the grant script.
+// ---------------------------------------------------------------------------------------------
+
+export const ReplicaIdentityDecisionsRequest = Schema.Struct({
+  decisions: Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+    description:
+      "database.schema.table → exclude | add_pk | replica_identity_full, for tables of the latest discovery without a replica identity (replica_identity_preflight.tables_without_replica_identity). Replaces the whole set: tables left out are exclude. An unknown key or another value is 400.",
+    jsonSchema: { type: "object", additionalProperties: { type: "string", enum: ["exclude", "add_pk", "replica_identity_full"] } }
+  })
+}).annotations({ identifier: "ReplicaIdentityDecisionsRequest" })
+
+export const GrantScriptResponse = Schema.Struct({
+  sql: Schema.String.annotations({
+    description:
+      "A psql script (\\connect switches database) for an administrator of the source: the role with LOGIN and the provider's replication right, CONNECT and CREATE on each selected database, USAGE, SELECT and default privileges on the selected schemas, REPLICA IDENTITY FULL where decided, and the connector's publication for the selected tables that can replicate. Never a password."
+  }),
+  source_provider: Schema.String.annotations({ description: "The provider the script is written for (what preflight detected), for example vanilla or rds" }),
+  replication_username: Schema.String.annotations({ description: "The username of the connection details" }),
+  schemas_per_database: Schema.Record({ key: Schema.String, value: Schema.Array(Schema.String) }).annotations({ description: "The selected schemas, per database" })
+}).annotations({ identifier: "GrantScript" })
+
+/** 422 when there is nothing to write a grant script for yet (string detail). */
+export class GrantScriptNotAvailable extends Schema.Class<GrantScriptNotAvailable>("GrantScriptNotAvailable")(
+  { detail: Schema.String.annotations({ description: "Why: not postgresql, discovery has not run, no schemas selected, or no username" }) },
+  HttpApiSchema.annotations({ status: 422, description: "No grant script yet: the connector is not PostgreSQL, discovery has not run, no schemas are selected, or the username is missing" })
+) {}

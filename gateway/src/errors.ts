@@ -117,10 +117,12 @@ export type EnvironmentReason =
   | "INVALID_ROLE_ARN" | "AWS_ACCOUNT_MISMATCH" | "EXTERNAL_ID_MISMATCH" | "SECRET_STORE_FAILURE"
 
 /**
- * The connector unit's ConnectorService reasons. PREFLIGHT_FAILED is not here: the connectors
- * handlers answer it as 422 with the report (PreflightNotPassed) before this table is asked.
+ * The connector unit's ConnectorService reasons. PREFLIGHT_FAILED, DISCOVERY_PREREQUISITES_FAILED
+ * and GRANT_SCRIPT_PREREQUISITES_FAILED are not here: the connectors handlers answer them as 422
+ * (PreflightNotPassed, DiscoveryPrerequisitesNotMet, GrantScriptNotAvailable) before this table is asked.
  */
-export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "INVALID_CONNECTION_DETAILS" | "PRIVATE_LINK_REQUIRED"
+export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "INVALID_CONNECTION_DETAILS" | "PRIVATE_LINK_REQUIRED" | "OPERATIONS_UNAVAILABLE"
+  | "REPLICA_IDENTITY_DECISIONS_CONFLICT"
 
 export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason
 
@@ -179,7 +181,11 @@ export const statusByReason = {
   CONNECTOR_NOT_FOUND: 404,
   UNSUPPORTED_SERVICE: 400,
   INVALID_CONNECTION_DETAILS: 400,
-  PRIVATE_LINK_REQUIRED: 400
+  PRIVATE_LINK_REQUIRED: 400,
+  // The discovery operation could not be created: nothing started, safe to retry.
+  OPERATIONS_UNAVAILABLE: 503,
+  // Another decisions write or a discovery landed first: re-read and retry.
+  REPLICA_IDENTITY_DECISIONS_CONFLICT: 409
 } as const satisfies Record<UpstreamReason, HttpStatus>
 
 const isUpstreamReason = (reason: string): reason is UpstreamReason => Object.hasOwn(statusByReason, reason)

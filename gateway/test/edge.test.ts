@@ -106,7 +106,11 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["get", "/v1/connectors"],
   ["get", "/v1/connectors/{connector_id}"],
   ["put", "/v1/connectors/{connector_id}"],
-  ["get", "/v1/connectors/{connector_id}/connection-details"]
+  ["get", "/v1/connectors/{connector_id}/connection-details"],
+  ["post", "/v1/connectors/{connector_id}/discover"],
+  ["post", "/v1/connectors/{connector_id}/selection"],
+  ["put", "/v1/connectors/{connector_id}/replica-identity-decisions"],
+  ["post", "/v1/connectors/{connector_id}/grant-script"]
 ]
 
 const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email", "get /v1/billing/plans"])

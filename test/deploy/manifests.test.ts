@@ -210,10 +210,13 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "gatewa
       LOG_LEVEL: null,
       IDENTITY_URL: "http://identity:50051",
       BILLING_URL: "http://billing:50053",
+      OPERATION_URL: "http://operation:50052",
+      NATS_URL: "nats://nats:4222",
       AWS_SETUP_TEMPLATE_URL: null,
       SCION_AWS_ACCOUNT_ID: null,
       PREFLIGHT_CONNECT_TIMEOUT: "5 seconds",
       PREFLIGHT_QUERY_TIMEOUT: "10 seconds",
+      DISCOVERY_QUERY_TIMEOUT: "60 seconds",
     },
     // Master keys only ever come from a Secret.
     secretEnv: {

@@ -1,12 +1,13 @@
 /**
  * The README's start command in its embedded default: one process with embedded Postgres 18,
- * identity and the gateway. It serves sign-up at once, stops cleanly on a signal, and keeps its
- * data across restarts.
+ * identity and the gateway. It serves sign-up at once, runs a connector discovery in-process,
+ * stops cleanly on a signal, and keeps its data across restarts.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
+import { startSourceCluster } from "../support/sourceCluster.js"
 import { freePort, startUnit, waitFor, type UnitProcess } from "../support/system.js"
 
 const dataDir = mkdtempSync(join(tmpdir(), "scion-embedded-"))
@@ -67,6 +68,25 @@ describe("embedded mode", () => {
     expect((await post(`${base}/v1/projects`, { org_id: org.body.org_id, name: "web" }, signup.body.session_token)).status).toBe(201)
     const connectors = await fetch(`${base}/v1/connectors?org_id=${org.body.org_id}`, { headers: owner })
     expect({ status: connectors.status, body: await connectors.json() }).toEqual({ status: 200, body: { connectors: [] } })
+    // Discovery runs in-process too: the connector unit's outbox → the in-memory bus → its worker →
+    // the operation unit over the in-memory transport.
+    const source = await startSourceCluster({ logical: true })
+    try {
+      await source.query("create table public.things (id int primary key, name text)")
+      const connector = await post(`${base}/v1/connectors`, { org_id: org.body.org_id, service_name: "postgresql", connection_details: source.details() }, signup.body.session_token)
+      expect(connector.status, JSON.stringify(connector.body)).toBe(200)
+      const started = await post(`${base}/v1/connectors/${connector.body.connector_id}/discover`, {}, signup.body.session_token)
+      expect(started.status, JSON.stringify(started.body)).toBe(202)
+      let operation: any
+      await waitFor("the discovery to complete", async () => {
+        const response = await fetch(`${base}/v1/operations/${started.body.operation_id}?wait=5`, { headers: owner })
+        operation = await response.json()
+        return operation.status === "completed" || operation.status === "failed"
+      })
+      expect(operation).toMatchObject({ status: "completed", result: { schema_version: 1, tables: 1 } })
+    } finally {
+      await source.stop()
+    }
 
     expect(await first.stop("SIGINT")).toBe(0)
 

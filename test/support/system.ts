@@ -202,8 +202,13 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     DATABASE_URL: database.url,
     IDENTITY_URL: identityUrl,
     BILLING_URL: billingUrl,
+    OPERATION_URL: operationUrls[0] ?? "",
     SERVICE_CREDENTIAL: serviceCredential,
     SECRET_KEYS: secretKeys,
+    // Its jobs travel on the machine's NATS; a namespace of its own keeps systems from taking
+    // each other's discovery jobs.
+    NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+    CONNECTOR_BUS_NAMESPACE: `e2e_connector_${randomBytes(5).toString("hex")}`,
     ...options.env
   })
   const gateway = startUnit("gateway", "gateway/dist/main.js", {

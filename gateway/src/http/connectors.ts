@@ -22,13 +22,12 @@ const checkStatuses = {
   [pb.PreflightCheckStatus.FAIL]: "fail"
 } as const satisfies Record<pb.PreflightCheckStatus, "pass" | "warn" | "fail" | undefined>
 
+const checks = (list: ReadonlyArray<pb.PreflightCheck>): Array<typeof C.PreflightCheck.Type> =>
+  list.map((c) => ({ id: c.id, status: required(checkStatuses[c.status], "a check status"), message: c.message, remedy: c.remedy ?? null }))
+
 const report = (r: pb.PreflightReport | undefined): typeof C.PreflightReport.Type => {
   const v = required(r, "report")
-  return {
-    preflight_pass: v.preflightPass,
-    provider: v.provider,
-    checks: v.checks.map((c) => ({ id: c.id, status: required(checkStatuses[c.status], "a check status"), message: c.message, remedy: c.remedy ?? null }))
-  }
+  return { preflight_pass: v.preflightPass, provider: v.provider, checks: checks(v.checks) }
 }
 
 const byocs = { environment: "environment", self_managed: "self_managed" } as const
@@ -96,6 +95,14 @@ const answerGate = <A, B>(outcome: Either.Either<A, RpcError>, ok: (a: A) => B):
     onLeft: (e) => Effect.fail(new C.PreflightNotPassed({ detail: e.message, preflight: decodeReport(required(e.metadata.preflight_report, "preflight_report")) }))
   })
 
+const decodePrerequisites = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(C.PreflightCheck)))
+
+/** A failed discovery prerequisite arrives with the checks in the metadata: 422 with them. */
+const prerequisitesNotMet = (e: RpcError) =>
+  new C.DiscoveryPrerequisitesNotMet({ detail: e.message, prerequisites: decodePrerequisites(required(e.metadata.prerequisites, "prerequisites")) })
+
+const startedStatuses = { pending: "pending", running: "running" } as const
+
 export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers) =>
   handlers
     .handle("preflight", ({ payload }) =>
@@ -151,6 +158,67 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
     .handle("connectionDetails", ({ path }) =>
       asCaller((u) => u.connectors.getConnectionDetails({ connectorId: path.connector_id })).pipe(
         Effect.map((r) => required(r.connectionDetails, "connection_details") as Record<string, unknown>)
+      )
+    )
+    .handle("discover", ({ path }) =>
+      asCaller((u) =>
+        u.connectors.discoverConnector({ connectorId: path.connector_id }).pipe(
+          Effect.map(Either.right),
+          Effect.catchIf(
+            (e) => e.reason === "DISCOVERY_PREREQUISITES_FAILED",
+            (e) => Effect.succeed(Either.left(e))
+          )
+        )
+      ).pipe(
+        Effect.flatMap((outcome) =>
+          Either.match(outcome, {
+            onLeft: (e) => Effect.fail(prerequisitesNotMet(e)),
+            onRight: (r) =>
+              Effect.succeed({
+                operation_id: r.operationId,
+                resource_id: r.resourceId,
+                status: required(startedStatuses[r.status as keyof typeof startedStatuses], "a known status"),
+                type: "connector_discovery" as const,
+                joined: r.joined,
+                prerequisites: checks(r.prerequisites),
+                databases: r.databases
+              })
+          })
+        )
+      )
+    )
+    .handle("replicaIdentityDecisions", ({ path, payload }) =>
+      asCaller((u) => u.connectors.setReplicaIdentityDecisions({ connectorId: path.connector_id, decisions: payload.decisions as JsonObject })).pipe(
+        Effect.map((r) => connector(r.connector))
+      )
+    )
+    .handle("grantScript", ({ path }) =>
+      asCaller((u) =>
+        u.connectors.getGrantScript({ connectorId: path.connector_id }).pipe(
+          Effect.map(Either.right),
+          Effect.catchIf(
+            (e) => e.reason === "GRANT_SCRIPT_PREREQUISITES_FAILED",
+            (e) => Effect.succeed(Either.left(e))
+          )
+        )
+      ).pipe(
+        Effect.flatMap((outcome) =>
+          Either.match(outcome, {
+            onLeft: (e) => Effect.fail(new C.GrantScriptNotAvailable({ detail: e.message })),
+            onRight: (r) =>
+              Effect.succeed({
+                sql: r.sql,
+                source_provider: r.sourceProvider,
+                replication_username: r.replicationUsername,
+                schemas_per_database: Object.fromEntries(Object.entries(r.schemasPerDatabase).map(([db, names]) => [db, names.names]))
+              })
+          })
+        )
+      )
+    )
+    .handle("selection", ({ path, payload }) =>
+      asCaller((u) => u.connectors.setSelection({ connectorId: path.connector_id, selectedPaths: [...payload.selected_paths] })).pipe(
+        Effect.map((r) => connector(r.connector))
       )
     )
 )

@@ -1,11 +1,13 @@
 import type { Transport } from "@connectrpc/connect"
 import type { SqlClient } from "@effect/sql"
-import { type PrincipalVerifier, ServiceIdentity, unitDatabase } from "@scion/kit"
-import { Layer } from "effect"
+import { type Bus, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, ServiceIdentity, unitDatabase } from "@scion/kit"
+import { Duration, Layer } from "effect"
 import { CloudAccounts } from "./CloudAccounts.js"
 import { Connectors } from "./connectors/Connectors.js"
 import { ConnectorsRepo } from "./connectors/ConnectorsRepo.js"
+import { Discovery, DiscoveryOperations, discoveryJob } from "./connectors/Discovery.js"
 import { SourceProbe } from "./connectors/Preflight.js"
+import { SourceIntrospector } from "./connectors/SchemaIntrospection.js"
 import { Entitlements } from "./Entitlements.js"
 import { Environments } from "./Environments.js"
 import { EnvironmentsRepo } from "./EnvironmentsRepo.js"
@@ -16,48 +18,71 @@ import { SecretStore } from "./secrets/SecretStore.js"
 export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations: new URL("../migrations/", import.meta.url) })
 
 /**
- * The connector services given an access policy, plan limits, a cloud adapter, a secret store
- * and a source probe. Domain tests provide fakes of the first two and real ones of the rest here.
+ * The connector services given an access policy, plan limits, a cloud adapter, a secret store,
+ * a source probe and the operations discovery starts. Domain tests provide fakes of the first two
+ * and of the operations, and real ones of the rest here.
  */
 export const ConnectorServices: Layer.Layer<
-  Environments | EnvironmentsRepo | Connectors | ConnectorsRepo | SqlClient.SqlClient,
+  Environments | EnvironmentsRepo | Connectors | ConnectorsRepo | Discovery | SqlClient.SqlClient,
   never,
-  OrgAccess | Entitlements | CloudAccounts | SecretStore | SourceProbe
-> = Layer.merge(Environments.Default, Connectors.Default).pipe(
+  OrgAccess | Entitlements | CloudAccounts | SecretStore | SourceProbe | DiscoveryOperations
+> = Discovery.Default.pipe(
+  Layer.provideMerge(Layer.merge(Environments.Default, Connectors.Default)),
   Layer.provideMerge(Layer.merge(EnvironmentsRepo.Default, ConnectorsRepo.Default)),
   Layer.provideMerge(ConnectorDatabase)
 )
+
+/**
+ * The unit's background work: the relay publishing its outbox and the discovery worker consuming
+ * `jobs.connector.discovery` (ARCHITECTURE.md, "Asynchronous work").
+ */
+export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duration.DurationInput } = {}) =>
+  Layer.merge(
+    JobWorker.layer({ ...discoveryJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
+    OutboxRelay.layer(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {})
+  )
 
 /** A failed SecretStore configuration stops the unit at start: it cannot store secrets without keys. */
 const Secrets = SecretStore.layerConfig.pipe(Layer.orDie)
 
 /**
- * The connector unit, given a client of identity and the transports to identity (for its service
- * principal) and billing: production uses `connectorLiveConfig`; the embedded mode in-memory
- * transports. Provides what connectorRoutes needs.
+ * The connector unit, given a client of identity, a bus and the transports to identity (for its
+ * service principal), billing and the operation unit: production uses HTTP/2 gRPC and NATS; the
+ * embedded mode in-memory transports and bus. Provides what connectorRoutes needs and runs the
+ * unit's workers for the life of the layer.
  */
 export const connectorLive = (transports: {
   readonly identity: Transport
   readonly billing: Transport
-}): Layer.Layer<Environments | Connectors | PrincipalVerifier, never, IdentityClient> =>
-  Layer.merge(
-    ConnectorServices.pipe(
-      Layer.provide(
-        Layer.mergeAll(
-          OrgAccess.live,
-          Entitlements.billing(transports.billing).pipe(Layer.provide(ServiceIdentity.layer("connector", transports.identity))),
-          CloudAccounts.layerConfig,
-          Secrets,
-          SourceProbe.layerConfig
-        )
+  readonly operation: Transport
+}): Layer.Layer<Environments | Connectors | Discovery | PrincipalVerifier, never, IdentityClient | Bus> => {
+  const service = ServiceIdentity.layer("connector", transports.identity)
+  const operations = Layer.merge(service, OperationClient.fromTransport(transports.operation))
+  const services = ConnectorServices.pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        OrgAccess.live,
+        Entitlements.billing(transports.billing).pipe(Layer.provide(service)),
+        CloudAccounts.layerConfig,
+        Secrets,
+        SourceProbe.layerConfig,
+        DiscoveryOperations.live.pipe(Layer.provide(operations))
       )
-    ),
-    VerifierFromIdentity
+    )
   )
+  return Layer.merge(ConnectorWorkers().pipe(Layer.provide(Layer.merge(operations, SourceIntrospector.layerConfig))), VerifierFromIdentity).pipe(
+    Layer.provideMerge(services)
+  )
+}
 
 export { connectorRoutes } from "./rpc/routes.js"
 export { categoryOf, GithubDetails, isSupportedService, PostgresDetails, validateDetails, type ValidDetails } from "./connectors/ConnectionDetails.js"
 export { Connectors, connectorSecretAad, type ConnectorView } from "./connectors/Connectors.js"
+export { Discovery, DISCOVERY_JOB, discoveryJob, DiscoveryOperations, DiscoveryPayload, type DiscoveryStarted, type StartedStatus } from "./connectors/Discovery.js"
+export * from "./connectors/SchemaIntrospection.js"
+export { MAX_SELECTED_PATHS, resolveSelection } from "./connectors/Selection.js"
+export { applyDecisions, DECISIONS, type Decision, preflightAfterDiscovery, type ReplicaIdentityPreflight } from "./connectors/ReplicaIdentity.js"
+export { type GrantScript, grantScript, publicationName, quoteIdent } from "./connectors/GrantScript.js"
 export { CONNECTION_DETAILS, ConnectorsRepo } from "./connectors/ConnectorsRepo.js"
 export { detectProvider, type PreflightCheck, type PreflightReport, type ProbeOutcome, type ProviderMarkers, reportOf, type SourceFacts, SourceProbe } from "./connectors/Preflight.js"
 export { CloudAccounts, parseRoleArn, type RoleCheck, type SetupLinkInput } from "./CloudAccounts.js"

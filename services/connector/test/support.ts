@@ -1,11 +1,12 @@
 import type { Principal as PrincipalType } from "@scion/kit"
 import { Principal } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
-import { Effect, Either, Layer, Logger, LogLevel } from "effect"
+import { Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import {
   CloudAccounts,
   type ConnectorPermission,
   ConnectorServices,
+  DiscoveryOperations,
   Entitlements,
   type EnvironmentPermission,
   generateSecretKey,
@@ -15,7 +16,8 @@ import {
   PermissionDenied,
   PlanLimitReached,
   SecretStore,
-  SourceProbe
+  SourceProbe,
+  type StartedStatus
 } from "../src/index.js"
 
 /** Roles as identity's table has them, for environments and connectors. */
@@ -61,6 +63,16 @@ const FakeEntitlements = Layer.succeed(
   })
 )
 
+/** Operations discovery created, by id, with a status tests move on (the operation unit's stand-in). */
+export const operations = new Map<string, { orgId: string; connectorId: string; status: StartedStatus }>()
+const FakeOperations = Layer.succeed(
+  DiscoveryOperations,
+  DiscoveryOperations.of({
+    create: ({ id, orgId, connectorId }) => Effect.sync(() => void operations.set(id, { orgId, connectorId, status: "pending" })),
+    status: (id) => Effect.sync(() => Option.map(Option.fromNullable(operations.get(id)), (o) => o.status))
+  })
+)
+
 export const testKeys = `t1:${generateSecretKey("t1").split(":")[1]}`
 const Secrets = Layer.effect(SecretStore, SecretStore.make(Either.getOrThrow(parseSecretKeys(testKeys)), "t1")).pipe(Layer.orDie)
 
@@ -73,6 +85,7 @@ export const connectorTestLayer = () =>
           Layer.mergeAll(
             FakeOrgAccess,
             FakeEntitlements,
+            FakeOperations,
             Secrets,
             CloudAccounts.offline({ templateUrl: "https://example.com/role.yaml", scionAwsAccountId: "111122223333" }),
             // Short timeouts: unreachable sources in tests should fail fast.

@@ -68,8 +68,9 @@ const UnitsLive = Layer.unwrapEffect(
         const billingUnit = yield* Layer.build(BillingLive.pipe(Layer.provide(BillingIdentityClient.fromTransport(identity))))
         const billing = inMemory(yield* Effect.provide(billingRoutes, billingUnit))
         billingForIdentity.set(billing)
-        // The connector unit (environments) asks identity and billing over the same transports.
-        const connectorUnit = yield* Layer.build(connectorLive({ identity, billing }).pipe(Layer.provide(ConnectorIdentityClient.fromTransport(identity))))
+        // The connector unit asks identity, billing and the operation unit over the same
+        // transports; its discovery jobs travel on the shared in-memory bus.
+        const connectorUnit = yield* Layer.build(connectorLive({ identity, billing, operation }).pipe(Layer.provide(ConnectorIdentityClient.fromTransport(identity))))
         const connector = inMemory(yield* Effect.provide(connectorRoutes, connectorUnit))
         return Upstreams.fromTransport({ identity, operation, billing, connector })
       })

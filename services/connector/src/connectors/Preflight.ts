@@ -195,7 +195,7 @@ const NO_IDENTITY_SQL = `
   order by 1 limit 1000`
 
 /** TLS settings for node-postgres by sslmode; `prefer` tries TLS first (see probe). */
-const tlsFor = (sslmode: PostgresDetails["sslmode"]): false | ConnectionOptions => {
+export const tlsFor = (sslmode: PostgresDetails["sslmode"]): false | ConnectionOptions => {
   switch (sslmode) {
     case "disable":
       return false
@@ -219,7 +219,7 @@ interface PgError {
 }
 
 /** A message safe to show: node-postgres never puts the password in one, but a URL might. */
-const reasonOf = (error: unknown): string => {
+export const reasonOf = (error: unknown): string => {
   const e = error as PgError
   const message = (e?.message ?? String(error)).replace(/postgres(ql)?:\/\/[^\s]+/g, "<connection string>")
   return e?.code !== undefined && /^[A-Z0-9]{5}$/.test(e.code) ? `${message} (SQLSTATE ${e.code})` : message

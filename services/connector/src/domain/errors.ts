@@ -148,6 +148,40 @@ export class PreflightFailed extends Schema.TaggedError<PreflightFailed>()("Pref
   }
 }
 
+/**
+ * Discovery cannot start: the connector is not PostgreSQL, its credentials are missing or cannot
+ * be decrypted, or the source refuses them. The checks travel with the error; nothing was started.
+ */
+export class DiscoveryPrerequisitesFailed extends Schema.TaggedError<DiscoveryPrerequisitesFailed>()("DiscoveryPrerequisitesFailed", {
+  checks: Schema.Array(PreflightCheckSchema)
+}) {
+  override get message() {
+    const failed = this.checks.filter((c) => c.status === "fail").map((c) => c.id)
+    return `Discovery prerequisites failed (${failed.join(", ")}); nothing was started`
+  }
+}
+
+/** The operation unit could not create or read an operation: the work did not start; safe to retry. */
+export class OperationsUnavailable extends Schema.TaggedError<OperationsUnavailable>()("OperationsUnavailable", { cause: Schema.String }) {
+  override get message() {
+    return "The work could not be started right now; retry shortly"
+  }
+}
+
+/** Another replica-identity decisions write (or a discovery) landed first: re-read and retry. */
+export class DecisionsConflict extends Schema.TaggedError<DecisionsConflict>()("DecisionsConflict", { connectorId: Schema.String }) {
+  override get message() {
+    return `The replica-identity decisions of connector ${this.connectorId} changed while this write was made; read the connector again and retry`
+  }
+}
+
+/** The grant script cannot be written yet: not PostgreSQL, nothing discovered or selected, no username. */
+export class GrantScriptUnavailable extends Schema.TaggedError<GrantScriptUnavailable>()("GrantScriptUnavailable", { reason: Schema.String }) {
+  override get message() {
+    return `No grant script: ${this.reason}`
+  }
+}
+
 export type ConnectorError =
   | Unauthenticated
   | NotAMember
@@ -168,6 +202,10 @@ export type ConnectorError =
   | InvalidConnectionDetails
   | PrivateLinkRequired
   | PreflightFailed
+  | DiscoveryPrerequisitesFailed
+  | OperationsUnavailable
+  | DecisionsConflict
+  | GrantScriptUnavailable
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
@@ -198,7 +236,16 @@ export const wireErrors = {
   InvalidConnectionDetails: { code: Code.InvalidArgument, reason: "INVALID_CONNECTION_DETAILS", metadata: (e) => ({ service_name: e.serviceName }) },
   PrivateLinkRequired: { code: Code.InvalidArgument, reason: "PRIVATE_LINK_REQUIRED", metadata: (e) => ({ environment_id: e.environmentId }) },
   // The report rides as JSON in the ErrorInfo metadata: the gateway answers it as the 422 body.
-  PreflightFailed: { code: Code.FailedPrecondition, reason: "PREFLIGHT_FAILED", metadata: (e) => ({ preflight_report: JSON.stringify(e.report) }) }
+  PreflightFailed: { code: Code.FailedPrecondition, reason: "PREFLIGHT_FAILED", metadata: (e) => ({ preflight_report: JSON.stringify(e.report) }) },
+  // The checks ride as JSON in the ErrorInfo metadata: the gateway answers them in the 422 body.
+  DiscoveryPrerequisitesFailed: {
+    code: Code.FailedPrecondition,
+    reason: "DISCOVERY_PREREQUISITES_FAILED",
+    metadata: (e) => ({ prerequisites: JSON.stringify(e.checks) })
+  },
+  OperationsUnavailable: { code: Code.Unavailable, reason: "OPERATIONS_UNAVAILABLE" },
+  DecisionsConflict: { code: Code.Aborted, reason: "REPLICA_IDENTITY_DECISIONS_CONFLICT", metadata: (e) => ({ connector_id: e.connectorId }) },
+  GrantScriptUnavailable: { code: Code.FailedPrecondition, reason: "GRANT_SCRIPT_PREREQUISITES_FAILED" }
 } satisfies WireTable<ConnectorError>
 
 export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

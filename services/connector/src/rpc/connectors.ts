@@ -9,6 +9,7 @@ import {
 } from "@scion/proto/scion/connector/v1/connector_pb"
 import { Effect, Option, Redacted } from "effect"
 import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
+import { Discovery } from "../connectors/Discovery.js"
 import type { CheckStatus, PreflightReport } from "../connectors/Preflight.js"
 import { type ConnectorError, toWireError, Unauthenticated } from "../domain/errors.js"
 
@@ -71,6 +72,7 @@ export const connectorToProto = ({ connector: c, access }: ConnectorView, withSc
 /** ConnectorService as Connect routes over the Connectors service. Details are Redacted on arrival. */
 export const connectorServiceRoutes = Effect.gen(function* () {
   const connectors = yield* Connectors
+  const discovery = yield* Discovery
   return yield* effectService<typeof ConnectorService, ConnectorError, Caller>(
     ConnectorService,
     {
@@ -116,7 +118,32 @@ export const connectorServiceRoutes = Effect.gen(function* () {
           return { connector: connectorToProto(view, true) }
         }),
       getConnectionDetails: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => connectors.connectionDetails(p, req.connectorId)), (details) => ({ connectionDetails: details as JsonObject }))
+        Effect.map(Effect.flatMap(caller, (p) => connectors.connectionDetails(p, req.connectorId)), (details) => ({ connectionDetails: details as JsonObject })),
+      discoverConnector: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => discovery.discover(p, req.connectorId)), (started) => ({
+          operationId: started.operationId,
+          resourceId: started.connectorId,
+          status: started.status,
+          type: "connector_discovery",
+          joined: started.joined,
+          prerequisites: reportToProto({ preflight_pass: true, provider: "", checks: started.prerequisites }).checks ?? [],
+          databases: [...started.databases]
+        })),
+      setSelection: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => discovery.select(p, { connectorId: req.connectorId, selectedPaths: req.selectedPaths })), (view) => ({
+          connector: connectorToProto(view, true)
+        })),
+      setReplicaIdentityDecisions: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => discovery.decide(p, { connectorId: req.connectorId, decisions: req.decisions ?? {} })), (view) => ({
+          connector: connectorToProto(view, true)
+        })),
+      getGrantScript: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => discovery.grantScript(p, req.connectorId)), (script) => ({
+          sql: script.sql,
+          sourceProvider: script.sourceProvider,
+          replicationUsername: script.replicationUsername,
+          schemasPerDatabase: Object.fromEntries(Object.entries(script.schemasPerDatabase).map(([db, names]) => [db, { names: [...names] }]))
+        }))
     },
     toWireError
   )

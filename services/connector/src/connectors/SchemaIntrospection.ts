@@ -1,0 +1,302 @@
+import { createHash } from "node:crypto"
+import type { ConnectionOptions } from "node:tls"
+import pg from "pg"
+import { Config, Context, Duration, Effect, Layer, Schema, type Scope } from "effect"
+import type { PostgresDetails } from "./ConnectionDetails.js"
+import { reasonOf, tlsFor } from "./Preflight.js"
+
+// ---------------------------------------------------------------------------------------------
+// schema_structure: what discovery writes (services/connector/README.md, "schema_structure").
+// ---------------------------------------------------------------------------------------------
+
+export type ReplicaIdentity = "default" | "full" | "index" | "nothing"
+
+export interface DiscoveredColumn {
+  readonly name: string
+  /** format_type(): `integer`, `character varying(20)`, `sales.order_status`, … */
+  readonly type: string
+  readonly nullable: boolean
+  /** The default expression as Postgres prints it, or null. */
+  readonly default: string | null
+  /** `always` / `by_default` for identity columns, else null. */
+  readonly identity: "always" | "by_default" | null
+  /** The labels when the type is an enum, else null. */
+  readonly enum_values: ReadonlyArray<string> | null
+}
+
+export interface DiscoveredTable {
+  readonly name: string
+  /** `database.schema.table`: the key selections and replica-identity decisions use. */
+  readonly path: string
+  readonly kind: "table" | "partitioned_table"
+  readonly columns: ReadonlyArray<DiscoveredColumn>
+  readonly primary_key: ReadonlyArray<string> | null
+  readonly unique_keys: ReadonlyArray<{ readonly name: string; readonly columns: ReadonlyArray<string> }>
+  readonly foreign_keys: ReadonlyArray<{
+    readonly name: string
+    readonly columns: ReadonlyArray<string>
+    readonly references: { readonly schema: string; readonly table: string; readonly columns: ReadonlyArray<string> }
+  }>
+  readonly replica_identity: ReplicaIdentity
+  /** The index named by REPLICA IDENTITY USING INDEX, else null. */
+  readonly replica_identity_index: string | null
+  /** Whether logical replication can carry updates and deletes: full, index, or default with a primary key. */
+  readonly has_replica_identity: boolean
+  /** pg_class.reltuples; null when never analyzed. Not part of the version hash. */
+  readonly estimated_rows: number | null
+  /** pg_total_relation_size (table, indexes, TOAST). Not part of the version hash. */
+  readonly size_bytes: number
+}
+
+export interface DiscoveredSchema {
+  readonly name: string
+  readonly tables: ReadonlyArray<DiscoveredTable>
+}
+
+export interface DiscoveredDatabase {
+  readonly name: string
+  readonly schemas: ReadonlyArray<DiscoveredSchema>
+}
+
+export interface SchemaStructure {
+  readonly format: 1
+  readonly databases: ReadonlyArray<DiscoveredDatabase>
+  readonly totals: { readonly databases: number; readonly schemas: number; readonly tables: number; readonly columns: number }
+}
+
+export const structureOf = (databases: ReadonlyArray<DiscoveredDatabase>): SchemaStructure => {
+  const schemas = databases.flatMap((d) => d.schemas)
+  const tables = schemas.flatMap((s) => s.tables)
+  return {
+    format: 1,
+    databases,
+    totals: { databases: databases.length, schemas: schemas.length, tables: tables.length, columns: tables.reduce((n, t) => n + t.columns.length, 0) }
+  }
+}
+
+/**
+ * A stable digest of the structure: row estimates and sizes move with every write on the source,
+ * so they are left out; everything else is in catalog order (collation "C"), so equal catalogs
+ * give equal hashes.
+ */
+export const structureHash = (structure: SchemaStructure): string =>
+  createHash("sha256")
+    .update(JSON.stringify(structure, (key, value) => (key === "estimated_rows" || key === "size_bytes" ? undefined : value)))
+    .digest("hex")
+
+/** Every table of the structure, in order. */
+export const tablesOf = (structure: SchemaStructure): ReadonlyArray<DiscoveredTable> =>
+  structure.databases.flatMap((d) => d.schemas.flatMap((s) => s.tables))
+
+/** What is stored as jsonb decoded back: discovery wrote it, so only the format is checked. */
+export const isStructure = (value: unknown): value is SchemaStructure =>
+  typeof value === "object" && value !== null && (value as { format?: unknown }).format === 1 && Array.isArray((value as { databases?: unknown }).databases)
+
+// ---------------------------------------------------------------------------------------------
+// Reading a source's catalog.
+// ---------------------------------------------------------------------------------------------
+
+/** The source could not be reached or read; the reason is safe to show (no credentials). */
+export class SourceUnavailable extends Schema.TaggedError<SourceUnavailable>()("SourceUnavailable", { database: Schema.String, reason: Schema.String }) {
+  override get message() {
+    return `Database ${this.database} could not be read: ${this.reason}`
+  }
+}
+
+const SYSTEM_SCHEMAS = `n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg\\_toast%' and n.nspname not like 'pg\\_temp\\_%'`
+
+const SCHEMAS_SQL = `select n.nspname as name from pg_namespace n where ${SYSTEM_SCHEMAS} order by n.nspname collate "C"`
+
+// Ordinary and partitioned tables; partitions are reached through their parent.
+const TABLES_SQL = `
+select c.relname as name, c.relkind::text as kind, c.relreplident::text as replident,
+       c.reltuples::float8 as reltuples, pg_total_relation_size(c.oid)::float8 as size,
+       (select ic.relname from pg_index i join pg_class ic on ic.oid = i.indexrelid where i.indrelid = c.oid and i.indisreplident limit 1) as replident_index
+from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where n.nspname = $1 and c.relkind in ('r', 'p') and not c.relispartition
+order by c.relname collate "C"`
+
+const COLUMNS_SQL = `
+select c.relname as table_name, a.attname as name, format_type(a.atttypid, a.atttypmod) as type, not a.attnotnull as nullable,
+       pg_get_expr(d.adbin, d.adrelid) as default_expr, a.attidentity::text as identity,
+       case when t.typtype = 'e' then array(select e.enumlabel::text from pg_enum e where e.enumtypid = t.oid order by e.enumsortorder) end as enum_values
+from pg_attribute a
+join pg_class c on c.oid = a.attrelid
+join pg_namespace n on n.oid = c.relnamespace
+join pg_type t on t.oid = a.atttypid
+left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+where n.nspname = $1 and c.relkind in ('r', 'p') and not c.relispartition and a.attnum > 0 and not a.attisdropped
+order by c.relname collate "C", a.attnum`
+
+const CONSTRAINTS_SQL = `
+select c.relname as table_name, con.conname as name, con.contype::text as kind,
+       array(select a.attname::text from unnest(con.conkey) with ordinality k(attnum, ord)
+             join pg_attribute a on a.attrelid = con.conrelid and a.attnum = k.attnum order by k.ord) as columns,
+       fn.nspname as ref_schema, fc.relname as ref_table,
+       array(select a.attname::text from unnest(con.confkey) with ordinality k(attnum, ord)
+             join pg_attribute a on a.attrelid = con.confrelid and a.attnum = k.attnum order by k.ord) as ref_columns
+from pg_constraint con
+join pg_class c on c.oid = con.conrelid
+join pg_namespace n on n.oid = c.relnamespace
+left join pg_class fc on fc.oid = con.confrelid
+left join pg_namespace fn on fn.oid = fc.relnamespace
+where n.nspname = $1 and con.contype in ('p', 'u', 'f') and c.relkind in ('r', 'p') and not c.relispartition
+order by c.relname collate "C", con.conname collate "C"`
+
+interface TableRow {
+  readonly name: string
+  readonly kind: string
+  readonly replident: string
+  readonly reltuples: number
+  readonly size: number
+  readonly replident_index: string | null
+}
+interface ColumnRow {
+  readonly table_name: string
+  readonly name: string
+  readonly type: string
+  readonly nullable: boolean
+  readonly default_expr: string | null
+  readonly identity: string
+  readonly enum_values: ReadonlyArray<string> | null
+}
+interface ConstraintRow {
+  readonly table_name: string
+  readonly name: string
+  readonly kind: string
+  readonly columns: ReadonlyArray<string>
+  readonly ref_schema: string | null
+  readonly ref_table: string | null
+  readonly ref_columns: ReadonlyArray<string>
+}
+
+const replicaIdentities: Record<string, ReplicaIdentity> = { d: "default", f: "full", i: "index", n: "nothing" }
+
+/** The rows of one schema as the structure's tables (pure). */
+export const tablesFromRows = (
+  database: string,
+  schema: string,
+  rows: { readonly tables: ReadonlyArray<TableRow>; readonly columns: ReadonlyArray<ColumnRow>; readonly constraints: ReadonlyArray<ConstraintRow> }
+): ReadonlyArray<DiscoveredTable> =>
+  rows.tables.map((t) => {
+    const constraints = rows.constraints.filter((c) => c.table_name === t.name)
+    const primary = constraints.find((c) => c.kind === "p")
+    const replicaIdentity = replicaIdentities[t.replident] ?? "default"
+    return {
+      name: t.name,
+      path: `${database}.${schema}.${t.name}`,
+      kind: t.kind === "p" ? "partitioned_table" : "table",
+      columns: rows.columns
+        .filter((c) => c.table_name === t.name)
+        .map((c) => ({
+          name: c.name,
+          type: c.type,
+          nullable: c.nullable,
+          default: c.default_expr,
+          identity: c.identity === "a" ? "always" : c.identity === "d" ? "by_default" : null,
+          enum_values: c.enum_values
+        })),
+      primary_key: primary === undefined ? null : primary.columns,
+      unique_keys: constraints.filter((c) => c.kind === "u").map((c) => ({ name: c.name, columns: c.columns })),
+      foreign_keys: constraints
+        .filter((c) => c.kind === "f")
+        .map((c) => ({ name: c.name, columns: c.columns, references: { schema: c.ref_schema ?? "", table: c.ref_table ?? "", columns: c.ref_columns } })),
+      replica_identity: replicaIdentity,
+      replica_identity_index: t.replident_index,
+      has_replica_identity: replicaIdentity === "full" || replicaIdentity === "index" || (replicaIdentity === "default" && primary !== undefined),
+      estimated_rows: t.reltuples < 0 ? null : Math.round(t.reltuples),
+      size_bytes: Math.round(t.size)
+    }
+  })
+
+/** An open, read-only session on one source database. */
+export interface SourceSession {
+  readonly database: string
+  readonly schemas: Effect.Effect<ReadonlyArray<string>, SourceUnavailable>
+  readonly readSchema: (schema: string) => Effect.Effect<DiscoveredSchema, SourceUnavailable>
+}
+
+/**
+ * Reads a PostgreSQL source's catalog: one connection per database, acquired and released in the
+ * caller's scope, read-only, with connect and statement timeouts. The password is used for the
+ * login only and never appears in an error.
+ */
+export class SourceIntrospector extends Context.Tag("@scion/connector/SourceIntrospector")<
+  SourceIntrospector,
+  { readonly open: (details: PostgresDetails, password: string) => Effect.Effect<SourceSession, SourceUnavailable, Scope.Scope> }
+>() {
+  static make(options: { readonly connectTimeout: Duration.DurationInput; readonly queryTimeout: Duration.DurationInput }): Context.Tag.Service<SourceIntrospector> {
+    const connectMillis = Duration.toMillis(options.connectTimeout)
+    const queryMillis = Duration.toMillis(options.queryTimeout)
+
+    const connect = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions) =>
+      Effect.acquireRelease(
+        Effect.tryPromise({
+          try: async () => {
+            const client = new pg.Client({
+              host: details.host,
+              port: details.port,
+              database: details.database,
+              user: details.username,
+              password,
+              ssl,
+              connectionTimeoutMillis: connectMillis,
+              query_timeout: queryMillis,
+              statement_timeout: queryMillis,
+              application_name: "scion-discovery"
+            })
+            // A socket error after connect must not become an uncaught exception.
+            client.on("error", () => {})
+            try {
+              await client.connect()
+              await client.query("set session characteristics as transaction read only")
+            } catch (error) {
+              await client.end().catch(() => {})
+              throw error
+            }
+            return client
+          },
+          catch: (error) => error
+        }),
+        (client) => Effect.promise(() => client.end().catch(() => {}))
+      )
+
+    const open = (details: PostgresDetails, password: string) =>
+      connect(details, password, tlsFor(details.sslmode)).pipe(
+        // sslmode=prefer falls back to a plain connection when the server has no TLS (libpq does the same).
+        Effect.catchAll((error) =>
+          details.sslmode === "prefer" && /does not support SSL/i.test((error as { message?: string })?.message ?? "") ? connect(details, password, false) : Effect.fail(error)
+        ),
+        Effect.mapError((error) => new SourceUnavailable({ database: details.database, reason: reasonOf(error) })),
+        Effect.map((client): SourceSession => {
+          const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
+            Effect.tryPromise({
+              try: () => client.query<R>(text, [...values]).then((r) => r.rows),
+              catch: (error) => new SourceUnavailable({ database: details.database, reason: reasonOf(error) })
+            })
+          return {
+            database: details.database,
+            schemas: Effect.map(query<{ name: string }>(SCHEMAS_SQL), (rows) => rows.map((r) => r.name)),
+            readSchema: (schema) =>
+              Effect.map(
+                Effect.all({ tables: query<TableRow>(TABLES_SQL, [schema]), columns: query<ColumnRow>(COLUMNS_SQL, [schema]), constraints: query<ConstraintRow>(CONSTRAINTS_SQL, [schema]) }),
+                (rows) => ({ name: schema, tables: tablesFromRows(details.database, schema, rows) })
+              ).pipe(Effect.withSpan("SourceIntrospector.readSchema", { attributes: { database: details.database, schema } }))
+          }
+        }),
+        Effect.withSpan("SourceIntrospector.open", { attributes: { host: details.host, port: details.port, database: details.database } })
+      )
+
+    return SourceIntrospector.of({ open })
+  }
+
+  /** The preflight timeouts (PREFLIGHT_CONNECT_TIMEOUT, default 5 s) and DISCOVERY_QUERY_TIMEOUT (default 60 s). */
+  static readonly layerConfig: Layer.Layer<SourceIntrospector> = Layer.effect(
+    SourceIntrospector,
+    Effect.gen(function* () {
+      const connectTimeout = yield* Config.duration("PREFLIGHT_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5)))
+      const queryTimeout = yield* Config.duration("DISCOVERY_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(60)))
+      return SourceIntrospector.make({ connectTimeout, queryTimeout })
+    }).pipe(Effect.orDie)
+  )
+}
