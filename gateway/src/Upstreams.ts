@@ -1,5 +1,5 @@
 import type { Transport } from "@connectrpc/connect"
-import { grpcTransport, makeEffectClient, type EffectClient } from "@scion/kit"
+import { unitTransport, makeEffectClient, type EffectClient } from "@scion/kit"
 import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
 import { BillingService } from "@scion/proto/scion/billing/v1/billing_pb"
 import { ConnectorService } from "@scion/proto/scion/connector/v1/connector_pb"
@@ -59,10 +59,10 @@ export class Upstreams extends Context.Tag("@scion/gateway/Upstreams")<
       const billingUrl = yield* Config.string("BILLING_URL").pipe(Config.withDefault("http://127.0.0.1:50053"))
       const connectorUrl = yield* Config.string("CONNECTOR_URL").pipe(Config.withDefault("http://127.0.0.1:50054"))
       return Upstreams.fromTransport({
-        identity: yield* grpcTransport(identityUrl),
-        operation: yield* grpcTransport(operationUrl),
-        billing: yield* grpcTransport(billingUrl),
-        connector: yield* grpcTransport(connectorUrl)
+        identity: yield* unitTransport(identityUrl),
+        operation: yield* unitTransport(operationUrl),
+        billing: yield* unitTransport(billingUrl),
+        connector: yield* unitTransport(connectorUrl)
       })
     }).pipe(Effect.orDie)
   )

@@ -15,7 +15,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { performance } from "node:perf_hooks"
 import { createClient } from "@connectrpc/connect"
-import { createGrpcTransport } from "@connectrpc/connect-node"
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node"
 import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
 import { OperationService, OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import pg from "pg"
@@ -95,7 +95,13 @@ try {
 
   const auth = createClient(AuthService, createGrpcTransport({ baseUrl: identityUrl }))
   await waitFor(async () => (await auth.issueServiceToken({ serviceName: "bench", credential })).principalToken !== "", "identity")
-  const operations = createClient(OperationService, createGrpcTransport({ baseUrl: operationUrl }))
+  // Workers reach the operation unit the way units call each other (UNIT_RPC_PROTOCOL).
+  const operations = createClient(
+    OperationService,
+    process.env.UNIT_RPC_PROTOCOL === "connect"
+      ? createConnectTransport({ baseUrl: operationUrl, httpVersion: "2", useBinaryFormat: true })
+      : createGrpcTransport({ baseUrl: operationUrl })
+  )
   let principal = ""
   let principalRenewAt = 0
   const headers = async () => {

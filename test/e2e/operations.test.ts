@@ -49,7 +49,9 @@ describe("operations through the gateway, two operation replicas", () => {
   let replica2: Client<typeof OperationService>
 
   beforeAll(async () => {
-    scion = await startScion({ operationReplicas: 2 })
+    // Units call each other with the Connect protocol here (UNIT_RPC_PROTOCOL); every other
+    // system uses the default, gRPC. Both must behave the same.
+    scion = await startScion({ operationReplicas: 2, env: { UNIT_RPC_PROTOCOL: "connect" } })
     alice = await actor(scion, "alice")
     bob = await actor(scion, "bob")
     replica1 = client(OperationService, scion.operationUrls[0]!)

@@ -1,5 +1,5 @@
 import type { Transport } from "@connectrpc/connect"
-import { asService, grpcTransport, makeEffectClient, type ServiceIdentity } from "@scion/kit"
+import { asService, unitTransport, makeEffectClient, type ServiceIdentity } from "@scion/kit"
 import { BillingService, Resource } from "@scion/proto/scion/billing/v1/billing_pb"
 import { Config, Context, Effect, Layer } from "effect"
 import { BillingUnavailable, PlanLimitReached } from "./domain/errors.js"
@@ -57,7 +57,7 @@ export class Entitlements extends Context.Tag("@scion/connector/Entitlements")<
   static readonly billingConfig: Layer.Layer<Entitlements, never, ServiceIdentity> = Layer.unwrapScoped(
     Effect.gen(function* () {
       const url = yield* Config.string("BILLING_URL").pipe(Config.withDefault("http://127.0.0.1:50053"))
-      return Entitlements.billing(yield* grpcTransport(url))
+      return Entitlements.billing(yield* unitTransport(url))
     }).pipe(Effect.orDie)
   )
 }

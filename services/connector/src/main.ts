@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { grpcTransport, LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { unitTransport, LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
 import { Config, Effect, Layer, Option } from "effect"
 import { connectorLive, connectorRoutes, IdentityClient } from "./index.js"
 
@@ -16,9 +16,9 @@ const ConnectorProcess = Layer.unwrapScoped(
     const billingUrl = yield* Config.string("BILLING_URL").pipe(Config.withDefault("http://127.0.0.1:50053"))
     const operationUrl = yield* Config.string("OPERATION_URL").pipe(Config.withDefault("http://127.0.0.1:50052"))
     const namespace = yield* Config.option(Config.string("CONNECTOR_BUS_NAMESPACE"))
-    const identity = yield* grpcTransport(identityUrl)
-    const billing = yield* grpcTransport(billingUrl)
-    const operation = yield* grpcTransport(operationUrl)
+    const identity = yield* unitTransport(identityUrl)
+    const billing = yield* unitTransport(billingUrl)
+    const operation = yield* unitTransport(operationUrl)
     return connectorLive({ identity, billing, operation }).pipe(
       Layer.provide(IdentityClient.fromTransport(identity)),
       Layer.provide(NatsBus.layer({ name: "scion-connector", ...(Option.isSome(namespace) ? { namespace: namespace.value } : {}) }))

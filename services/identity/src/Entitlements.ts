@@ -1,5 +1,5 @@
 import type { Transport } from "@connectrpc/connect"
-import { grpcTransport, makeEffectClient, Principal, PrincipalSigner, withPrincipalToken } from "@scion/kit"
+import { unitTransport, makeEffectClient, Principal, PrincipalSigner, withPrincipalToken } from "@scion/kit"
 import { BillingService, Resource } from "@scion/proto/scion/billing/v1/billing_pb"
 import { Clock, Config, Context, Effect, Layer } from "effect"
 import { BillingUnavailable, PlanLimitReached } from "./domain/errors.js"
@@ -72,7 +72,7 @@ export class Entitlements extends Context.Tag("@scion/identity/Entitlements")<
   static readonly billingConfig: Layer.Layer<Entitlements, never, PrincipalSigner> = Layer.unwrapScoped(
     Effect.gen(function* () {
       const url = yield* Config.string("BILLING_URL").pipe(Config.withDefault("http://127.0.0.1:50053"))
-      return Entitlements.billing(yield* grpcTransport(url))
+      return Entitlements.billing(yield* unitTransport(url))
     }).pipe(Effect.orDie)
   )
 }

@@ -1,7 +1,7 @@
 import type { Transport } from "@connectrpc/connect"
 import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
 import { Config, Context, Effect, Layer, Schedule, Schema } from "effect"
-import { grpcTransport, makeEffectClient, type EffectClient } from "./connect-client.js"
+import { unitTransport, makeEffectClient, type EffectClient } from "./connect-client.js"
 import { Code, type RpcError } from "./errors.js"
 import { type Principal, PrincipalVerifier } from "./principal.js"
 
@@ -22,7 +22,7 @@ export class IdentityClient extends Context.Tag("@scion/kit/IdentityClient")<
   static readonly layerConfig: Layer.Layer<IdentityClient> = Layer.unwrapScoped(
     Effect.gen(function* () {
       const url = yield* Config.string("IDENTITY_URL").pipe(Config.withDefault("http://127.0.0.1:50051"))
-      return IdentityClient.fromTransport(yield* grpcTransport(url))
+      return IdentityClient.fromTransport(yield* unitTransport(url))
     }).pipe(Effect.orDie)
   )
 }

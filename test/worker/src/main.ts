@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { grpcTransport, JobWorker, LoggingLive, NatsBus, OperationClient, OutboxRelay, ServiceIdentity, unitDatabase } from "@scion/kit"
+import { unitTransport, JobWorker, LoggingLive, NatsBus, OperationClient, OutboxRelay, ServiceIdentity, unitDatabase } from "@scion/kit"
 import { Config, Duration, Effect, Layer, Option } from "effect"
 import { copyTable } from "./CopyTable.js"
 
@@ -30,7 +30,7 @@ const WorkerLive = Layer.unwrapEffect(
 const Identity = Layer.unwrapScoped(
   Effect.gen(function* () {
     const url = yield* Config.string("IDENTITY_URL").pipe(Config.withDefault("http://127.0.0.1:50051"))
-    return ServiceIdentity.layer("copier", yield* grpcTransport(url))
+    return ServiceIdentity.layer("copier", yield* unitTransport(url))
   }).pipe(Effect.orDie)
 )
 

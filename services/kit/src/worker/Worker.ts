@@ -10,7 +10,7 @@ import {
 } from "@scion/proto/scion/operation/v1/operation_pb"
 import { Cause, Config, Context, Duration, Effect, Layer, Option, Schedule, Schema, type Scope } from "effect"
 import { Bus, type BusError, type ConsumeOptions, type Delivery } from "../bus/Bus.js"
-import { grpcTransport, makeEffectClient, type EffectClient } from "../connect-client.js"
+import { unitTransport, makeEffectClient, type EffectClient } from "../connect-client.js"
 import { Code, RpcError } from "../errors.js"
 import { asService, isTransient, ServiceIdentity } from "../service-identity.js"
 
@@ -24,7 +24,7 @@ export class OperationClient extends Context.Tag("@scion/kit/OperationClient")<O
   static readonly layerConfig: Layer.Layer<OperationClient> = Layer.unwrapScoped(
     Effect.gen(function* () {
       const url = yield* Config.string("OPERATION_URL").pipe(Config.withDefault("http://127.0.0.1:50052"))
-      return OperationClient.fromTransport(yield* grpcTransport(url))
+      return OperationClient.fromTransport(yield* unitTransport(url))
     }).pipe(Effect.orDie)
   )
 }
