@@ -2,6 +2,7 @@ import type { ConnectionOptions } from "node:tls"
 import pg from "pg"
 import { Config, Context, Duration, Effect, Layer } from "effect"
 import type { PostgresDetails } from "./ConnectionDetails.js"
+import { connectSource } from "./SourceConnection.js"
 
 export type CheckStatus = "pass" | "warn" | "fail"
 
@@ -238,35 +239,7 @@ export class SourceProbe extends Context.Tag("@scion/connector/SourceProbe")<
     const queryMillis = Duration.toMillis(options.queryTimeout)
 
     const connect = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions) =>
-      Effect.acquireRelease(
-        Effect.tryPromise({
-          try: async () => {
-            const client = new pg.Client({
-              host: details.host,
-              port: details.port,
-              database: details.database,
-              user: details.username,
-              password,
-              ssl,
-              connectionTimeoutMillis: connectMillis,
-              query_timeout: queryMillis,
-              statement_timeout: queryMillis,
-              application_name: "scion-preflight"
-            })
-            // A socket error after connect must not become an uncaught exception.
-            client.on("error", () => {})
-            try {
-              await client.connect()
-            } catch (error) {
-              await client.end().catch(() => {})
-              throw error
-            }
-            return client
-          },
-          catch: (error) => error
-        }),
-        (client) => Effect.promise(() => client.end().catch(() => {}))
-      )
+      connectSource(details, password, ssl, { applicationName: "scion-preflight", connectMillis, queryMillis })
 
     const classify = (error: unknown): ProbeOutcome => {
       const code = (error as PgError)?.code

@@ -3,6 +3,7 @@ import type { ConnectionOptions } from "node:tls"
 import pg from "pg"
 import { Config, Context, Duration, Effect, Layer, Schema, type Scope } from "effect"
 import type { PostgresDetails } from "./ConnectionDetails.js"
+import { connectSource } from "./SourceConnection.js"
 import { reasonOf, tlsFor } from "./Preflight.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -230,36 +231,7 @@ export class SourceIntrospector extends Context.Tag("@scion/connector/SourceIntr
     const queryMillis = Duration.toMillis(options.queryTimeout)
 
     const connect = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions) =>
-      Effect.acquireRelease(
-        Effect.tryPromise({
-          try: async () => {
-            const client = new pg.Client({
-              host: details.host,
-              port: details.port,
-              database: details.database,
-              user: details.username,
-              password,
-              ssl,
-              connectionTimeoutMillis: connectMillis,
-              query_timeout: queryMillis,
-              statement_timeout: queryMillis,
-              application_name: "scion-discovery"
-            })
-            // A socket error after connect must not become an uncaught exception.
-            client.on("error", () => {})
-            try {
-              await client.connect()
-              await client.query("set session characteristics as transaction read only")
-            } catch (error) {
-              await client.end().catch(() => {})
-              throw error
-            }
-            return client
-          },
-          catch: (error) => error
-        }),
-        (client) => Effect.promise(() => client.end().catch(() => {}))
-      )
+      connectSource(details, password, ssl, { applicationName: "scion-discovery", connectMillis, queryMillis, readOnly: true })
 
     const open = (details: PostgresDetails, password: string) =>
       connect(details, password, tlsFor(details.sslmode)).pipe(
