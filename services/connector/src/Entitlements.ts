@@ -1,13 +1,10 @@
 import type { Transport } from "@connectrpc/connect"
-import { asService, unitTransport, makeEffectClient, type ServiceIdentity } from "@scion/kit"
-import { BillingService, Resource } from "@scion/proto/scion/billing/v1/billing_pb"
+import { type BillingUnavailable, planLimitCheck, type PlanLimitReached, ServiceIdentity, unitTransport } from "@scion/kit"
 import { Config, Context, Effect, Layer } from "effect"
-import { BillingUnavailable, PlanLimitReached } from "./domain/errors.js"
 
 /** The resources this unit creates under a plan limit . */
 export type LimitedResource = "environments" | "connectors"
 
-const resources = { environments: Resource.ENVIRONMENTS, connectors: Resource.CONNECTORS } as const satisfies Record<LimitedResource, Resource>
 
 /**
  * Asked before creating a plan-limited resource: may the org hold one more, given it holds
@@ -30,26 +27,7 @@ export class Entitlements extends Context.Tag("@scion/connector/Entitlements")<
   static billing(transport: Transport): Layer.Layer<Entitlements, never, ServiceIdentity> {
     return Layer.effect(
       Entitlements,
-      Effect.gen(function* () {
-        const billing = makeEffectClient(BillingService, transport)
-        const service = yield* Effect.context<ServiceIdentity>()
-        return Entitlements.of({
-          requireRoom: (orgId, resource, inUse) =>
-            Effect.gen(function* () {
-              const answer = yield* billing.checkEntitlement({ orgId, resource: resources[resource], inUse }).pipe(
-                asService,
-                Effect.provide(service),
-                Effect.catchTag("RpcError", (error) =>
-                  Effect.zipRight(
-                    Effect.logWarning("billing could not check an entitlement").pipe(Effect.annotateLogs({ code: error.codeName, reason: error.reason })),
-                    Effect.fail(new BillingUnavailable({ cause: `${error.codeName}: ${error.reason}` }))
-                  )
-                )
-              )
-              if (!answer.allowed) return yield* new PlanLimitReached({ orgId, resource, limit: answer.limit ?? inUse, planId: answer.planId })
-            }).pipe(Effect.withSpan("Entitlements.requireRoom", { attributes: { orgId, resource, inUse } }))
-        })
-      })
+      Effect.map(ServiceIdentity, (service) => Entitlements.of({ requireRoom: planLimitCheck(transport, service.token) }))
     )
   }
 

@@ -1,13 +1,10 @@
 import type { Transport } from "@connectrpc/connect"
-import { unitTransport, makeEffectClient, Principal, PrincipalSigner, withPrincipalToken } from "@scion/kit"
-import { BillingService, Resource } from "@scion/proto/scion/billing/v1/billing_pb"
+import { type BillingUnavailable, planLimitCheck, type PlanLimitReached, Principal, PrincipalSigner, unitTransport } from "@scion/kit"
 import { Clock, Config, Context, Effect, Layer } from "effect"
-import { BillingUnavailable, PlanLimitReached } from "./domain/errors.js"
 
 /** The resources identity creates under a plan limit. */
 export type LimitedResource = "projects"
 
-const resources = { projects: Resource.PROJECTS } as const satisfies Record<LimitedResource, Resource>
 
 /**
  * The port identity asks before creating a plan-limited resource: may the org hold one more,
@@ -32,7 +29,7 @@ export class Entitlements extends Context.Tag("@scion/identity/Entitlements")<
       Entitlements,
       Effect.gen(function* () {
         const signer = yield* PrincipalSigner
-        const billing = makeEffectClient(BillingService, transport)
+        // Identity is the signer: its own service principal needs no round trip.
         const serviceToken = Effect.map(Clock.currentTimeMillis, (now) =>
           signer.sign(
             new Principal({
@@ -48,22 +45,7 @@ export class Entitlements extends Context.Tag("@scion/identity/Entitlements")<
             })
           )
         )
-        return Entitlements.of({
-          requireRoom: (orgId, resource, inUse) =>
-            Effect.gen(function* () {
-              const token = yield* serviceToken
-              const answer = yield* billing.checkEntitlement({ orgId, resource: resources[resource], inUse }).pipe(
-                withPrincipalToken(token),
-                Effect.catchTag("RpcError", (error) =>
-                  Effect.zipRight(
-                    Effect.logWarning("billing could not check an entitlement").pipe(Effect.annotateLogs({ code: error.codeName, reason: error.reason })),
-                    Effect.fail(new BillingUnavailable({ cause: `${error.codeName}: ${error.reason}` }))
-                  )
-                )
-              )
-              if (!answer.allowed) return yield* new PlanLimitReached({ orgId, resource, limit: answer.limit ?? inUse, planId: answer.planId })
-            }).pipe(Effect.withSpan("Entitlements.requireRoom", { attributes: { orgId, resource, inUse } }))
-        })
+        return Entitlements.of({ requireRoom: planLimitCheck(transport, serviceToken) })
       })
     )
   }

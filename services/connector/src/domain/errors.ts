@@ -1,4 +1,4 @@
-import { Code, wireErrorFrom, type WireTable } from "@scion/kit"
+import { BillingUnavailable, Code, PlanLimitReached, planLimitWireErrors, wireErrorFrom, type WireTable } from "@scion/kit"
 import { Schema } from "effect"
 
 export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {
@@ -65,22 +65,9 @@ export class ExternalIdMismatch extends Schema.TaggedError<ExternalIdMismatch>()
   }
 }
 
-export class PlanLimitReached extends Schema.TaggedError<PlanLimitReached>()("PlanLimitReached", {
-  orgId: Schema.String,
-  resource: Schema.String,
-  limit: Schema.Number,
-  planId: Schema.String
-}) {
-  override get message() {
-    return `The ${this.planId} plan allows ${this.limit} ${this.resource} per org; upgrade the plan or delete some first`
-  }
-}
+// Plan limits are shared by every creating unit (kit/plan-limits.ts).
+export { BillingUnavailable, PlanLimitReached }
 
-export class BillingUnavailable extends Schema.TaggedError<BillingUnavailable>()("BillingUnavailable", { cause: Schema.String }) {
-  override get message() {
-    return "Plan limits cannot be checked right now; retry shortly"
-  }
-}
 
 /** Identity could not answer an authorization question; safe to retry. */
 export class IdentityUnavailable extends Schema.TaggedError<IdentityUnavailable>()("IdentityUnavailable", { cause: Schema.String }) {
@@ -223,12 +210,7 @@ export const wireErrors = {
   InvalidRoleArn: { code: Code.InvalidArgument, reason: "INVALID_ROLE_ARN", metadata: (e) => ({ role_arn: e.roleArn }) },
   AwsAccountMismatch: { code: Code.InvalidArgument, reason: "AWS_ACCOUNT_MISMATCH", metadata: (e) => ({ expected: e.expected, actual: e.actual }) },
   ExternalIdMismatch: { code: Code.InvalidArgument, reason: "EXTERNAL_ID_MISMATCH" },
-  PlanLimitReached: {
-    code: Code.PermissionDenied,
-    reason: "PLAN_LIMIT_REACHED",
-    metadata: (e) => ({ org_id: e.orgId, resource: e.resource, limit: String(e.limit), plan_id: e.planId })
-  },
-  BillingUnavailable: { code: Code.Unavailable, reason: "BILLING_UNAVAILABLE" },
+  ...planLimitWireErrors,
   IdentityUnavailable: { code: Code.Unavailable, reason: "IDENTITY_UNAVAILABLE" },
   SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE", metadata: (e) => ({ reason: e.reason }) },
   ConnectorNotFound: { code: Code.NotFound, reason: "CONNECTOR_NOT_FOUND", metadata: (e) => ({ connector_id: e.connectorId }) },

@@ -1,4 +1,4 @@
-import { Code, wireErrorFrom, type WireTable } from "@scion/kit"
+import { BillingUnavailable, Code, PlanLimitReached, planLimitWireErrors, wireErrorFrom, type WireTable } from "@scion/kit"
 import { Schema } from "effect"
 
 /** No usable credentials: missing, unknown, revoked or expired token or session. */
@@ -176,24 +176,9 @@ export class NoFieldsToUpdate extends Schema.TaggedError<NoFieldsToUpdate>()("No
   }
 }
 
-/** The org's billing plan allows no more of the resource. */
-export class PlanLimitReached extends Schema.TaggedError<PlanLimitReached>()("PlanLimitReached", {
-  orgId: Schema.String,
-  resource: Schema.String,
-  limit: Schema.Number,
-  planId: Schema.String
-}) {
-  override get message() {
-    return `The ${this.planId} plan allows ${this.limit} ${this.resource} per org; upgrade the plan or delete some first`
-  }
-}
+// Plan limits are shared by every creating unit (kit/plan-limits.ts).
+export { BillingUnavailable, PlanLimitReached }
 
-/** Billing could not answer an entitlement question; safe to retry. */
-export class BillingUnavailable extends Schema.TaggedError<BillingUnavailable>()("BillingUnavailable", { cause: Schema.String }) {
-  override get message() {
-    return "Plan limits cannot be checked right now; retry shortly"
-  }
-}
 
 export type IdentityError =
   | ServiceCredentialInvalid
@@ -257,12 +242,7 @@ export const wireErrors = {
   ProjectNotFound: { code: Code.NotFound, reason: "PROJECT_NOT_FOUND", metadata: (e) => ({ project_id: e.projectId }) },
   ProjectNameTaken: { code: Code.AlreadyExists, reason: "PROJECT_NAME_TAKEN", metadata: (e) => ({ org_id: e.orgId, name: e.name }) },
   NoFieldsToUpdate: { code: Code.InvalidArgument, reason: "NO_FIELDS_TO_UPDATE" },
-  PlanLimitReached: {
-    code: Code.PermissionDenied,
-    reason: "PLAN_LIMIT_REACHED",
-    metadata: (e) => ({ org_id: e.orgId, resource: e.resource, limit: String(e.limit), plan_id: e.planId })
-  },
-  BillingUnavailable: { code: Code.Unavailable, reason: "BILLING_UNAVAILABLE" }
+  ...planLimitWireErrors
 } satisfies WireTable<IdentityError>
 
 export const toWireError = wireErrorFrom<IdentityError>(wireErrors)

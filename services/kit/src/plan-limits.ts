@@ -1,0 +1,70 @@
+import type { Transport } from "@connectrpc/connect"
+import { BillingService, Resource } from "@scion/proto/scion/billing/v1/billing_pb"
+import { Effect, Schema } from "effect"
+import { Code, type WireEntry } from "./errors.js"
+import { makeEffectClient } from "./connect-client.js"
+import type { RpcError } from "./errors.js"
+import { withPrincipalToken } from "./principal.js"
+
+/** The resources billing's plans limit (ARCHITECTURE: the plan's limits bite where they are created). */
+export type PlanLimitedResource = "projects" | "connectors" | "branches" | "environments"
+
+const resources = {
+  projects: Resource.PROJECTS,
+  connectors: Resource.CONNECTORS,
+  branches: Resource.BRANCHES,
+  environments: Resource.ENVIRONMENTS
+} as const satisfies Record<PlanLimitedResource, Resource>
+
+/** The org's plan has no room for one more. */
+export class PlanLimitReached extends Schema.TaggedError<PlanLimitReached>()("PlanLimitReached", {
+  orgId: Schema.String,
+  resource: Schema.String,
+  limit: Schema.Number,
+  planId: Schema.String
+}) {
+  override get message() {
+    return `The ${this.planId} plan allows ${this.limit} ${this.resource} per org; upgrade the plan or delete some first`
+  }
+}
+
+/** Billing could not answer; safe to retry. */
+export class BillingUnavailable extends Schema.TaggedError<BillingUnavailable>()("BillingUnavailable", { cause: Schema.String }) {
+  override get message() {
+    return "Plan limits cannot be checked right now; retry shortly"
+  }
+}
+
+/** The rows every creating unit puts in its error table for these two. */
+export const planLimitWireErrors = {
+  PlanLimitReached: {
+    code: Code.PermissionDenied,
+    reason: "PLAN_LIMIT_REACHED",
+    metadata: (e: PlanLimitReached) => ({ org_id: e.orgId, resource: e.resource, limit: String(e.limit), plan_id: e.planId })
+  } satisfies WireEntry<PlanLimitReached>,
+  BillingUnavailable: { code: Code.Unavailable, reason: "BILLING_UNAVAILABLE" } satisfies WireEntry<BillingUnavailable>
+}
+
+/**
+ * Billing's CheckEntitlement over a Connect transport: may the org hold one more `resource`,
+ * given it holds `inUse` now? Asked with `principalToken` (the creating unit's own service
+ * principal: the caller's permission was checked already, and a key scoped to projects only would
+ * lack billing.read).
+ */
+export const planLimitCheck = (transport: Transport, principalToken: Effect.Effect<string, RpcError>) => {
+  const billing = makeEffectClient(BillingService, transport)
+  return (orgId: string, resource: PlanLimitedResource, inUse: number): Effect.Effect<void, PlanLimitReached | BillingUnavailable> =>
+    Effect.gen(function* () {
+      const answer = yield* Effect.flatMap(principalToken, (token) =>
+        billing.checkEntitlement({ orgId, resource: resources[resource], inUse }).pipe(withPrincipalToken(token))
+      ).pipe(
+        Effect.catchTag("RpcError", (error) =>
+          Effect.zipRight(
+            Effect.logWarning("billing could not check an entitlement").pipe(Effect.annotateLogs({ code: error.codeName, reason: error.reason })),
+            Effect.fail(new BillingUnavailable({ cause: `${error.codeName}: ${error.reason}` }))
+          )
+        )
+      )
+      if (!answer.allowed) return yield* new PlanLimitReached({ orgId, resource, limit: answer.limit ?? inUse, planId: answer.planId })
+    }).pipe(Effect.withSpan("planLimitCheck", { attributes: { orgId, resource, inUse } }))
+}
