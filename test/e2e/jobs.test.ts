@@ -266,4 +266,24 @@ describe("jobs through the worker runtime", () => {
       await revived.stop()
     }
   })
+
+  it("answers waiting clients with the current state when the operation unit shuts down (SIGTERM), and exits cleanly", async () => {
+    const unit = respawn(scion.operations[0]!)
+    try {
+      await waitFor("the operation unit to serve", () => healthServing(scion.operationUrls[0]!))
+      const id = newId("drain")
+      await operations.createOperation({ id, orgId: owner.orgId, type: OperationType.BRANCH_CREATE, resourceId: "branch_drain" }, { headers: servicePrincipal })
+      const started = Date.now()
+      const waiting = scion.request("GET", `/v1/operations/${id}?wait=10`, { token: owner.token })
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const exited = unit.stop("SIGTERM")
+      const answer = await waiting
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+      expect(answer.body).toMatchObject({ id, status: "pending" })
+      expect(Date.now() - started).toBeLessThan(5000)
+      expect(await exited).toBe(0)
+    } finally {
+      await unit.stop()
+    }
+  })
 })

@@ -5,7 +5,7 @@ import type { DescMessage, DescMethodUnary, DescService, MessageInitShape, Messa
 import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect"
 import { connectNodeAdapter } from "@connectrpc/connect-node"
 import { HealthCheckResponse_ServingStatus, Health } from "@scion/proto/grpc/health/v1/health_pb"
-import { Cause, Config, Context, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { Cause, Config, Context, Deferred, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { toConnectError, type WireError } from "./errors.js"
 import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
 
@@ -100,6 +100,30 @@ export const healthRoutes = (status: { serving: boolean }): Routes => (router) =
   })
 }
 
+/**
+ * Shutdown announced before in-flight requests are aborted: long polls answer what they have
+ * instead of failing. A unit that holds requests open provides it (the operation unit's waits);
+ * the server then waits `graceMillis` between announcing and aborting.
+ */
+export class Draining extends Context.Tag("@scion/kit/Draining")<
+  Draining,
+  {
+    /** Completes when the server begins to shut down. */
+    readonly started: Effect.Effect<void>
+    readonly begin: Effect.Effect<void>
+    readonly graceMillis: number
+  }
+>() {
+  static layer(graceMillis = 500): Layer.Layer<Draining> {
+    return Layer.effect(
+      Draining,
+      Effect.map(Deferred.make<void>(), (deferred) =>
+        Draining.of({ started: Deferred.await(deferred), begin: Deferred.succeed(deferred, undefined).pipe(Effect.asVoid), graceMillis })
+      )
+    )
+  }
+}
+
 export interface ServedAddress {
   readonly port: number
   readonly url: string
@@ -107,10 +131,16 @@ export interface ServedAddress {
 
 /**
  * Serves routes over HTTP/2 cleartext (gRPC, gRPC-Web and Connect protocols) with gRPC health,
- * for the lifetime of the scope. On release: health goes NOT_SERVING, Connect's shutdown signal
- * aborts in-flight handlers, open sessions are closed gracefully and the server stops.
+ * for the lifetime of the scope. On release: health goes NOT_SERVING; with `draining`, shutdown is
+ * announced and the grace period waited out; then Connect's shutdown signal aborts in-flight
+ * handlers, open sessions are closed gracefully and the server stops.
  */
-export const serveHttp2 = (options: { readonly port: number; readonly host?: string; readonly routes: ReadonlyArray<Routes> }) =>
+export const serveHttp2 = (options: {
+  readonly port: number
+  readonly host?: string
+  readonly routes: ReadonlyArray<Routes>
+  readonly draining?: Context.Tag.Service<Draining>
+}) =>
   Effect.acquireRelease(
     Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; status: { serving: boolean } }, Error>((resume) => {
       const shutdown = new AbortController()
@@ -129,13 +159,19 @@ export const serveHttp2 = (options: { readonly port: number; readonly host?: str
       server.listen(options.port, options.host ?? "0.0.0.0", () => resume(Effect.succeed({ server, sessions, shutdown, status })))
     }),
     ({ server, sessions, shutdown, status }) =>
-      Effect.async<void>((resume) => {
+      Effect.gen(function* () {
         status.serving = false
-        shutdown.abort()
-        for (const session of sessions) session.close()
-        server.close(() => resume(Effect.void))
-        // Sessions whose peers never finish are destroyed so shutdown stays bounded.
-        setTimeout(() => sessions.forEach((s) => s.destroy()), 5000).unref()
+        if (options.draining) {
+          yield* options.draining.begin
+          yield* Effect.sleep(options.draining.graceMillis)
+        }
+        yield* Effect.async<void>((resume) => {
+          shutdown.abort()
+          for (const session of sessions) session.close()
+          server.close(() => resume(Effect.void))
+          // Sessions whose peers never finish are destroyed so shutdown stays bounded.
+          setTimeout(() => sessions.forEach((s) => s.destroy()), 5000).unref()
+        })
       })
   ).pipe(
     Effect.map(({ server }): ServedAddress => {
@@ -152,7 +188,8 @@ export const serveRoutesLayer = <R>(fallbackPort: number, routes: Effect.Effect<
   Layer.scopedDiscard(
     Effect.gen(function* () {
       const port = yield* portConfig(fallbackPort)
-      const served = yield* serveHttp2({ port, routes: yield* routes })
+      const draining = yield* Effect.serviceOption(Draining)
+      const served = yield* serveHttp2({ port, routes: yield* routes, ...(Option.isSome(draining) ? { draining: draining.value } : {}) })
       yield* Effect.logInfo("serving gRPC").pipe(Effect.annotateLogs({ port: served.port }))
     }).pipe(Effect.orDie)
   )

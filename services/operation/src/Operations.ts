@@ -1,5 +1,5 @@
 import { SqlClient, SqlError } from "@effect/sql"
-import type { Principal } from "@scion/kit"
+import { Draining, type Principal } from "@scion/kit"
 import { Clock, Duration, Effect, Either, Option } from "effect"
 import { OperationConfig } from "./config.js"
 import { InvalidArgument, NotAMember, OperationIdConflict, OperationNotFound } from "./domain/errors.js"
@@ -23,6 +23,7 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
     const access = yield* OrgAccess
     const changes = yield* OperationChanges
     const config = yield* OperationConfig
+    const draining = yield* Draining
     const sql = yield* SqlClient.SqlClient
 
     const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
@@ -74,10 +75,15 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
           while (!isTerminal(current.status)) {
             const remaining = deadline - (yield* Clock.currentTimeMillis)
             if (remaining <= 0) break
-            yield* Effect.timeoutOption(subscription.next, Duration.millis(Math.min(remaining, config.waitRecheckSeconds * 1000)))
+            const woke = yield* Effect.raceFirst(
+              Effect.as(Effect.timeoutOption(subscription.next, Duration.millis(Math.min(remaining, config.waitRecheckSeconds * 1000))), "changed" as const),
+              Effect.as(draining.started, "draining" as const)
+            )
             const reread = yield* repo.find(id)
             if (Option.isNone(reread)) return yield* new OperationNotFound({ operationId: id })
             current = reread.value
+            // This replica is shutting down: answer what we have, the client waits again elsewhere.
+            if (woke === "draining") break
           }
           return current
         })

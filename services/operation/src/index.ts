@@ -1,4 +1,4 @@
-import { type PrincipalVerifier, unitDatabase } from "@scion/kit"
+import { Draining, type PrincipalVerifier, unitDatabase } from "@scion/kit"
 import { Layer } from "effect"
 import { OperationConfig } from "./config.js"
 import { IdentityClient, OrgAccess, VerifierFromIdentity } from "./Identity.js"
@@ -16,17 +16,23 @@ const Config = OperationConfig.Default.pipe(Layer.orDie)
  * The operation services and the sweeper, given an OrgAccess policy and an OperationChanges
  * adapter. Tests provide a fake OrgAccess here.
  */
-export const OperationServices: Layer.Layer<Operations | OperationsRepo | OperationConfig, never, OrgAccess | OperationChanges> = Layer.merge(
+export const OperationServices: Layer.Layer<Operations | OperationsRepo | OperationConfig | Draining, never, OrgAccess | OperationChanges> = Layer.merge(
   Operations.Default,
   SweeperLive
-).pipe(Layer.provideMerge(OperationsRepo.Default), Layer.provideMerge(Config), Layer.provideMerge(OperationDatabase))
+).pipe(
+  Layer.provideMerge(OperationsRepo.Default),
+  Layer.provideMerge(Config),
+  Layer.provideMerge(OperationDatabase),
+  // Waits answer what they have when the server begins to drain (serveRoutesLayer announces it).
+  Layer.provideMerge(Draining.layer(500))
+)
 
 /**
  * The operation unit, given a client of identity and a change-announcement adapter: production
  * uses `IdentityClient.layerConfig` + `OperationChanges.nats`; the embedded mode an in-memory
  * transport + `OperationChanges.inMemory`. Provides what operationRoutes needs.
  */
-export const OperationLive: Layer.Layer<Operations | PrincipalVerifier, never, IdentityClient | OperationChanges> = Layer.merge(
+export const OperationLive: Layer.Layer<Operations | PrincipalVerifier | Draining, never, IdentityClient | OperationChanges> = Layer.merge(
   OperationServices.pipe(Layer.provide(OrgAccess.live)),
   VerifierFromIdentity
 )
