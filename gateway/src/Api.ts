@@ -465,6 +465,37 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
         "Written for the provider preflight detected (rds and aurora: rds_replication; others: the REPLICATION attribute). 422 {detail} when the connector is not PostgreSQL, discovery has not run, no schemas are selected, or no username is stored; 404 for another org's connector; 500 when the stored details cannot be decrypted."
       )
   )
+  .add(
+    HttpApiEndpoint.del("delete", "/connectors/:connector_id")
+      .setPath(C.ConnectorPath)
+      .setUrlParams(C.DeleteConnectorQuery)
+      .addSuccess(C.ConnectorDeleteStarted, { status: 202 })
+      .annotate(OpenApi.Summary, "Delete a connector in the background (connectors.delete: admins and owners)")
+      .annotate(
+        OpenApi.Description,
+        "202 with the operation handle (type connector_delete, resource_id the connector). The job drops what Scion created on the source (the publication scion_<connector id> and replication slots named for the connector, in every database of connection_details), purges the connector's secrets (the connector_secret_purge step of the result), then deletes the connector (reads answer 404). A source that cannot be cleaned up fails the operation and the connector stays, unless force=true: then the cleanup is skipped and the result says so. 403 without connectors.delete; 404 for another org's connector; 409 while the deletion lock is on or another delete is pending or running; 503 when the work could not start (safe to retry)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("lockDeletion", "/connectors/:connector_id/deletion-lock")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.Connector)
+      .annotate(OpenApi.Summary, "Lock a connector against deletion (connectors.update)")
+      .annotate(
+        OpenApi.Description,
+        "200 with the connector (deletion_locked true); idempotent; no body is read. 403 without connectors.update; 404 for another org's connector; 409 while a delete of the connector is in progress."
+      )
+  )
+  .add(
+    HttpApiEndpoint.del("unlockDeletion", "/connectors/:connector_id/deletion-lock")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.Connector)
+      .annotate(OpenApi.Summary, "Remove a connector's deletion lock (connectors.update)")
+      .annotate(
+        OpenApi.Description,
+        "200 with the connector (deletion_locked false); idempotent. 403 without connectors.update; 404 for another org's connector; 409 while a delete of the connector is in progress."
+      )
+  )
   .middleware(Authentication)
   .annotateContext(OpenApi.annotations({ description: "Connectors: links to source databases (and code hosts)." })) {}
 

@@ -110,6 +110,7 @@ const connectorFields = {
   source_provider: Schema.NullOr(Schema.String).annotations({ description: "The provider preflight detected (postgresql with the gate); null otherwise" }),
   can_update: Schema.Boolean,
   can_delete: Schema.Boolean,
+  deletion_locked: Schema.Boolean.annotations({ description: "While true, DELETE of the connector answers 409 (POST/DELETE …/deletion-lock)" }),
   created_by: Schema.NullOr(Schema.String),
   created_at: Timestamp,
   updated_at: Timestamp
@@ -209,3 +210,23 @@ export class GrantScriptNotAvailable extends Schema.Class<GrantScriptNotAvailabl
   { detail: Schema.String.annotations({ description: "Why: not postgresql, discovery has not run, no schemas selected, or no username" }) },
   HttpApiSchema.annotations({ status: 422, description: "No grant script yet: the connector is not PostgreSQL, discovery has not run, no schemas are selected, or the username is missing" })
 ) {}
+
+// ---------------------------------------------------------------------------------------------
+// Deletion and the deletion lock.
+// ---------------------------------------------------------------------------------------------
+
+export const DeleteConnectorQuery = Schema.Struct({
+  force: Schema.optional(
+    Schema.Literal("true", "false").annotations({
+      description:
+        "Default false. true abandons a source that cannot be cleaned up (unreachable, refusing the login): the connector is deleted and the operation's result says the source cleanup was skipped. Without it such a source fails the operation and the connector stays."
+    })
+  )
+})
+
+export const ConnectorDeleteStarted = Schema.Struct({
+  operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id} (type connector_delete)" }),
+  resource_id: Schema.String.annotations({ description: "The connector id" }),
+  status: Schema.Literal("pending").annotations({ description: "The operation's status when accepted" }),
+  type: Schema.Literal("connector_delete")
+}).annotations({ identifier: "ConnectorDeleteStarted", description: "The connector_delete operation handle" })

@@ -122,7 +122,7 @@ export type EnvironmentReason =
  * (PreflightNotPassed, DiscoveryPrerequisitesNotMet, GrantScriptNotAvailable) before this table is asked.
  */
 export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "INVALID_CONNECTION_DETAILS" | "PRIVATE_LINK_REQUIRED" | "OPERATIONS_UNAVAILABLE"
-  | "REPLICA_IDENTITY_DECISIONS_CONFLICT"
+  | "REPLICA_IDENTITY_DECISIONS_CONFLICT" | "CONNECTOR_DELETION_LOCKED" | "CONNECTOR_DELETE_IN_PROGRESS"
 
 export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason
 
@@ -185,7 +185,11 @@ export const statusByReason = {
   // The discovery operation could not be created: nothing started, safe to retry.
   OPERATIONS_UNAVAILABLE: 503,
   // Another decisions write or a discovery landed first: re-read and retry.
-  REPLICA_IDENTITY_DECISIONS_CONFLICT: 409
+  REPLICA_IDENTITY_DECISIONS_CONFLICT: 409,
+  // DELETE of a connector whose deletion lock is on.
+  CONNECTOR_DELETION_LOCKED: 409,
+  // Another delete, or a lock/unlock, while a delete of the connector is pending or running.
+  CONNECTOR_DELETE_IN_PROGRESS: 409
 } as const satisfies Record<UpstreamReason, HttpStatus>
 
 const isUpstreamReason = (reason: string): reason is UpstreamReason => Object.hasOwn(statusByReason, reason)

@@ -110,7 +110,10 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["post", "/v1/connectors/{connector_id}/discover"],
   ["post", "/v1/connectors/{connector_id}/selection"],
   ["put", "/v1/connectors/{connector_id}/replica-identity-decisions"],
-  ["post", "/v1/connectors/{connector_id}/grant-script"]
+  ["post", "/v1/connectors/{connector_id}/grant-script"],
+  ["delete", "/v1/connectors/{connector_id}"],
+  ["post", "/v1/connectors/{connector_id}/deletion-lock"],
+  ["delete", "/v1/connectors/{connector_id}/deletion-lock"]
 ]
 
 const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email", "get /v1/billing/plans"])

@@ -162,6 +162,7 @@ describe("connectors", () => {
       source_provider: "vanilla",
       can_update: true,
       can_delete: false,
+      deletion_locked: false,
       created_by: expect.stringMatching(/^usr_/),
       created_at: expect.stringMatching(/Z$/),
       updated_at: expect.stringMatching(/Z$/)

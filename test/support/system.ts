@@ -209,6 +209,11 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     // each other's discovery jobs.
     NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
     CONNECTOR_BUS_NAMESPACE: `e2e_connector_${randomBytes(5).toString("hex")}`,
+    // Identity's project events are not namespaced: a durable of its own that starts at new events
+    // (and goes away once idle), as billing's.
+    CONNECTOR_EVENTS_DURABLE: `connector_e2e_${randomBytes(5).toString("hex")}`,
+    CONNECTOR_EVENTS_DELIVER_POLICY: "new",
+    CONNECTOR_EVENTS_INACTIVE_SECONDS: "60",
     ...options.env
   })
   const gateway = startUnit("gateway", "gateway/dist/main.js", {

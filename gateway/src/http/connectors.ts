@@ -59,6 +59,7 @@ const createdConnector = (c: pb.Connector | undefined): typeof C.CreatedConnecto
     source_provider: v.sourceProvider ?? null,
     can_update: v.canUpdate,
     can_delete: v.canDelete,
+    deletion_locked: v.deletionLocked,
     created_by: v.createdBy ?? null,
     created_at: iso(v.createdAt),
     updated_at: iso(v.updatedAt)
@@ -215,6 +216,22 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
           })
         )
       )
+    )
+    .handle("delete", ({ path, urlParams }) =>
+      asCaller((u) => u.connectors.deleteConnector({ connectorId: path.connector_id, force: urlParams.force === "true" })).pipe(
+        Effect.map((r) => ({
+          operation_id: r.operationId,
+          resource_id: r.resourceId,
+          status: required(r.status === "pending" ? ("pending" as const) : undefined, "a known status"),
+          type: "connector_delete" as const
+        }))
+      )
+    )
+    .handle("lockDeletion", ({ path }) =>
+      asCaller((u) => u.connectors.lockDeletion({ connectorId: path.connector_id })).pipe(Effect.map((r) => connector(r.connector)))
+    )
+    .handle("unlockDeletion", ({ path }) =>
+      asCaller((u) => u.connectors.unlockDeletion({ connectorId: path.connector_id })).pipe(Effect.map((r) => connector(r.connector)))
     )
     .handle("selection", ({ path, payload }) =>
       asCaller((u) => u.connectors.setSelection({ connectorId: path.connector_id, selectedPaths: [...payload.selected_paths] })).pipe(

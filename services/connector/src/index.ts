@@ -5,6 +5,7 @@ import { Duration, Layer } from "effect"
 import { CloudAccounts } from "./CloudAccounts.js"
 import { Connectors } from "./connectors/Connectors.js"
 import { ConnectorsRepo } from "./connectors/ConnectorsRepo.js"
+import { deleteJob, Deletion, SourceCleaner } from "./connectors/Deletion.js"
 import { Discovery, DiscoveryOperations, discoveryJob } from "./connectors/Discovery.js"
 import { SourceProbe } from "./connectors/Preflight.js"
 import { SourceIntrospector } from "./connectors/SchemaIntrospection.js"
@@ -12,6 +13,7 @@ import { Entitlements } from "./Entitlements.js"
 import { Environments } from "./Environments.js"
 import { EnvironmentsRepo } from "./EnvironmentsRepo.js"
 import { IdentityClient, OrgAccess, VerifierFromIdentity } from "./Identity.js"
+import { EventsBus, ProjectEventsConsumer } from "./ProjectEvents.js"
 import { SecretStore } from "./secrets/SecretStore.js"
 
 /** The database of the unit: schema `connector`, migrations from ../migrations. */
@@ -23,23 +25,26 @@ export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations:
  * and of the operations, and real ones of the rest here.
  */
 export const ConnectorServices: Layer.Layer<
-  Environments | EnvironmentsRepo | Connectors | ConnectorsRepo | Discovery | SqlClient.SqlClient,
+  Environments | EnvironmentsRepo | Connectors | ConnectorsRepo | Discovery | Deletion | SqlClient.SqlClient,
   never,
   OrgAccess | Entitlements | CloudAccounts | SecretStore | SourceProbe | DiscoveryOperations
-> = Discovery.Default.pipe(
+> = Layer.merge(Discovery.Default, Deletion.Default).pipe(
   Layer.provideMerge(Layer.merge(Environments.Default, Connectors.Default)),
   Layer.provideMerge(Layer.merge(EnvironmentsRepo.Default, ConnectorsRepo.Default)),
   Layer.provideMerge(ConnectorDatabase)
 )
 
 /**
- * The unit's background work: the relay publishing its outbox and the discovery worker consuming
- * `jobs.connector.discovery` (ARCHITECTURE.md, "Asynchronous work").
+ * The unit's background work: the relay publishing its outbox, the discovery worker consuming
+ * `jobs.connector.discovery`, the delete worker consuming `jobs.connector.delete`
+ * (ARCHITECTURE.md, "Asynchronous work") and the consumer of identity's `events.project.deleted`.
  */
 export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duration.DurationInput } = {}) =>
-  Layer.merge(
+  Layer.mergeAll(
     JobWorker.layer({ ...discoveryJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
-    OutboxRelay.layer(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {})
+    JobWorker.layer({ ...deleteJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
+    OutboxRelay.layer(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {}),
+    ProjectEventsConsumer
   )
 
 /** A failed SecretStore configuration stops the unit at start: it cannot store secrets without keys. */
@@ -55,7 +60,7 @@ export const connectorLive = (transports: {
   readonly identity: Transport
   readonly billing: Transport
   readonly operation: Transport
-}): Layer.Layer<Environments | Connectors | Discovery | PrincipalVerifier, never, IdentityClient | Bus> => {
+}): Layer.Layer<Environments | Connectors | Discovery | Deletion | PrincipalVerifier, never, IdentityClient | Bus | EventsBus> => {
   const service = ServiceIdentity.layer("connector", transports.identity)
   const operations = Layer.merge(service, OperationClient.fromTransport(transports.operation))
   const services = ConnectorServices.pipe(
@@ -70,7 +75,7 @@ export const connectorLive = (transports: {
       )
     )
   )
-  return Layer.merge(ConnectorWorkers().pipe(Layer.provide(Layer.merge(operations, SourceIntrospector.layerConfig))), VerifierFromIdentity).pipe(
+  return Layer.merge(ConnectorWorkers().pipe(Layer.provide(Layer.mergeAll(operations, SourceIntrospector.layerConfig, SourceCleaner.layerConfig))), VerifierFromIdentity).pipe(
     Layer.provideMerge(services)
   )
 }
@@ -78,6 +83,16 @@ export const connectorLive = (transports: {
 export { connectorRoutes } from "./rpc/routes.js"
 export { categoryOf, GithubDetails, isSupportedService, PostgresDetails, validateDetails, type ValidDetails } from "./connectors/ConnectionDetails.js"
 export { Connectors, connectorSecretAad, type ConnectorView } from "./connectors/Connectors.js"
+export {
+  type DatabaseCleanup,
+  DELETE_JOB,
+  deleteJob,
+  DeletePayload,
+  type DeleteStarted,
+  Deletion,
+  SourceCleaner
+} from "./connectors/Deletion.js"
+export { EventsBus, handleProjectEvent, PROJECT_DELETED, ProjectEventsConsumer, projectEventsConfig } from "./ProjectEvents.js"
 export { Discovery, DISCOVERY_JOB, discoveryJob, DiscoveryOperations, DiscoveryPayload, type DiscoveryStarted, type StartedStatus } from "./connectors/Discovery.js"
 export * from "./connectors/SchemaIntrospection.js"
 export { MAX_SELECTED_PATHS, resolveSelection } from "./connectors/Selection.js"

@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { unitTransport, LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
 import { Config, Effect, Layer, Option } from "effect"
-import { connectorLive, connectorRoutes, IdentityClient } from "./index.js"
+import { Bus, unitTransport, LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { connectorLive, connectorRoutes, EventsBus, IdentityClient } from "./index.js"
 
 /**
  * The unit over HTTP/2 gRPC: identity at IDENTITY_URL (authorization, verification keys, this
  * unit's service principal for SERVICE_CREDENTIAL), billing at BILLING_URL (plan limits), the
- * operation unit at OPERATION_URL (discovery operations) and NATS at NATS_URL (its jobs; subjects
- * and streams prefixed with CONNECTOR_BUS_NAMESPACE when set, which tests use to share a NATS).
+ * operation unit at OPERATION_URL (discovery and delete operations) and NATS at NATS_URL (its jobs;
+ * subjects and streams prefixed with CONNECTOR_BUS_NAMESPACE when set, which tests use to share a
+ * NATS). Identity's events are read unprefixed: with a namespace, over a second connection.
  */
 const ConnectorProcess = Layer.unwrapScoped(
   Effect.gen(function* () {
@@ -19,8 +20,12 @@ const ConnectorProcess = Layer.unwrapScoped(
     const identity = yield* unitTransport(identityUrl)
     const billing = yield* unitTransport(billingUrl)
     const operation = yield* unitTransport(operationUrl)
+    const events = Option.isSome(namespace)
+      ? Layer.effect(EventsBus, Bus).pipe(Layer.provide(NatsBus.layer({ name: "scion-connector-events" })))
+      : EventsBus.fromBus
     return connectorLive({ identity, billing, operation }).pipe(
       Layer.provide(IdentityClient.fromTransport(identity)),
+      Layer.provide(events),
       Layer.provide(NatsBus.layer({ name: "scion-connector", ...(Option.isSome(namespace) ? { namespace: namespace.value } : {}) }))
     )
   }).pipe(Effect.orDie)

@@ -4,7 +4,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { BillingLive, billingRoutes, IdentityClient as BillingIdentityClient } from "@scion/billing"
 import { GatewayLive, Upstreams } from "@scion/gateway"
 import { randomBytes } from "node:crypto"
-import { connectorLive, connectorRoutes, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
+import { connectorLive, connectorRoutes, EventsBus as ConnectorEventsBus, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
 import { Entitlements, IdentityEventsRelay, identityLive, identityRoutes } from "@scion/identity"
 import { InMemoryBus, LoggingLive, type Routes } from "@scion/kit"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
@@ -69,8 +69,13 @@ const UnitsLive = Layer.unwrapEffect(
         const billing = inMemory(yield* Effect.provide(billingRoutes, billingUnit))
         billingForIdentity.set(billing)
         // The connector unit asks identity, billing and the operation unit over the same
-        // transports; its discovery jobs travel on the shared in-memory bus.
-        const connectorUnit = yield* Layer.build(connectorLive({ identity, billing, operation }).pipe(Layer.provide(ConnectorIdentityClient.fromTransport(identity))))
+        // transports; its jobs travel on the shared in-memory bus.
+        const connectorUnit = yield* Layer.build(connectorLive({ identity, billing, operation }).pipe(
+            Layer.provide(ConnectorIdentityClient.fromTransport(identity)),
+            // Identity's project events arrive on the same shared bus.
+            Layer.provide(ConnectorEventsBus.fromBus)
+          )
+        )
         const connector = inMemory(yield* Effect.provide(connectorRoutes, connectorUnit))
         return Upstreams.fromTransport({ identity, operation, billing, connector })
       })

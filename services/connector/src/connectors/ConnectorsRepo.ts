@@ -27,6 +27,8 @@ interface ConnectorRow {
   readonly selected_schema_structure: Record<string, unknown> | null
   readonly indexing_status: string
   readonly branching_engine_status: string
+  readonly deletion_locked: boolean
+  readonly delete_operation_id: string | null
   readonly replica_identity_preflight: Record<string, unknown> | null
   readonly created_by: string | null
   readonly created_at: Date
@@ -54,6 +56,8 @@ const toConnector = (row: ConnectorRow): Connector => ({
   selectedSchemaStructure: row.selected_schema_structure,
   indexingStatus: row.indexing_status,
   branchingEngineStatus: row.branching_engine_status,
+  deletionLocked: row.deletion_locked,
+  deleteOperationId: row.delete_operation_id,
   replicaIdentityPreflight: row.replica_identity_preflight,
   createdBy: row.created_by,
   createdAt: row.created_at,
@@ -94,6 +98,13 @@ export class ConnectorsRepo extends Effect.Service<ConnectorsRepo>()("@scion/con
             ${filter.connectorCategory !== undefined ? sql`and connector_category = ${filter.connectorCategory}` : sql``}
             ${filter.serviceName !== undefined ? sql`and service_name = ${filter.serviceName}` : sql``}
           order by created_at, id`.pipe(
+          Effect.map((rows) => rows.map(toConnector)),
+          Effect.orDie
+        ),
+
+      /** The connectors of a project (the project-deletion consumer). */
+      listByProject: (projectId: string) =>
+        sql<ConnectorRow>`select * from connectors where project_id = ${projectId} order by created_at, id`.pipe(
           Effect.map((rows) => rows.map(toConnector)),
           Effect.orDie
         ),

@@ -47,7 +47,13 @@ export type StartedStatus = "pending" | "running" | "completed" | "failed"
 export class DiscoveryOperations extends Context.Tag("@scion/connector/DiscoveryOperations")<
   DiscoveryOperations,
   {
-    readonly create: (input: { readonly id: string; readonly orgId: string; readonly connectorId: string }) => Effect.Effect<void, OperationsUnavailable>
+    /** type defaults to connector_discovery (deletion creates connector_delete with the same client). */
+    readonly create: (input: {
+      readonly id: string
+      readonly orgId: string
+      readonly connectorId: string
+      readonly type?: "connector_discovery" | "connector_delete"
+    }) => Effect.Effect<void, OperationsUnavailable>
     /** None when the operation unit does not know it. */
     readonly status: (operationId: string) => Effect.Effect<Option.Option<StartedStatus>, OperationsUnavailable>
   }
@@ -65,8 +71,15 @@ export class DiscoveryOperations extends Context.Tag("@scion/connector/Discovery
         [OperationStatus.FAILED]: "failed"
       }
       return DiscoveryOperations.of({
-        create: ({ id, orgId, connectorId }) =>
-          asService(client.createOperation({ id, orgId, type: OperationType.CONNECTOR_DISCOVERY, resourceId: connectorId })).pipe(
+        create: ({ id, orgId, connectorId, type }) =>
+          asService(
+            client.createOperation({
+              id,
+              orgId,
+              type: type === "connector_delete" ? OperationType.CONNECTOR_DELETE : OperationType.CONNECTOR_DISCOVERY,
+              resourceId: connectorId
+            })
+          ).pipe(
             Effect.asVoid,
             Effect.mapError(unavailable),
             Effect.provideService(ServiceIdentity, service)

@@ -169,6 +169,20 @@ export class GrantScriptUnavailable extends Schema.TaggedError<GrantScriptUnavai
   }
 }
 
+/** DELETE of a connector while its deletion lock is on. */
+export class DeletionLocked extends Schema.TaggedError<DeletionLocked>()("DeletionLocked", { connectorId: Schema.String }) {
+  override get message() {
+    return `Connector ${this.connectorId} is locked against deletion: DELETE /v1/connectors/${this.connectorId}/deletion-lock first`
+  }
+}
+
+/** A delete of the connector is pending or running: another delete, a lock or an unlock waits for it. */
+export class DeleteInProgress extends Schema.TaggedError<DeleteInProgress>()("DeleteInProgress", { connectorId: Schema.String, operationId: Schema.String }) {
+  override get message() {
+    return `Connector ${this.connectorId} is being deleted (operation ${this.operationId})`
+  }
+}
+
 export type ConnectorError =
   | Unauthenticated
   | NotAMember
@@ -193,6 +207,8 @@ export type ConnectorError =
   | OperationsUnavailable
   | DecisionsConflict
   | GrantScriptUnavailable
+  | DeletionLocked
+  | DeleteInProgress
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
@@ -227,7 +243,13 @@ export const wireErrors = {
   },
   OperationsUnavailable: { code: Code.Unavailable, reason: "OPERATIONS_UNAVAILABLE" },
   DecisionsConflict: { code: Code.Aborted, reason: "REPLICA_IDENTITY_DECISIONS_CONFLICT", metadata: (e) => ({ connector_id: e.connectorId }) },
-  GrantScriptUnavailable: { code: Code.FailedPrecondition, reason: "GRANT_SCRIPT_PREREQUISITES_FAILED" }
+  GrantScriptUnavailable: { code: Code.FailedPrecondition, reason: "GRANT_SCRIPT_PREREQUISITES_FAILED" },
+  DeletionLocked: { code: Code.FailedPrecondition, reason: "CONNECTOR_DELETION_LOCKED", metadata: (e) => ({ connector_id: e.connectorId }) },
+  DeleteInProgress: {
+    code: Code.FailedPrecondition,
+    reason: "CONNECTOR_DELETE_IN_PROGRESS",
+    metadata: (e) => ({ connector_id: e.connectorId, operation_id: e.operationId })
+  }
 } satisfies WireTable<ConnectorError>
 
 export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

@@ -62,6 +62,10 @@ export interface Connector {
   readonly selectedSchemaStructure: Record<string, unknown> | null
   readonly indexingStatus: string
   readonly branchingEngineStatus: string
+  /** While true, deleting the connector answers 409. */
+  readonly deletionLocked: boolean
+  /** The connector_delete operation last started (null before any delete). */
+  readonly deleteOperationId: string | null
   readonly replicaIdentityPreflight: Record<string, unknown> | null
   readonly createdBy: string | null
   readonly createdAt: Date

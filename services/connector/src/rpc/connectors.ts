@@ -9,6 +9,7 @@ import {
 } from "@scion/proto/scion/connector/v1/connector_pb"
 import { Effect, Option, Redacted } from "effect"
 import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
+import { Deletion } from "../connectors/Deletion.js"
 import { Discovery } from "../connectors/Discovery.js"
 import type { CheckStatus, PreflightReport } from "../connectors/Preflight.js"
 import { type ConnectorError, toWireError, Unauthenticated } from "../domain/errors.js"
@@ -66,13 +67,15 @@ export const connectorToProto = ({ connector: c, access }: ConnectorView, withSc
   ...(c.sourceProvider !== null ? { sourceProvider: c.sourceProvider } : {}),
   ...(c.createdBy !== null ? { createdBy: c.createdBy } : {}),
   createdAt: timestampFromDate(c.createdAt),
-  updatedAt: timestampFromDate(c.updatedAt)
+  updatedAt: timestampFromDate(c.updatedAt),
+  deletionLocked: c.deletionLocked
 })
 
 /** ConnectorService as Connect routes over the Connectors service. Details are Redacted on arrival. */
 export const connectorServiceRoutes = Effect.gen(function* () {
   const connectors = yield* Connectors
   const discovery = yield* Discovery
+  const deletion = yield* Deletion
   return yield* effectService<typeof ConnectorService, ConnectorError, Caller>(
     ConnectorService,
     {
@@ -143,6 +146,15 @@ export const connectorServiceRoutes = Effect.gen(function* () {
           sourceProvider: script.sourceProvider,
           replicationUsername: script.replicationUsername,
           schemasPerDatabase: Object.fromEntries(Object.entries(script.schemasPerDatabase).map(([db, names]) => [db, { names: [...names] }]))
+        })),
+      lockDeletion: (req) => Effect.map(Effect.flatMap(caller, (p) => deletion.lock(p, req.connectorId)), (view) => ({ connector: connectorToProto(view, true) })),
+      unlockDeletion: (req) => Effect.map(Effect.flatMap(caller, (p) => deletion.unlock(p, req.connectorId)), (view) => ({ connector: connectorToProto(view, true) })),
+      deleteConnector: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => deletion.delete(p, { connectorId: req.connectorId, force: req.force })), (started) => ({
+          operationId: started.operationId,
+          resourceId: started.connectorId,
+          status: started.status,
+          type: "connector_delete"
         }))
     },
     toWireError

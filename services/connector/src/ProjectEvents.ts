@@ -1,0 +1,66 @@
+import { Bus, type BusShape, type Delivery } from "@scion/kit"
+import { Config, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Deletion } from "./connectors/Deletion.js"
+
+/**
+ * The bus identity's events arrive on. Production: NATS without the unit's job namespace (identity
+ * publishes `events.*` unprefixed); embedded: the one in-memory bus.
+ */
+export class EventsBus extends Context.Tag("@scion/connector/EventsBus")<EventsBus, BusShape>() {
+  /** The unit's own Bus (embedded mode, or when jobs are not namespaced). */
+  static readonly fromBus: Layer.Layer<EventsBus, never, Bus> = Layer.effect(EventsBus, Bus)
+}
+
+/** The fields read from identity's `events.project.deleted`; others are ignored. */
+const ProjectDeleted = Schema.Struct({ project_id: Schema.NonEmptyString, org_id: Schema.NonEmptyString })
+const decodeDeleted = Schema.decodeUnknown(ProjectDeleted)
+
+export const PROJECT_DELETED = "events.project.deleted"
+
+/**
+ * The durable over `events.project.deleted` on EVENTS. Replicas share one name (each event is
+ * handled once); tests give every system its own, starting at new events and removed when idle.
+ */
+export const projectEventsConfig = Config.all({
+  durable: Config.string("CONNECTOR_EVENTS_DURABLE").pipe(Config.withDefault("connector")),
+  deliverPolicy: Config.literal("all", "new")("CONNECTOR_EVENTS_DELIVER_POLICY").pipe(Config.withDefault("all" as const)),
+  inactiveSeconds: Config.option(Config.integer("CONNECTOR_EVENTS_INACTIVE_SECONDS"))
+})
+
+/**
+ * One project event: every connector of the deleted project is deleted with force (a delete in
+ * progress is kept). A malformed payload is a defect: retried, then dead-lettered. Failing to
+ * start a delete (operation unit down) fails the delivery, which the bus redelivers.
+ */
+export const handleProjectEvent = (delivery: Delivery) =>
+  Effect.gen(function* () {
+    if (delivery.subject !== PROJECT_DELETED) return
+    const event = yield* Effect.orDie(decodeDeleted(delivery.payload))
+    const deletion = yield* Deletion
+    const outcome = yield* deletion.removeProject(event.project_id)
+    yield* Effect.logInfo("project deleted: its connectors are being deleted").pipe(
+      Effect.annotateLogs({ org_id: event.org_id, project_id: event.project_id, connectors: outcome.connectors, started: outcome.started.length })
+    )
+  })
+
+/** Consumes project events for the lifetime of the layer. */
+export const ProjectEventsConsumer: Layer.Layer<never, never, EventsBus | Deletion> = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const bus = yield* EventsBus
+    const deletion = yield* Deletion
+    const config = yield* Effect.orDie(projectEventsConfig)
+    yield* bus
+      .consume(
+        {
+          stream: "EVENTS",
+          durable: config.durable,
+          filterSubjects: [PROJECT_DELETED],
+          deliverPolicy: config.deliverPolicy,
+          ...Option.match(config.inactiveSeconds, { onNone: () => ({}), onSome: (s) => ({ inactiveThreshold: Duration.seconds(s) }) })
+        },
+        (delivery) => handleProjectEvent(delivery).pipe(Effect.provideService(Deletion, deletion))
+      )
+      .pipe(Effect.orDie)
+    yield* Effect.logInfo("consuming project events").pipe(Effect.annotateLogs({ durable: config.durable }))
+  })
+)

@@ -1,0 +1,287 @@
+import type { JsonObject } from "@bufbuild/protobuf"
+import { SqlClient, SqlError } from "@effect/sql"
+import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Principal, type RpcError } from "@scion/kit"
+import { randomBytes } from "node:crypto"
+import type { ConnectionOptions } from "node:tls"
+import type pg from "pg"
+import { Config, Context, Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { ConnectorNotFound, DeleteInProgress, DeletionLocked } from "../domain/errors.js"
+import type { Connector } from "../domain/models.js"
+import { type AccessError, type ConnectorPermission, OrgAccess } from "../Identity.js"
+import { SecretStore } from "../secrets/SecretStore.js"
+import { PostgresDetails } from "./ConnectionDetails.js"
+import { Connectors, connectorSecretAad } from "./Connectors.js"
+import { ConnectorsRepo } from "./ConnectorsRepo.js"
+import { DiscoveryOperations } from "./Discovery.js"
+import { publicationName, quoteIdent } from "./GrantScript.js"
+import { reasonOf, tlsFor } from "./Preflight.js"
+import { SourceUnavailable } from "./SchemaIntrospection.js"
+import { connectSource } from "./SourceConnection.js"
+
+/** The job's unit and type: subject `jobs.connector.delete`, durable `connector-delete`. */
+export const DELETE_JOB = { unit: "connector", type: "delete" } as const
+
+/** What Scion removed from one database of the source. */
+export interface DatabaseCleanup {
+  readonly database: string
+  readonly publications_dropped: ReadonlyArray<string>
+  readonly slots_dropped: ReadonlyArray<string>
+}
+
+/**
+ * Drops what Scion created for a connector on one source database: the publication
+ * `scion_<connector id>` (the grant script's, later the engine's) and the logical replication
+ * slots named for the connector (`scion_<connector id>` or `scion_<connector id>_…`) in that
+ * database, terminating a walsender still holding one. Absent objects are fine.
+ */
+export class SourceCleaner extends Context.Tag("@scion/connector/SourceCleaner")<
+  SourceCleaner,
+  { readonly clean: (details: PostgresDetails, password: string, connectorId: string) => Effect.Effect<DatabaseCleanup, SourceUnavailable> }
+>() {
+  static make(options: { readonly connectTimeout: Duration.DurationInput; readonly queryTimeout: Duration.DurationInput }): Context.Tag.Service<SourceCleaner> {
+    const connectMillis = Duration.toMillis(options.connectTimeout)
+    const queryMillis = Duration.toMillis(options.queryTimeout)
+    const connect = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions) =>
+      connectSource(details, password, ssl, { applicationName: "scion-connector-delete", connectMillis, queryMillis })
+
+    const clean = (details: PostgresDetails, password: string, connectorId: string) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const unavailable = (error: unknown) => new SourceUnavailable({ database: details.database, reason: reasonOf(error) })
+          const client = yield* connect(details, password, tlsFor(details.sslmode)).pipe(
+            // sslmode=prefer falls back to a plain connection when the server has no TLS (as libpq).
+            Effect.catchAll((error) =>
+              details.sslmode === "prefer" && /does not support SSL/i.test((error as { message?: string })?.message ?? "") ? connect(details, password, false) : Effect.fail(error)
+            ),
+            Effect.mapError(unavailable)
+          )
+          const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
+            Effect.tryPromise({ try: () => client.query<R>(text, [...values]).then((r) => r.rows), catch: unavailable })
+          const name = publicationName(connectorId)
+          const publications = yield* query<{ pubname: string }>("select pubname from pg_publication where pubname = $1", [name])
+          for (const p of publications) yield* query(`drop publication if exists ${quoteIdent(p.pubname)}`)
+          const slots = yield* query<{ slot_name: string; active_pid: number | null }>(
+            `select slot_name, active_pid from pg_replication_slots
+             where database = current_database() and (slot_name = $1 or left(slot_name, length($1) + 1) = $1 || '_')`,
+            [name]
+          )
+          for (const slot of slots) {
+            if (slot.active_pid !== null) yield* query("select pg_terminate_backend($1, 5000)", [slot.active_pid])
+            yield* query("select pg_drop_replication_slot($1)", [slot.slot_name])
+          }
+          return { database: details.database, publications_dropped: publications.map((p) => p.pubname), slots_dropped: slots.map((s) => s.slot_name) }
+        })
+      ).pipe(Effect.withSpan("SourceCleaner.clean", { attributes: { host: details.host, port: details.port, database: details.database } }))
+
+    return SourceCleaner.of({ clean })
+  }
+
+  /** PREFLIGHT_CONNECT_TIMEOUT (default 5 s) and DISCOVERY_QUERY_TIMEOUT (default 60 s), as discovery. */
+  static readonly layerConfig: Layer.Layer<SourceCleaner> = Layer.effect(
+    SourceCleaner,
+    Effect.gen(function* () {
+      const connectTimeout = yield* Config.duration("PREFLIGHT_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5)))
+      const queryTimeout = yield* Config.duration("DISCOVERY_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(60)))
+      return SourceCleaner.make({ connectTimeout, queryTimeout })
+    }).pipe(Effect.orDie)
+  )
+}
+
+/** The 202's body: the connector_delete operation just started. */
+export interface DeleteStarted {
+  readonly operationId: string
+  readonly connectorId: string
+  readonly status: "pending"
+}
+
+const newOperationId = () => `op_del${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
+
+/**
+ * The deletion lock and connector deletion. A delete is an operation (connector_delete) and a
+ * job; the connector row carries the lock and the pointer to the delete last started, and the
+ * operation unit says whether that one is still pending or running ("in progress").
+ */
+export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Deletion", {
+  effect: Effect.gen(function* () {
+    const access = yield* OrgAccess
+    const repo = yield* ConnectorsRepo
+    const connectors = yield* Connectors
+    const operations = yield* DiscoveryOperations
+    const sql = yield* SqlClient.SqlClient
+
+    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
+      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+
+    const visible = (principal: Principal, connectorId: string, permission: ConnectorPermission) =>
+      Effect.gen(function* () {
+        const found = yield* repo.find(connectorId)
+        if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
+        yield* access
+          .require(principal, found.value.orgId, permission)
+          .pipe(Effect.catchTag("NotAMember", (): Effect.Effect<void, AccessError | ConnectorNotFound> => Effect.fail(new ConnectorNotFound({ connectorId }))))
+        return found.value
+      })
+
+    /** The row locked for the rest of the transaction, with the delete still in progress, if any. */
+    const lockRow = (connectorId: string) =>
+      Effect.gen(function* () {
+        const [row] = yield* sql<{ readonly deletion_locked: boolean; readonly delete_operation_id: string | null }>`
+          select deletion_locked, delete_operation_id from connectors where id = ${connectorId} for update`
+        if (row === undefined) return yield* new ConnectorNotFound({ connectorId })
+        let active = Option.none<string>()
+        if (row.delete_operation_id !== null) {
+          const status = yield* operations.status(row.delete_operation_id)
+          if (Option.isSome(status) && (status.value === "pending" || status.value === "running")) active = Option.some(row.delete_operation_id)
+        }
+        return { locked: row.deletion_locked, active }
+      })
+
+    const setLock = (locked: boolean) =>
+      Effect.fn(locked ? "Deletion.lock" : "Deletion.unlock")(function* (principal: Principal, connectorId: string) {
+        const connector = yield* visible(principal, connectorId, "connectors.update")
+        yield* transaction(
+          Effect.gen(function* () {
+            const row = yield* lockRow(connector.id)
+            if (Option.isSome(row.active)) return yield* new DeleteInProgress({ connectorId: connector.id, operationId: row.active.value })
+            // Idempotent: the same state again changes nothing (not even updated_at).
+            if (row.locked !== locked) yield* sql`update connectors set deletion_locked = ${locked}, updated_at = now() where id = ${connector.id}`
+          })
+        )
+        yield* Effect.logInfo(locked ? "connector deletion locked" : "connector deletion unlocked").pipe(Effect.annotateLogs({ connector_id: connector.id }))
+        return yield* connectors.get(principal, connector.id)
+      })
+
+    /**
+     * Starts a connector_delete operation and its job in one transaction with the row's pointer.
+     * `honourLock` false is the project-deletion path (the project is gone; see the README).
+     * Answers the delete already in progress as a Left.
+     */
+    const start = (connector: Connector, force: boolean, honourLock: boolean) =>
+      transaction(
+        Effect.gen(function* () {
+          const row = yield* lockRow(connector.id)
+          if (honourLock && row.locked) return yield* new DeletionLocked({ connectorId: connector.id })
+          if (Option.isSome(row.active)) return Either.left(row.active.value)
+          const operationId = newOperationId()
+          yield* operations.create({ id: operationId, orgId: connector.orgId, connectorId: connector.id, type: "connector_delete" })
+          yield* sql`update connectors set delete_operation_id = ${operationId}, updated_at = now() where id = ${connector.id}`
+          yield* enqueueJob({ ...DELETE_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id, force } }).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql)
+          )
+          return Either.right(operationId)
+        })
+      )
+
+    /**
+     * DELETE /v1/connectors/{id}?force= (connectors.delete): 409 while locked or while another
+     * delete is pending or running; otherwise a new connector_delete operation.
+     */
+    const remove = Effect.fn("Deletion.delete")(function* (principal: Principal, input: { readonly connectorId: string; readonly force: boolean }) {
+      const connector = yield* visible(principal, input.connectorId, "connectors.delete")
+      const started = yield* start(connector, input.force, true)
+      if (Either.isLeft(started)) return yield* new DeleteInProgress({ connectorId: connector.id, operationId: started.left })
+      yield* Effect.logInfo("connector delete started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.right, force: input.force }))
+      return { operationId: started.right, connectorId: connector.id, status: "pending" } satisfies DeleteStarted
+    })
+
+    /**
+     * Deletes (force) every connector of a deleted project, as the project-deletion consumer does.
+     * Idempotent: connectors already gone are not there, and a delete in progress is kept.
+     */
+    const removeProject = Effect.fn("Deletion.removeProject")(function* (projectId: string) {
+      const found = yield* repo.listByProject(projectId)
+      const started: Array<string> = []
+      for (const connector of found) {
+        const outcome = yield* start(connector, true, false).pipe(
+          // Deleted by someone else meanwhile: nothing to do.
+          Effect.catchTag("ConnectorNotFound", () => Effect.succeed(Either.left("gone")))
+        )
+        if (Either.isRight(outcome)) started.push(outcome.right)
+      }
+      return { connectors: found.length, started }
+    })
+
+    return { lock: setLock(true), unlock: setLock(false), delete: remove, removeProject } as const
+  })
+}) {}
+
+export const DeletePayload = Schema.Struct({ connector_id: Schema.String, force: Schema.Boolean })
+export type DeletePayload = typeof DeletePayload.Type
+
+const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetails))
+
+/**
+ * The delete job: drops what Scion created on the source (every database of the details), then,
+ * in one transaction, purges the connector's secrets (the connector_secret_purge step) and
+ * deletes the row. Without force a source that cannot be cleaned (unreachable, refused, missing
+ * or unreadable credentials) fails the operation at once and leaves the connector as it was; with
+ * force the source cleanup is skipped and the result says why. A redelivery after the row is gone
+ * answers that it is gone.
+ */
+export const deleteJob: JobHandler<DeletePayload, typeof DeletePayload.Encoded, JobFailed | OperationEnded | RpcError | SqlError.SqlError, ConnectorsRepo | SecretStore | SourceCleaner | SqlClient.SqlClient> = {
+  ...DELETE_JOB,
+  payload: DeletePayload,
+  run: (job) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* ConnectorsRepo
+      const secrets = yield* SecretStore
+      const cleaner = yield* SourceCleaner
+      const { connector_id: connectorId, force } = job.payload
+
+      const found = yield* repo.find(connectorId)
+      if (Option.isNone(found)) return { connector_id: connectorId, deleted: true, already_deleted: true } satisfies JsonObject
+      if (found.value.deleteOperationId !== null && found.value.deleteOperationId !== job.operationId) {
+        return yield* new JobFailed({ message: `Superseded by delete operation ${found.value.deleteOperationId}` })
+      }
+
+      yield* job.report({ stage: "source", stageLabel: "Dropping the publication and replication slots Scion created on the source", progress: 10 })
+      let source: JsonObject
+      if (found.value.serviceName !== "postgresql") {
+        source = { status: "not_applicable" }
+      } else {
+        const cleaned = yield* Effect.either(
+          Effect.gen(function* () {
+            const envelope = yield* repo.getDetails(connectorId)
+            if (Option.isNone(envelope)) return yield* Effect.fail("the connector's connection details are missing")
+            const plaintext = yield* secrets.decrypt(envelope.value, connectorSecretAad(connectorId)).pipe(Effect.mapError((e) => `the credentials cannot be read: ${e.reason}`))
+            const details = yield* Either.mapLeft(decodeDetails(Redacted.value(plaintext)), () => "the stored connection details are not readable")
+            const databases: Array<DatabaseCleanup> = []
+            for (const database of details.databases ?? [details.database]) {
+              databases.push(
+                yield* cleaner.clean({ ...details, database }, details.password, connectorId).pipe(Effect.mapError((e) => `database ${e.database}: ${e.reason}`))
+              )
+            }
+            return databases
+          })
+        )
+        if (Either.isLeft(cleaned)) {
+          if (!force) {
+            return yield* new JobFailed({
+              message: `The source could not be cleaned up (${cleaned.left}); the connector was not deleted. Retry once the source is reachable, or delete with force=true to abandon what Scion created on it.`
+            })
+          }
+          source = { status: "skipped", reason: `force: the source could not be cleaned up (${cleaned.left}); its publication and replication slots were abandoned` }
+        } else {
+          source = { status: "cleaned", databases: cleaned.right.map((d) => ({ database: d.database, publications_dropped: [...d.publications_dropped], slots_dropped: [...d.slots_dropped] })) }
+        }
+      }
+
+      yield* job.report({ stage: "secrets", stageLabel: "Purging the connector's secrets and deleting the connector", progress: 80 })
+      const purged = yield* sql.withTransaction(
+        Effect.gen(function* () {
+          const gone = yield* sql<{ readonly name: string }>`delete from secrets where owner_id = ${connectorId} returning name`
+          yield* sql`delete from connectors where id = ${connectorId}`
+          return gone.length
+        })
+      )
+      yield* Effect.logInfo("connector deleted").pipe(Effect.annotateLogs({ connector_id: connectorId, force, source_cleanup: String(source.status) }))
+      return {
+        connector_id: connectorId,
+        deleted: true,
+        force,
+        source_cleanup: source,
+        steps: [{ type: "connector_secret_purge", status: "completed", secrets_purged: purged }]
+      } satisfies JsonObject
+    }).pipe(Effect.withSpan("deleteJob.run", { attributes: { operationId: job.operationId } }))
+}
