@@ -8,7 +8,7 @@
  */
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { addMember, createOrg, type RoleKey } from "../support/flows.js"
+import { addMember, createOrg, queryMetadata, type RoleKey, settleOperation } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { signUp, startScion, waitFor, type Scion } from "../support/system.js"
 
@@ -53,25 +53,9 @@ const unlock = (id: string, token = tokens.member) => scion.request("DELETE", `/
 const publicationOf = (id: string) => `scion_${id.toLowerCase().replace(/[^a-z0-9_]/g, "_")}`.slice(0, 63)
 const onSource = async (sql: string) => Number((await source.query(sql)).rows[0]?.n)
 
-/** Polls the operation with waiting reads until it ends. */
-const settle = async (operationId: string) => {
-  for (let i = 0; i < 12; i++) {
-    const response = await scion.request("GET", `/v1/operations/${operationId}?wait=10`, { token: tokens.admin })
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
-    if (response.body.status === "completed" || response.body.status === "failed") return response.body
-  }
-  throw new Error(`operation ${operationId} did not end`)
-}
+const settle = (operationId: string) => settleOperation(scion, operationId, tokens.admin)
 
-const secretRows = async (connectorId: string) => {
-  const client = new pg.Client({ connectionString: scion.databaseUrl })
-  await client.connect()
-  try {
-    return (await client.query("select name from connector.secrets where owner_id = $1", [connectorId])).rows
-  } finally {
-    await client.end()
-  }
-}
+const secretRows = (connectorId: string) => queryMetadata(scion, "select name from connector.secrets where owner_id = $1", [connectorId])
 
 describe("connector deletion", () => {
   it("lock → 409 → unlock → 202 → the operation completes: 404, nothing left on the source, no secret", async () => {

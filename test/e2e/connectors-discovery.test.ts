@@ -6,9 +6,8 @@
  * connector; versions move only on real changes; concurrent discovers share one operation;
  * failing prerequisites start nothing; 403/404; selection rules and counters.
  */
-import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { addMember, createOrg, type RoleKey } from "../support/flows.js"
+import { addMember, createOrg, queryMetadata, type RoleKey, settleOperation } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { signUp, startScion, waitFor, type Scion } from "../support/system.js"
 
@@ -54,25 +53,9 @@ const discover = (id: string, token = tokens.member) => scion.request("POST", `/
 const select = (id: string, selected_paths: unknown, token = tokens.admin) => scion.request("POST", `/v1/connectors/${id}/selection`, { token, body: { selected_paths } })
 const getConnector = (id: string) => scion.request("GET", `/v1/connectors/${id}`, { token: tokens.member })
 
-/** Polls the operation with waiting reads until it ends. */
-const settle = async (operationId: string) => {
-  for (let i = 0; i < 12; i++) {
-    const response = await scion.request("GET", `/v1/operations/${operationId}?wait=10`, { token: tokens.member })
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
-    if (response.body.status === "completed" || response.body.status === "failed") return response.body
-  }
-  throw new Error(`operation ${operationId} did not end`)
-}
+const settle = (operationId: string) => settleOperation(scion, operationId, tokens.member)
 
-const operationRows = async (connectorId: string) => {
-  const client = new pg.Client({ connectionString: scion.databaseUrl })
-  await client.connect()
-  try {
-    return (await client.query("select id, status from operation.operations where resource_id = $1", [connectorId])).rows
-  } finally {
-    await client.end()
-  }
-}
+const operationRows = (connectorId: string) => queryMetadata(scion, "select id, status from operation.operations where resource_id = $1", [connectorId])
 
 describe("POST /v1/connectors/{id}/discover", () => {
   it("202 with the handle and the prerequisites; the job completes and the connector carries the structure at version 1", async () => {

@@ -1,4 +1,5 @@
 import { expect } from "vitest"
+import pg from "pg"
 import { signUp, type Scion } from "./system.js"
 
 export type RoleKey = "viewer" | "member" | "admin" | "owner"
@@ -23,4 +24,25 @@ export const createApiKey = async (scion: Scion, token: string, orgId: string, b
   const response = await scion.request("POST", `/v1/orgs/${orgId}/api-keys`, { token, body: { name: "key", role_id: "role_org_member", ...body } })
   expect(response.status, JSON.stringify(response.body)).toBe(201)
   return response.body as { api_key_id: string; secret: string; [k: string]: unknown }
+}
+
+/** Polls an operation with waiting reads (GET …?wait=10) until it is completed or failed. */
+export const settleOperation = async (scion: Scion, operationId: string, token: string) => {
+  for (let i = 0; i < 12; i++) {
+    const response = await scion.request("GET", `/v1/operations/${operationId}?wait=10`, { token })
+    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    if (response.body.status === "completed" || response.body.status === "failed") return response.body
+  }
+  throw new Error(`operation ${operationId} did not end`)
+}
+
+/** One query on the system's metadata database (tests look behind the API with it). */
+export const queryMetadata = async <R extends pg.QueryResultRow = any>(scion: Scion, sql: string, values: ReadonlyArray<unknown> = []) => {
+  const client = new pg.Client({ connectionString: scion.databaseUrl })
+  await client.connect()
+  try {
+    return (await client.query<R>(sql, [...values])).rows
+  } finally {
+    await client.end()
+  }
 }
