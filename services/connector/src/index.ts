@@ -108,3 +108,5 @@ export { type AccessError, type ConnectorPermission, type EnvironmentPermission,
 export { Envelope, generateSecretKey, type MasterKey, parseSecretKeys, SecretStore } from "./secrets/SecretStore.js"
 export * from "./domain/errors.js"
 export * from "./domain/models.js"
+export { type Engine, EngineError, EngineNotFound, EngineProvisioner, type EngineState, type EngineStatus } from "./engine/EngineProvisioner.js"
+export { embeddedPostgresBinDir, LocalEngineConfig, type LocalEngineOptions, LocalEngineProvisionerLive, makeLocalEngineProvisioner } from "./engine/LocalEngineProvisioner.js"

@@ -1,0 +1,58 @@
+import { Context, type Effect, type Redacted, Schema } from "effect"
+
+/**
+ * The branching engine of one connector: a Postgres cluster that will hold the mirror of the
+ * selected tables and the branches cut from it (ARCHITECTURE.md, "The branching engine").
+ * Clients connect over TLS only (`sslmode=require`) with the superuser credentials.
+ */
+export interface Engine {
+  readonly connectorId: string
+  readonly host: string
+  readonly port: number
+  readonly superuser: {
+    readonly username: string
+    readonly password: Redacted.Redacted<string>
+  }
+  /** Where the cluster's data lives (adapter specific: a directory for the local adapter). */
+  readonly dataDir: string
+  readonly tls: true
+}
+
+export type EngineState = "running" | "stopped"
+
+export interface EngineStatus {
+  readonly connectorId: string
+  readonly state: EngineState
+  readonly host: string
+  readonly port: number
+}
+
+/** No engine was provisioned for the connector (or it was destroyed). */
+export class EngineNotFound extends Schema.TaggedError<EngineNotFound>()("EngineNotFound", {
+  connectorId: Schema.String
+}) {}
+
+/** A step of provisioning or lifecycle failed. `message` never carries a credential. */
+export class EngineError extends Schema.TaggedError<EngineError>()("EngineError", {
+  connectorId: Schema.String,
+  step: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * Creates, starts, stops and destroys connector engines. Every operation is idempotent per
+ * connector id: provisioning twice answers the same engine (started), stopping a stopped engine
+ * and destroying an absent one change nothing.
+ */
+export class EngineProvisioner extends Context.Tag("@scion/connector/EngineProvisioner")<
+  EngineProvisioner,
+  {
+    /** Creates the engine if it does not exist yet, starts it if it is stopped, and answers it. */
+    readonly provision: (connectorId: string) => Effect.Effect<Engine, EngineError>
+    readonly start: (connectorId: string) => Effect.Effect<Engine, EngineError | EngineNotFound>
+    readonly stop: (connectorId: string) => Effect.Effect<void, EngineError | EngineNotFound>
+    /** Stops the engine and removes its data; an absent engine is fine. */
+    readonly destroy: (connectorId: string) => Effect.Effect<void, EngineError>
+    readonly status: (connectorId: string) => Effect.Effect<EngineStatus, EngineError | EngineNotFound>
+  }
+>() {}

