@@ -1,4 +1,5 @@
-import { SqlClient, SqlError } from "@effect/sql"
+import { transactional } from "@scion/kit"
+import { SqlClient } from "@effect/sql"
 import type { Principal } from "@scion/kit"
 import { Clock, Effect, Option } from "effect"
 import { BillingRepo } from "./BillingRepo.js"
@@ -19,8 +20,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@scion/billi
     const provider = yield* PaymentProvider
     const sql = yield* SqlClient.SqlClient
 
-    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+    const transaction = transactional(sql)
 
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 

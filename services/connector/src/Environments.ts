@@ -1,5 +1,6 @@
+import { transactional } from "@scion/kit"
 import { createHash, randomBytes } from "node:crypto"
-import { SqlClient, SqlError } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import type { Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import { CloudAccounts } from "./CloudAccounts.js"
@@ -48,9 +49,7 @@ export class Environments extends Effect.Service<Environments>()("@scion/connect
     const secrets = yield* SecretStore
     const sql = yield* SqlClient.SqlClient
 
-    /** Domain failures roll back and pass through; SQL failures are defects, as at the repository edge. */
-    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+    const transaction = transactional(sql)
 
     /** Another org's resource answers as a missing one: NOT_A_MEMBER becomes the not-found error. */
     const hidden =

@@ -1,4 +1,5 @@
-import { SqlClient, SqlError } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
+import { transactional } from "@scion/kit"
 import { Effect } from "effect"
 
 /**
@@ -6,8 +7,5 @@ import { Effect } from "effect"
  * is infrastructure and becomes a defect, as at every repository edge.
  */
 export class Database extends Effect.Service<Database>()("@scion/identity/Database", {
-  effect: Effect.map(SqlClient.SqlClient, (sql) => ({
-    transaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
-  }))
+  effect: Effect.map(SqlClient.SqlClient, (sql) => ({ transaction: transactional(sql) }))
 }) {}

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { PgClient } from "@effect/sql-pg"
-import { Migrator, SqlClient } from "@effect/sql"
+import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import { Config, Effect, Layer, Redacted } from "effect"
 
 /**
@@ -77,3 +77,12 @@ export const unitDatabase = (options: UnitDatabaseOptions) => {
   )
   return Layer.provideMerge(migrate, client).pipe(Layer.orDie)
 }
+
+/**
+ * A unit's transaction runner: domain failures roll back and pass through; an SQL failure is
+ * infrastructure and becomes a defect, as at every repository edge.
+ */
+export const transactional =
+  (sql: SqlClient.SqlClient) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
+    sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never

@@ -1,5 +1,5 @@
-import { SqlClient, SqlError } from "@effect/sql"
-import { Draining, type Principal } from "@scion/kit"
+import { SqlClient } from "@effect/sql"
+import { Draining, type Principal, transactional } from "@scion/kit"
 import { Clock, Duration, Effect, Either, Option } from "effect"
 import { OperationConfig } from "./config.js"
 import { InvalidArgument, NotAMember, OperationIdConflict, OperationNotFound } from "./domain/errors.js"
@@ -26,8 +26,7 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
     const draining = yield* Draining
     const sql = yield* SqlClient.SqlClient
 
-    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+    const transaction = transactional(sql)
 
     const checkId = (id: string) => (OPERATION_ID.test(id) ? Effect.void : Effect.fail(invalid("id", "id must be op_ followed by 1..120 of A-Z a-z 0-9 _ -")))
 

@@ -1,4 +1,5 @@
-import { SqlClient, SqlError } from "@effect/sql"
+import { transactional } from "@scion/kit"
+import { SqlClient } from "@effect/sql"
 import type { Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import { ConnectorNotFound, InvalidArgument, InvalidConnectionDetails, PreflightFailed, PrivateLinkRequired, SecretStoreFailure } from "../domain/errors.js"
@@ -79,9 +80,7 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
     const probe = yield* SourceProbe
     const sql = yield* SqlClient.SqlClient
 
-    /** Domain failures roll back and pass through; SQL failures are defects, as at the repository edge. */
-    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+    const transaction = transactional(sql)
 
     /** An API key acts in its own org; a session caller must name one. */
     const orgOf = (principal: Principal, orgId: string) => {
@@ -283,6 +282,6 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
       return details
     })
 
-    return { preflight, create, list, get, update, connectionDetails } as const
+    return { preflight, create, list, get, update, connectionDetails, visible } as const
   })
 }) {}

@@ -1,13 +1,12 @@
 import type { JsonObject } from "@bufbuild/protobuf"
-import { SqlClient, SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Principal, type RpcError } from "@scion/kit"
+import { SqlClient, type SqlError } from "@effect/sql"
+import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Principal, type RpcError, transactional } from "@scion/kit"
 import { randomBytes } from "node:crypto"
 import type { ConnectionOptions } from "node:tls"
 import type pg from "pg"
 import { Config, Context, Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { ConnectorNotFound, DeleteInProgress, DeletionLocked } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
-import { type AccessError, type ConnectorPermission, OrgAccess } from "../Identity.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { PostgresDetails } from "./ConnectionDetails.js"
 import { Connectors, connectorSecretAad } from "./Connectors.js"
@@ -103,24 +102,15 @@ const newOperationId = () => `op_del${Date.now().toString(36)}${randomBytes(8).t
  */
 export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Deletion", {
   effect: Effect.gen(function* () {
-    const access = yield* OrgAccess
     const repo = yield* ConnectorsRepo
     const connectors = yield* Connectors
     const operations = yield* DiscoveryOperations
     const sql = yield* SqlClient.SqlClient
 
-    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+    const transaction = transactional(sql)
 
-    const visible = (principal: Principal, connectorId: string, permission: ConnectorPermission) =>
-      Effect.gen(function* () {
-        const found = yield* repo.find(connectorId)
-        if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
-        yield* access
-          .require(principal, found.value.orgId, permission)
-          .pipe(Effect.catchTag("NotAMember", (): Effect.Effect<void, AccessError | ConnectorNotFound> => Effect.fail(new ConnectorNotFound({ connectorId }))))
-        return found.value
-      })
+    // The connector if the caller holds the permission in its org; other orgs' are not found.
+    const visible = connectors.visible
 
     /** The row locked for the rest of the transaction, with the delete still in progress, if any. */
     const lockRow = (connectorId: string) =>

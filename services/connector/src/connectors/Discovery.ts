@@ -1,6 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf"
-import { SqlClient, SqlError } from "@effect/sql"
-import { asService, enqueueJob, JobFailed, type JobHandler, OperationClient, type OperationEnded, type Principal, type RpcError, ServiceIdentity } from "@scion/kit"
+import { SqlClient, type SqlError } from "@effect/sql"
+import { asService, enqueueJob, JobFailed, type JobHandler, OperationClient, type OperationEnded, type Principal, type RpcError, ServiceIdentity, transactional } from "@scion/kit"
 import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import { randomBytes } from "node:crypto"
 import { Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
@@ -14,7 +14,6 @@ import {
   SecretStoreFailure
 } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
-import { type AccessError, type ConnectorPermission, OrgAccess } from "../Identity.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { PostgresDetails } from "./ConnectionDetails.js"
 import { Connectors, connectorSecretAad } from "./Connectors.js"
@@ -121,7 +120,6 @@ const newOperationId = () => `op_disc${Date.now().toString(36)}${randomBytes(8).
  */
 export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Discovery", {
   effect: Effect.gen(function* () {
-    const access = yield* OrgAccess
     const repo = yield* ConnectorsRepo
     const connectors = yield* Connectors
     const secrets = yield* SecretStore
@@ -129,18 +127,10 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
     const operations = yield* DiscoveryOperations
     const sql = yield* SqlClient.SqlClient
 
-    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-      sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+    const transaction = transactional(sql)
 
-    const visible = (principal: Principal, connectorId: string, permission: ConnectorPermission) =>
-      Effect.gen(function* () {
-        const found = yield* repo.find(connectorId)
-        if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
-        yield* access
-          .require(principal, found.value.orgId, permission)
-          .pipe(Effect.catchTag("NotAMember", (): Effect.Effect<void, AccessError | ConnectorNotFound> => Effect.fail(new ConnectorNotFound({ connectorId }))))
-        return found.value
-      })
+    // The connector if the caller holds the permission in its org; other orgs' are not found.
+    const visible = connectors.visible
 
     /** The checks that gate discovery, in order; stops at the first failure (later ones cannot run). */
     const prerequisites = (connector: Connector) =>
