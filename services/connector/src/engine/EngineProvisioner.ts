@@ -16,6 +16,13 @@ export interface Engine {
   /** Where the cluster's data lives (adapter specific: a directory for the local adapter). */
   readonly dataDir: string
   readonly tls: true
+  /** The instance serving the engine, as operators name it (readiness evidence's pod_name). */
+  readonly instanceName?: string
+  /**
+   * True when the engine's storage can reflink and the server runs with file_copy_method = clone:
+   * a template copy (a branch) then clones files instead of copying them.
+   */
+  readonly fileCopyClone?: boolean
 }
 
 export type EngineState = "running" | "stopped"

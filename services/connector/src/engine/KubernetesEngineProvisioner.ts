@@ -1,0 +1,826 @@
+/**
+ * The Kubernetes EngineProvisioner adapter: one single-replica Postgres StatefulSet per connector,
+ * with a ClusterIP Service, a ConfigMap (pg_hba.conf) and a Secret (superuser password and the
+ * server's TLS certificate and key), in one namespace (ENGINE_NAMESPACE).
+ *
+ * Two halves:
+ * - pure render functions (`renderEngine` and friends) producing the objects, unit-tested;
+ * - an adapter speaking the API server's REST wire format over `node:https` (the service-account
+ *   CA and bearer token): server-side apply of the objects, the StatefulSet's `scale` subresource
+ *   for stop/start, `status.readyReplicas` for readiness, DELETE (collection, by label, for the
+ *   PersistentVolumeClaims) for destroy.
+ *
+ * The Secret is the engine's record: it is created once (POST, so two replicas racing agree on the
+ * one that won) and read back by every later provision; its password and certificate are never
+ * regenerated. TLS: a self-signed EC P-256 certificate is made in-process (no openssl, no
+ * cert-manager needed), naming the Service's DNS names; clients use `sslmode=require`, or
+ * verify-full with `tls.crt` from the Secret as their CA.
+ */
+import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign } from "node:crypto"
+import { readFile } from "node:fs/promises"
+import { request as httpRequest, type IncomingMessage } from "node:http"
+import { request as httpsRequest } from "node:https"
+import { dirname, join } from "node:path"
+import { Config, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { type Engine, EngineError, EngineNotFound, EngineProvisioner, type EngineStatus } from "./EngineProvisioner.js"
+
+// ---------------------------------------------------------------------------------------------
+// Options and configuration
+
+export interface KubernetesEngineResources {
+  readonly requests: { readonly cpu: string; readonly memory: string }
+  readonly limits: { readonly cpu: string; readonly memory: string }
+}
+
+/** What the rendered objects depend on. */
+export interface EngineRenderOptions {
+  readonly namespace: string
+  /** The Postgres image (official `postgres` image layout: entrypoint, uid 999, pg_isready). */
+  readonly image: string
+  /** None: the cluster's default StorageClass. */
+  readonly storageClass: Option.Option<string>
+  readonly storageSize: string
+  readonly resources: KubernetesEngineResources
+  /** The engine host is `<service>.<namespace>.<serviceDnsSuffix>` (`svc`, or `svc.cluster.local`). */
+  readonly serviceDnsSuffix: string
+  readonly maxReplicationSlots: number
+  readonly maxWalSenders: number
+  readonly maxLogicalReplicationWorkers: number
+  /**
+   * `clone` when the StorageClass's filesystem can reflink (XFS with reflink=1, btrfs): Postgres 18
+   * then clones a template database's files for a branch. Default `copy`.
+   */
+  readonly fileCopyMethod: "copy" | "clone"
+}
+
+export interface KubernetesEngineOptions extends EngineRenderOptions {
+  /** The API server, e.g. `https://kubernetes.default.svc`. */
+  readonly apiUrl: string
+  /** The bearer token file (re-read on every request: projected tokens rotate); absent: no token. */
+  readonly tokenPath: string
+  /** The API server's CA bundle; absent: the system's CAs. */
+  readonly caPath: string
+  /** How long provision and start wait for `readyReplicas >= 1`, and how often they look. */
+  readonly readyTimeout: Duration.Duration
+  readonly pollInterval: Duration.Duration
+  /** Per-request timeout. */
+  readonly requestTimeout: Duration.Duration
+}
+
+const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+/**
+ * ENGINE_* and KUBERNETES_* configuration of the Kubernetes adapter (see the unit's README,
+ * "Engines: the Kubernetes adapter"). ENGINE_NAMESPACE defaults to the pod's own namespace (the
+ * service account's `namespace` file), else `default`.
+ */
+export const KubernetesEngineConfig: Config.Config<KubernetesEngineOptions> = Config.all({
+  apiUrl: Config.string("KUBERNETES_API_URL").pipe(Config.withDefault("https://kubernetes.default.svc")),
+  tokenPath: Config.string("KUBERNETES_TOKEN_PATH").pipe(Config.withDefault(join(SERVICE_ACCOUNT_DIR, "token"))),
+  caPath: Config.string("KUBERNETES_CA_PATH").pipe(Config.withDefault(join(SERVICE_ACCOUNT_DIR, "ca.crt"))),
+  namespace: Config.option(Config.string("ENGINE_NAMESPACE")),
+  image: Config.string("ENGINE_IMAGE").pipe(Config.withDefault("postgres:18")),
+  storageClass: Config.option(Config.string("ENGINE_STORAGE_CLASS")),
+  storageSize: Config.string("ENGINE_STORAGE_SIZE").pipe(Config.withDefault("10Gi")),
+  resources: Config.all({
+    requests: Config.all({
+      cpu: Config.string("ENGINE_CPU_REQUEST").pipe(Config.withDefault("250m")),
+      memory: Config.string("ENGINE_MEMORY_REQUEST").pipe(Config.withDefault("512Mi"))
+    }),
+    limits: Config.all({
+      cpu: Config.string("ENGINE_CPU_LIMIT").pipe(Config.withDefault("2")),
+      memory: Config.string("ENGINE_MEMORY_LIMIT").pipe(Config.withDefault("2Gi"))
+    })
+  }),
+  serviceDnsSuffix: Config.string("ENGINE_SERVICE_DNS_SUFFIX").pipe(Config.withDefault("svc")),
+  maxReplicationSlots: Config.integer("ENGINE_MAX_REPLICATION_SLOTS").pipe(Config.withDefault(16)),
+  maxWalSenders: Config.integer("ENGINE_MAX_WAL_SENDERS").pipe(Config.withDefault(16)),
+  maxLogicalReplicationWorkers: Config.integer("ENGINE_MAX_LOGICAL_REPLICATION_WORKERS").pipe(Config.withDefault(8)),
+  fileCopyMethod: Config.literal("copy", "clone")("ENGINE_FILE_COPY_METHOD").pipe(Config.withDefault("copy" as const)),
+  readyTimeout: Config.duration("ENGINE_READY_TIMEOUT").pipe(Config.withDefault(Duration.minutes(5))),
+  pollInterval: Config.duration("ENGINE_READY_POLL_INTERVAL").pipe(Config.withDefault(Duration.seconds(2))),
+  requestTimeout: Config.duration("KUBERNETES_REQUEST_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+}).pipe(
+  Config.map(({ namespace, ...rest }) => ({ ...rest, namespace: Option.getOrElse(namespace, () => "") }))
+)
+
+// ---------------------------------------------------------------------------------------------
+// Names and labels
+
+const CONNECTOR_ID = /^[A-Za-z0-9_-]{1,128}$/
+const NAME_PREFIX = "scion-engine-"
+/**
+ * The longest object name: a StatefulSet's pods carry `controller-revision-hash: <name>-<10 chars>`,
+ * a label value (≤ 63), so the StatefulSet's name stays ≤ 52.
+ */
+export const MAX_ENGINE_NAME = 52
+export const ENGINE_PORT = 5432
+export const SUPERUSER = "postgres"
+export const FIELD_MANAGER = "scion-connector"
+/** uid and gid of `postgres` in the official image. */
+const POSTGRES_UID = 999
+
+const hashOf = (value: string, length: number) => createHash("sha256").update(value).digest("hex").slice(0, length)
+
+/**
+ * The one name of every object of a connector's engine (Secret, ConfigMap, Service, StatefulSet):
+ * `scion-engine-<id>` lowercased, a DNS-1035 label of at most 52 characters. When lowercasing or
+ * replacing characters lost information (`con_A` vs `con-a`) or the id had to be shortened, an
+ * 8-hex-digit hash of the exact id is appended, so distinct ids never share a name.
+ */
+export const engineName = (connectorId: string): string => {
+  const slug = connectorId.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+/g, "-").replace(/^-|-$/g, "")
+  const plain = `${NAME_PREFIX}${slug}`
+  if (slug === connectorId && slug.length > 0 && plain.length <= MAX_ENGINE_NAME) return plain
+  const hash = hashOf(connectorId, 8)
+  const room = MAX_ENGINE_NAME - NAME_PREFIX.length - hash.length - 1
+  const head = slug.slice(0, room).replace(/-+$/, "")
+  return head.length > 0 ? `${NAME_PREFIX}${head}-${hash}` : `${NAME_PREFIX}${hash}`
+}
+
+/** A label value (≤ 63, alphanumeric ends, `[A-Za-z0-9_.-]`): the id itself, or its hash when it cannot be one. */
+export const connectorIdLabel = (connectorId: string): string =>
+  /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$/.test(connectorId) ? connectorId : `sha256-${hashOf(connectorId, 40)}`
+
+export const LABEL_NAME = "app.kubernetes.io/name"
+export const LABEL_INSTANCE = "app.kubernetes.io/instance"
+export const LABEL_CONNECTOR = "scion.dev/connector-id"
+
+/** The labels selecting one engine's pods and claims. */
+export const selectorLabels = (connectorId: string) => ({
+  [LABEL_NAME]: "scion-engine",
+  [LABEL_INSTANCE]: engineName(connectorId)
+})
+
+const labelsOf = (connectorId: string) => ({
+  ...selectorLabels(connectorId),
+  "app.kubernetes.io/component": "branching-engine",
+  "app.kubernetes.io/part-of": "scion",
+  "app.kubernetes.io/managed-by": FIELD_MANAGER,
+  [LABEL_CONNECTOR]: connectorIdLabel(connectorId)
+})
+
+const metadataOf = (connectorId: string, options: EngineRenderOptions) => ({
+  name: engineName(connectorId),
+  namespace: options.namespace,
+  labels: labelsOf(connectorId),
+  // The exact id, whatever the label had to become.
+  annotations: { [LABEL_CONNECTOR]: connectorId }
+})
+
+/** The host clients are given: the Service's DNS name. */
+export const engineHost = (connectorId: string, options: Pick<EngineRenderOptions, "namespace" | "serviceDnsSuffix">) =>
+  `${engineName(connectorId)}.${options.namespace}.${options.serviceDnsSuffix}`
+
+/** The DNS names the certificate carries: every way a pod of the cluster may name the Service. */
+export const engineDnsNames = (connectorId: string, options: Pick<EngineRenderOptions, "namespace" | "serviceDnsSuffix">) => {
+  const name = engineName(connectorId)
+  return [...new Set([name, `${name}.${options.namespace}`, `${name}.${options.namespace}.svc`, engineHost(connectorId, options)])]
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS: a self-signed certificate, DER-encoded here (node:crypto signs; it cannot issue)
+
+const der = (tag: number, content: Buffer): Buffer => {
+  const n = content.length
+  const length =
+    n < 0x80
+      ? Buffer.from([n])
+      : (() => {
+          const bytes: Array<number> = []
+          for (let rest = n; rest > 0; rest = Math.floor(rest / 256)) bytes.unshift(rest % 256)
+          return Buffer.from([0x80 | bytes.length, ...bytes])
+        })()
+  return Buffer.concat([Buffer.from([tag]), length, content])
+}
+const seq = (...items: ReadonlyArray<Buffer>) => der(0x30, Buffer.concat(items))
+const set = (...items: ReadonlyArray<Buffer>) => der(0x31, Buffer.concat(items))
+const oid = (dotted: string) => {
+  const [a = 0, b = 0, ...rest] = dotted.split(".").map(Number)
+  const bytes = [40 * a + b]
+  for (const arc of rest) {
+    const chunk = [arc & 0x7f]
+    for (let v = Math.floor(arc / 128); v > 0; v = Math.floor(v / 128)) chunk.unshift((v & 0x7f) | 0x80)
+    bytes.push(...chunk)
+  }
+  return der(0x06, Buffer.from(bytes))
+}
+const integer = (value: Buffer) => {
+  let i = 0
+  while (i < value.length - 1 && value[i] === 0) i++
+  const trimmed = value.subarray(i)
+  return der(0x02, (trimmed[0] ?? 0) & 0x80 ? Buffer.concat([Buffer.from([0]), trimmed]) : trimmed)
+}
+const time = (date: Date) => {
+  const iso = date.toISOString().replace(/[-:T]/g, "").slice(0, 14) + "Z"
+  return date.getUTCFullYear() < 2050 ? der(0x17, Buffer.from(iso.slice(2), "ascii")) : der(0x18, Buffer.from(iso, "ascii"))
+}
+const ECDSA_WITH_SHA256 = seq(oid("1.2.840.10045.4.3.2"))
+
+export interface TlsMaterial {
+  /** PEM certificate (self-signed: it is its own CA). */
+  readonly certificate: string
+  /** PEM PKCS#8 private key. */
+  readonly key: Redacted.Redacted<string>
+}
+
+/** A self-signed EC P-256 server certificate for `dnsNames` (SAN), valid 10 years. */
+export const selfSignedCertificate = (commonName: string, dnsNames: ReadonlyArray<string>, now = new Date()): TlsMaterial => {
+  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" })
+  const name = seq(set(seq(oid("2.5.4.3"), der(0x0c, Buffer.from(commonName, "utf8")))))
+  const serial = randomBytes(16)
+  serial[0] = (serial[0] ?? 0) & 0x7f
+  const notBefore = new Date(now.getTime() - 60 * 60 * 1000)
+  const notAfter = new Date(now.getTime() + 3650 * 24 * 60 * 60 * 1000)
+  const extensions = seq(
+    // subjectAltName
+    seq(oid("2.5.29.17"), der(0x04, seq(...dnsNames.map((dns) => der(0x82, Buffer.from(dns, "ascii")))))),
+    // keyUsage (critical): digitalSignature, keyCertSign (it signs itself)
+    seq(oid("2.5.29.15"), der(0x01, Buffer.from([0xff])), der(0x04, der(0x03, Buffer.from([0x02, 0x84])))),
+    // extKeyUsage: serverAuth
+    seq(oid("2.5.29.37"), der(0x04, seq(oid("1.3.6.1.5.5.7.3.1"))))
+  )
+  const tbs = seq(
+    der(0xa0, integer(Buffer.from([2]))),
+    integer(serial),
+    ECDSA_WITH_SHA256,
+    name,
+    seq(time(notBefore), time(notAfter)),
+    name,
+    publicKey.export({ type: "spki", format: "der" }),
+    der(0xa3, extensions)
+  )
+  const signature = sign("sha256", tbs, { key: privateKey, dsaEncoding: "der" })
+  const certificate = seq(tbs, ECDSA_WITH_SHA256, der(0x03, Buffer.concat([Buffer.from([0]), signature])))
+  const body = certificate.toString("base64").replace(/(.{64})/g, "$1\n").replace(/\n$/, "")
+  return {
+    certificate: `-----BEGIN CERTIFICATE-----\n${body}\n-----END CERTIFICATE-----\n`,
+    key: Redacted.make(privateKey.export({ type: "pkcs8", format: "pem" }).toString())
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+/** What the engine's Secret holds: generated once, then only ever read back. */
+export interface EngineMaterial {
+  readonly password: Redacted.Redacted<string>
+  readonly tls: TlsMaterial
+}
+
+export const generateMaterial = (connectorId: string, options: Pick<EngineRenderOptions, "namespace" | "serviceDnsSuffix">): EngineMaterial => ({
+  password: Redacted.make(randomBytes(24).toString("base64url")),
+  tls: selfSignedCertificate(engineName(connectorId), engineDnsNames(connectorId, options))
+})
+
+const b64 = (value: string) => Buffer.from(value, "utf8").toString("base64")
+
+/** The Secret: `username`, `password` (the superuser's), `tls.crt`, `tls.key`. Opaque: it holds both. */
+export const renderSecret = (connectorId: string, options: EngineRenderOptions, material: EngineMaterial) => ({
+  apiVersion: "v1" as const,
+  kind: "Secret" as const,
+  metadata: metadataOf(connectorId, options),
+  type: "Opaque",
+  data: {
+    username: b64(SUPERUSER),
+    password: b64(Redacted.value(material.password)),
+    "tls.crt": b64(material.tls.certificate),
+    "tls.key": b64(Redacted.value(material.tls.key))
+  }
+})
+
+/** Client authentication: TLS and SCRAM over TCP; the local socket (probes, the image's init) SCRAM. */
+export const PG_HBA_CONF = [
+  "# Written by Scion's Kubernetes engine provisioner: TCP clients must use TLS and SCRAM.",
+  "local     all  all                scram-sha-256",
+  "hostssl   all  all  0.0.0.0/0     scram-sha-256",
+  "hostssl   all  all  ::/0          scram-sha-256",
+  "hostnossl all  all  0.0.0.0/0     reject",
+  "hostnossl all  all  ::/0          reject",
+  ""
+].join("\n")
+
+export const renderConfigMap = (connectorId: string, options: EngineRenderOptions) => ({
+  apiVersion: "v1" as const,
+  kind: "ConfigMap" as const,
+  metadata: metadataOf(connectorId, options),
+  data: { "pg_hba.conf": PG_HBA_CONF }
+})
+
+/** A ClusterIP Service (a stable address across pod restarts); also the StatefulSet's serviceName. */
+export const renderService = (connectorId: string, options: EngineRenderOptions) => ({
+  apiVersion: "v1" as const,
+  kind: "Service" as const,
+  metadata: metadataOf(connectorId, options),
+  spec: {
+    type: "ClusterIP",
+    selector: selectorLabels(connectorId),
+    ports: [{ name: "postgres", port: ENGINE_PORT, targetPort: "postgres", protocol: "TCP", appProtocol: "postgresql" }]
+  }
+})
+
+const DATA_MOUNT = "/var/lib/postgresql/data"
+const TLS_MOUNT = "/etc/scion/tls"
+const HBA_MOUNT = "/etc/scion/hba"
+
+/** The server's settings, as `-c name=value` arguments (the image's entrypoint passes them to postgres). */
+export const postgresSettings = (options: EngineRenderOptions): ReadonlyArray<readonly [string, string]> => [
+  ["listen_addresses", "*"],
+  ["port", String(ENGINE_PORT)],
+  ["ssl", "on"],
+  ["ssl_cert_file", `${TLS_MOUNT}/tls.crt`],
+  ["ssl_key_file", `${TLS_MOUNT}/tls.key`],
+  ["ssl_min_protocol_version", "TLSv1.2"],
+  ["hba_file", `${HBA_MOUNT}/pg_hba.conf`],
+  ["password_encryption", "scram-sha-256"],
+  ["wal_level", "logical"],
+  ["max_replication_slots", String(options.maxReplicationSlots)],
+  ["max_wal_senders", String(options.maxWalSenders)],
+  // The engine subscribes: one origin per subscription, apply and table-sync workers.
+  ["max_active_replication_origins", String(options.maxReplicationSlots)],
+  ["max_logical_replication_workers", String(options.maxLogicalReplicationWorkers)],
+  ["max_sync_workers_per_subscription", "2"],
+  ["max_worker_processes", String(options.maxLogicalReplicationWorkers + 8)],
+  ["max_connections", "100"],
+  ["file_copy_method", options.fileCopyMethod]
+]
+
+const pgIsReady = ["pg_isready", "-h", "127.0.0.1", "-p", String(ENGINE_PORT), "-U", SUPERUSER, "-d", "postgres"]
+
+export const renderStatefulSet = (connectorId: string, options: EngineRenderOptions, replicas: 0 | 1 = 1) => {
+  const name = engineName(connectorId)
+  const labels = labelsOf(connectorId)
+  return {
+    apiVersion: "apps/v1" as const,
+    kind: "StatefulSet" as const,
+    metadata: metadataOf(connectorId, options),
+    spec: {
+      replicas,
+      serviceName: name,
+      podManagementPolicy: "OrderedReady",
+      updateStrategy: { type: "RollingUpdate" },
+      // Deleting the StatefulSet keeps the claims (destroy deletes them by label, explicitly).
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: "Retain", whenScaled: "Retain" },
+      selector: { matchLabels: selectorLabels(connectorId) },
+      template: {
+        metadata: { labels },
+        spec: {
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          terminationGracePeriodSeconds: 60,
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: POSTGRES_UID,
+            runAsGroup: POSTGRES_UID,
+            fsGroup: POSTGRES_UID,
+            fsGroupChangePolicy: "OnRootMismatch",
+            seccompProfile: { type: "RuntimeDefault" }
+          },
+          containers: [
+            {
+              name: "postgres",
+              image: options.image,
+              args: postgresSettings(options).flatMap(([key, value]) => ["-c", `${key}=${value}`]),
+              ports: [{ name: "postgres", containerPort: ENGINE_PORT, protocol: "TCP" }],
+              env: [
+                { name: "POSTGRES_USER", value: SUPERUSER },
+                { name: "POSTGRES_PASSWORD", valueFrom: { secretKeyRef: { name, key: "password" } } },
+                { name: "POSTGRES_INITDB_ARGS", value: "--auth-local=scram-sha-256 --auth-host=scram-sha-256 --encoding=UTF8 --locale=C" },
+                // A subdirectory: the volume's root may hold lost+found.
+                { name: "PGDATA", value: `${DATA_MOUNT}/pgdata` }
+              ],
+              readinessProbe: { exec: { command: pgIsReady }, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 3 },
+              livenessProbe: { exec: { command: pgIsReady }, initialDelaySeconds: 30, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 6 },
+              // initdb and crash recovery may take a while on a large volume.
+              startupProbe: { exec: { command: pgIsReady }, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 120 },
+              resources: {
+                requests: { ...options.resources.requests },
+                limits: { ...options.resources.limits }
+              },
+              securityContext: {
+                runAsNonRoot: true,
+                allowPrivilegeEscalation: false,
+                readOnlyRootFilesystem: true,
+                capabilities: { drop: ["ALL"] }
+              },
+              volumeMounts: [
+                { name: "data", mountPath: DATA_MOUNT },
+                { name: "tls", mountPath: TLS_MOUNT, readOnly: true },
+                { name: "hba", mountPath: HBA_MOUNT, readOnly: true },
+                { name: "run", mountPath: "/var/run/postgresql" },
+                { name: "tmp", mountPath: "/tmp" },
+                { name: "shm", mountPath: "/dev/shm" }
+              ]
+            }
+          ],
+          volumes: [
+            {
+              name: "tls",
+              // Owned by root, group fsGroup, 0640: what postgres accepts for a key it does not own.
+              secret: {
+                secretName: name,
+                defaultMode: 0o640,
+                items: [
+                  { key: "tls.crt", path: "tls.crt" },
+                  { key: "tls.key", path: "tls.key" }
+                ]
+              }
+            },
+            { name: "hba", configMap: { name, defaultMode: 0o644 } },
+            { name: "run", emptyDir: {} },
+            { name: "tmp", emptyDir: {} },
+            { name: "shm", emptyDir: { medium: "Memory", sizeLimit: "256Mi" } }
+          ]
+        }
+      },
+      volumeClaimTemplates: [
+        {
+          metadata: { name: "data", labels: selectorLabels(connectorId) },
+          spec: {
+            accessModes: ["ReadWriteOnce"],
+            ...Option.match(options.storageClass, { onNone: () => ({}), onSome: (storageClassName) => ({ storageClassName }) }),
+            resources: { requests: { storage: options.storageSize } }
+          }
+        }
+      ]
+    }
+  }
+}
+
+/** Every object of one engine, in the order they are applied. */
+export const renderEngine = (connectorId: string, options: EngineRenderOptions, material: EngineMaterial) => ({
+  secret: renderSecret(connectorId, options, material),
+  configMap: renderConfigMap(connectorId, options),
+  service: renderService(connectorId, options),
+  statefulSet: renderStatefulSet(connectorId, options)
+})
+
+// ---------------------------------------------------------------------------------------------
+// The API client
+
+type Kind = "Secret" | "ConfigMap" | "Service" | "StatefulSet" | "PersistentVolumeClaim"
+
+const plural: Record<Kind, string> = {
+  Secret: "secrets",
+  ConfigMap: "configmaps",
+  Service: "services",
+  StatefulSet: "statefulsets",
+  PersistentVolumeClaim: "persistentvolumeclaims"
+}
+
+const collectionPath = (kind: Kind, namespace: string) =>
+  `${kind === "StatefulSet" ? "/apis/apps/v1" : "/api/v1"}/namespaces/${encodeURIComponent(namespace)}/${plural[kind]}`
+
+const objectPath = (kind: Kind, namespace: string, name: string) => `${collectionPath(kind, namespace)}/${encodeURIComponent(name)}`
+
+interface ApiResponse {
+  readonly status: number
+  readonly body: unknown
+}
+
+interface ApiRequest {
+  readonly method: "GET" | "POST" | "PATCH" | "DELETE"
+  readonly path: string
+  readonly body?: unknown
+  readonly contentType?: string
+}
+
+/** Removes every given secret value (and its base64) from a message before it leaves the adapter. */
+const scrub = (message: string, secrets: ReadonlyArray<string>) =>
+  secrets
+    .filter((secret) => secret.length >= 6)
+    .flatMap((secret) => [secret, b64(secret)])
+    .reduce((text, secret) => text.split(secret).join("[redacted]"), message)
+
+const statusMessage = (body: unknown): string => {
+  if (typeof body === "object" && body !== null) {
+    const status = body as { reason?: unknown; message?: unknown }
+    return [status.reason, status.message].filter((part) => typeof part === "string" && part.length > 0).join(": ")
+  }
+  return typeof body === "string" ? body : ""
+}
+
+export const makeKubernetesEngineProvisioner = (options: KubernetesEngineOptions) =>
+  Effect.gen(function* () {
+    const apiUrl = options.apiUrl.replace(/\/+$/, "")
+    const ca = yield* Effect.promise(() => readFile(options.caPath, "utf8").catch(() => undefined))
+    const namespace =
+      options.namespace.length > 0
+        ? options.namespace
+        : yield* Effect.promise(() =>
+            readFile(join(dirname(options.tokenPath), "namespace"), "utf8").then((ns) => ns.trim() || "default", () => "default")
+          )
+    const render: EngineRenderOptions = { ...options, namespace }
+    const timeoutMs = Duration.toMillis(options.requestTimeout)
+
+    const send = (request: ApiRequest, token: string | undefined, signal: AbortSignal) =>
+      new Promise<ApiResponse>((resolve, reject) => {
+        const url = new URL(`${apiUrl}${request.path}`)
+        const payload = request.body === undefined ? undefined : JSON.stringify(request.body)
+        const headers: Record<string, string> = { Accept: "application/json", "User-Agent": FIELD_MANAGER }
+        if (token) headers["Authorization"] = `Bearer ${token}`
+        if (payload !== undefined) {
+          headers["Content-Type"] = request.contentType ?? "application/json"
+          headers["Content-Length"] = String(Buffer.byteLength(payload))
+        }
+        const onResponse = (response: IncomingMessage) => {
+          const chunks: Array<Buffer> = []
+          response.on("data", (chunk: Buffer) => chunks.push(chunk))
+          response.once("error", reject)
+          response.once("end", () => {
+            const text = Buffer.concat(chunks).toString("utf8")
+            let body: unknown = text
+            try {
+              body = text.length > 0 ? JSON.parse(text) : undefined
+            } catch {
+              // not JSON: keep the text
+            }
+            resolve({ status: response.statusCode ?? 0, body })
+          })
+        }
+        const req =
+          url.protocol === "https:"
+            ? httpsRequest(url, { method: request.method, headers, signal, timeout: timeoutMs, ...(ca ? { ca } : {}) }, onResponse)
+            : httpRequest(url, { method: request.method, headers, signal, timeout: timeoutMs }, onResponse)
+        req.once("timeout", () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)))
+        req.once("error", reject)
+        req.end(payload)
+      })
+
+    /** One API call; any answer (2xx or not) is returned, only transport failures fail. */
+    const call = (connectorId: string, step: string, request: ApiRequest) =>
+      Effect.gen(function* () {
+        const token = yield* Effect.promise(() => readFile(options.tokenPath, "utf8").then((t) => t.trim(), () => undefined))
+        return yield* Effect.tryPromise({
+          try: (signal) => send(request, token, signal),
+          catch: (cause) =>
+            new EngineError({
+              connectorId,
+              step,
+              message: `Kubernetes API unreachable (${request.method} ${request.path}): ${cause instanceof Error ? cause.message : String(cause)}`
+            })
+        })
+      }).pipe(Effect.withSpan(`KubernetesEngineProvisioner.${request.method}`, { attributes: { "http.path": request.path } }))
+
+    /** Fails with an EngineError for any status outside `ok`; the message is scrubbed of `secrets`. */
+    const ask = (
+      connectorId: string,
+      step: string,
+      request: ApiRequest,
+      ok: ReadonlyArray<number> = [200, 201, 202],
+      secrets: ReadonlyArray<string> = []
+    ) =>
+      call(connectorId, step, request).pipe(
+        Effect.flatMap((response) =>
+          ok.includes(response.status)
+            ? Effect.succeed(response)
+            : Effect.fail(
+                new EngineError({
+                  connectorId,
+                  step,
+                  // Scrubbed before shortening, so no piece of a secret survives at the cut.
+                  message: `Kubernetes API answered ${response.status} to ${request.method} ${request.path.split("?")[0]}: ${scrub(statusMessage(response.body), secrets).slice(0, 500)}`
+                })
+              )
+        )
+      )
+
+    const apply = (connectorId: string, kind: Kind, object: { readonly metadata: { readonly name: string } }, secrets: ReadonlyArray<string> = []) =>
+      ask(
+        connectorId,
+        `apply ${kind}`,
+        {
+          method: "PATCH",
+          path: `${objectPath(kind, namespace, object.metadata.name)}?fieldManager=${FIELD_MANAGER}&force=true`,
+          body: object,
+          contentType: "application/apply-patch+yaml"
+        },
+        [200, 201],
+        secrets
+      )
+
+    // --- the Secret: the engine's record ---------------------------------------------------------
+
+    const decodeField = (data: Record<string, unknown>, key: string) => {
+      const value = data[key]
+      return typeof value === "string" ? Buffer.from(value, "base64").toString("utf8") : undefined
+    }
+
+    const materialOf = (connectorId: string, body: unknown): Effect.Effect<EngineMaterial, EngineError> => {
+      const data = (typeof body === "object" && body !== null ? (body as { data?: unknown }).data : undefined) ?? {}
+      const fields = typeof data === "object" && data !== null ? (data as Record<string, unknown>) : {}
+      const password = decodeField(fields, "password")
+      const certificate = decodeField(fields, "tls.crt")
+      const key = decodeField(fields, "tls.key")
+      if (!password || !certificate || !key) {
+        return Effect.fail(new EngineError({ connectorId, step: "read secret", message: `Secret ${engineName(connectorId)} lacks password, tls.crt or tls.key` }))
+      }
+      try {
+        createPrivateKey(key)
+      } catch {
+        return Effect.fail(new EngineError({ connectorId, step: "read secret", message: `Secret ${engineName(connectorId)} holds no valid tls.key` }))
+      }
+      return Effect.succeed({ password: Redacted.make(password), tls: { certificate, key: Redacted.make(key) } })
+    }
+
+    const readSecret = (connectorId: string) =>
+      ask(connectorId, "read secret", { method: "GET", path: objectPath("Secret", namespace, engineName(connectorId)) }, [200, 404]).pipe(
+        Effect.flatMap((response) =>
+          response.status === 404 ? Effect.succeed(Option.none<EngineMaterial>()) : Effect.map(materialOf(connectorId, response.body), Option.some)
+        )
+      )
+
+    /** The existing material, or new material created with POST (409: another writer won; read theirs). */
+    const ensureSecret = (connectorId: string) =>
+      Effect.gen(function* () {
+        const existing = yield* readSecret(connectorId)
+        if (Option.isSome(existing)) return { material: existing.value, created: false }
+        const material = generateMaterial(connectorId, render)
+        const secrets = secretValues(material)
+        const created = yield* ask(
+          connectorId,
+          "create secret",
+          { method: "POST", path: `${collectionPath("Secret", namespace)}?fieldManager=${FIELD_MANAGER}`, body: renderSecret(connectorId, render, material) },
+          [200, 201, 409],
+          secrets
+        )
+        if (created.status !== 409) return { material, created: true }
+        const winner = yield* readSecret(connectorId)
+        return Option.isSome(winner)
+          ? { material: winner.value, created: false }
+          : yield* Effect.fail(new EngineError({ connectorId, step: "create secret", message: "the Secret was created and removed concurrently" }))
+      })
+
+    const secretValues = (material: EngineMaterial) => {
+      const key = Redacted.value(material.tls.key)
+      const keyBody = key.replace(/-----[^-]+-----/g, "").replace(/\s+/g, "")
+      return [Redacted.value(material.password), key, keyBody]
+    }
+
+    // --- the StatefulSet ---------------------------------------------------------------------
+
+    interface StatefulSetState {
+      readonly replicas: number
+      readonly readyReplicas: number
+    }
+
+    const readStatefulSet = (connectorId: string): Effect.Effect<Option.Option<StatefulSetState>, EngineError> =>
+      ask(connectorId, "read statefulset", { method: "GET", path: objectPath("StatefulSet", namespace, engineName(connectorId)) }, [200, 404]).pipe(
+        Effect.map((response) => {
+          if (response.status === 404) return Option.none()
+          const body = response.body as { spec?: { replicas?: unknown }; status?: { readyReplicas?: unknown } } | undefined
+          const replicas = typeof body?.spec?.replicas === "number" ? body.spec.replicas : 1
+          const readyReplicas = typeof body?.status?.readyReplicas === "number" ? body.status.readyReplicas : 0
+          return Option.some({ replicas, readyReplicas })
+        })
+      )
+
+    const requireStatefulSet = (connectorId: string) =>
+      readStatefulSet(connectorId).pipe(
+        Effect.flatMap(Option.match({ onNone: () => Effect.fail(new EngineNotFound({ connectorId })), onSome: Effect.succeed }))
+      )
+
+    const scale = (connectorId: string, replicas: 0 | 1) =>
+      ask(
+        connectorId,
+        replicas === 0 ? "stop" : "start",
+        {
+          method: "PATCH",
+          path: `${objectPath("StatefulSet", namespace, engineName(connectorId))}/scale?fieldManager=${FIELD_MANAGER}`,
+          body: { spec: { replicas } },
+          contentType: "application/merge-patch+json"
+        },
+        [200, 201, 404]
+      ).pipe(Effect.flatMap((response) => (response.status === 404 ? Effect.fail(new EngineNotFound({ connectorId })) : Effect.void)))
+
+    /** Polls until a replica is ready, within ENGINE_READY_TIMEOUT. */
+    const waitReady = (connectorId: string) =>
+      readStatefulSet(connectorId).pipe(
+        Effect.flatMap(
+          Option.match({
+            onNone: () => Effect.fail(new EngineError({ connectorId, step: "wait ready", message: "the StatefulSet disappeared" })),
+            onSome: (state) => Effect.succeed(state.readyReplicas >= 1)
+          })
+        ),
+        Effect.repeat({ schedule: Schedule.spaced(options.pollInterval), until: (ready) => ready }),
+        Effect.timeoutFail({
+          duration: options.readyTimeout,
+          onTimeout: () =>
+            new EngineError({
+              connectorId,
+              step: "wait ready",
+              message: `StatefulSet ${namespace}/${engineName(connectorId)} has no ready replica after ${Duration.format(options.readyTimeout)}`
+            })
+        }),
+        Effect.asVoid,
+        Effect.withSpan("KubernetesEngineProvisioner.waitReady")
+      )
+
+    const engineOf = (connectorId: string, material: EngineMaterial): Engine => ({
+      connectorId,
+      host: engineHost(connectorId, render),
+      port: ENGINE_PORT,
+      superuser: { username: SUPERUSER, password: material.password },
+      dataDir: `pvc:${namespace}/data-${engineName(connectorId)}-0`,
+      tls: true,
+      // The StatefulSet's one pod.
+      instanceName: `${engineName(connectorId)}-0`,
+      fileCopyClone: options.fileCopyMethod === "clone"
+    })
+
+    // One provisioning or lifecycle change at a time per connector in this process.
+    const locks = new Map<string, Effect.Semaphore>()
+    const locked = (connectorId: string) => {
+      let lock = locks.get(connectorId)
+      if (!lock) {
+        lock = Effect.unsafeMakeSemaphore(1)
+        locks.set(connectorId, lock)
+      }
+      return lock.withPermits(1)
+    }
+
+    const validate = (connectorId: string) =>
+      CONNECTOR_ID.test(connectorId)
+        ? Effect.void
+        : Effect.fail(new EngineError({ connectorId, step: "validate", message: "connector id must match [A-Za-z0-9_-]{1,128}" }))
+
+    const provision = Effect.fn("KubernetesEngineProvisioner.provision")(function* (connectorId: string) {
+      yield* Effect.annotateCurrentSpan("connector.id", connectorId)
+      yield* validate(connectorId)
+      const { material, created } = yield* ensureSecret(connectorId)
+      const secrets = secretValues(material)
+      const objects = renderEngine(connectorId, render, material)
+      // Applied again even when it existed: labels converge; the values are the ones read back.
+      yield* apply(connectorId, "Secret", objects.secret, secrets)
+      yield* apply(connectorId, "ConfigMap", objects.configMap)
+      yield* apply(connectorId, "Service", objects.service)
+      yield* apply(connectorId, "StatefulSet", objects.statefulSet)
+      yield* waitReady(connectorId)
+      yield* Effect.logInfo(created ? "engine provisioned" : "engine already provisioned").pipe(
+        Effect.annotateLogs({ connectorId, namespace, name: engineName(connectorId), host: engineHost(connectorId, render) })
+      )
+      return engineOf(connectorId, material)
+    }, (effect, connectorId) => locked(connectorId)(effect))
+
+    const start = Effect.fn("KubernetesEngineProvisioner.start")(function* (connectorId: string) {
+      yield* Effect.annotateCurrentSpan("connector.id", connectorId)
+      yield* validate(connectorId)
+      yield* requireStatefulSet(connectorId)
+      const material = yield* readSecret(connectorId).pipe(
+        Effect.flatMap(Option.match({ onNone: () => Effect.fail(new EngineNotFound({ connectorId })), onSome: Effect.succeed }))
+      )
+      yield* scale(connectorId, 1)
+      yield* waitReady(connectorId)
+      return engineOf(connectorId, material)
+    }, (effect, connectorId) => locked(connectorId)(effect))
+
+    const stop = Effect.fn("KubernetesEngineProvisioner.stop")(function* (connectorId: string) {
+      yield* Effect.annotateCurrentSpan("connector.id", connectorId)
+      yield* validate(connectorId)
+      yield* scale(connectorId, 0)
+      yield* Effect.logInfo("engine stopped").pipe(Effect.annotateLogs({ connectorId }))
+    }, (effect, connectorId) => locked(connectorId)(effect))
+
+    const remove = (connectorId: string, kind: Kind) =>
+      ask(connectorId, `delete ${kind}`, { method: "DELETE", path: objectPath(kind, namespace, engineName(connectorId)) }, [200, 202, 404])
+
+    const destroy = Effect.fn("KubernetesEngineProvisioner.destroy")(function* (connectorId: string) {
+      yield* Effect.annotateCurrentSpan("connector.id", connectorId)
+      yield* validate(connectorId)
+      yield* remove(connectorId, "StatefulSet")
+      yield* remove(connectorId, "Service")
+      yield* remove(connectorId, "ConfigMap")
+      const selector = Object.entries(selectorLabels(connectorId))
+        .map(([key, value]) => `${key}=${value}`)
+        .join(",")
+      yield* ask(
+        connectorId,
+        "delete PersistentVolumeClaim",
+        { method: "DELETE", path: `${collectionPath("PersistentVolumeClaim", namespace)}?labelSelector=${encodeURIComponent(selector)}` },
+        [200, 202, 404]
+      )
+      // Last: while it exists, the engine can be found and destroyed again.
+      yield* remove(connectorId, "Secret")
+      yield* Effect.logInfo("engine destroyed").pipe(Effect.annotateLogs({ connectorId, namespace }))
+    }, (effect, connectorId) => locked(connectorId)(effect))
+
+    const status = Effect.fn("KubernetesEngineProvisioner.status")(function* (connectorId: string) {
+      yield* validate(connectorId)
+      const state = yield* requireStatefulSet(connectorId)
+      const result: EngineStatus = {
+        connectorId,
+        state: state.readyReplicas >= 1 ? "running" : "stopped",
+        host: engineHost(connectorId, render),
+        port: ENGINE_PORT
+      }
+      return result
+    })
+
+    return EngineProvisioner.of({ provision, start, stop, destroy, status })
+  })
+
+/** The Kubernetes adapter from KUBERNETES_* and ENGINE_* config. */
+export const KubernetesEngineProvisionerLive = Layer.effect(
+  EngineProvisioner,
+  Effect.flatMap(KubernetesEngineConfig, makeKubernetesEngineProvisioner)
+)
