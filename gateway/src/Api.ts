@@ -3,6 +3,8 @@ import { Option, Schema, SchemaAST } from "effect"
 import { Authentication, SessionAuthentication } from "./Authentication.js"
 import { BadRequest, Conflict, Forbidden, InternalError, NotFound, TooManyRequests, Unauthorized, Unavailable, ValidationError } from "./errors.js"
 import * as B from "./billingSchemas.js"
+import * as Br from "./branchSchemas.js"
+import * as H from "./codeHostSchemas.js"
 import * as C from "./connectorSchemas.js"
 import * as E from "./environmentSchemas.js"
 import * as P from "./projectSchemas.js"
@@ -496,8 +498,155 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
         "200 with the connector (deletion_locked false); idempotent. 403 without connectors.update; 404 for another org's connector; 409 while a delete of the connector is in progress."
       )
   )
+  .add(
+    HttpApiEndpoint.post("engineSetup", "/connectors/:connector_id/engine-setup")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.ConnectorOperationHandle, { status: 202 })
+      .addSuccess(C.ConnectorWithMessage)
+      .addError(C.EngineSetupPrerequisitesNotMet)
+      .annotate(OpenApi.Summary, "Set up the connector's branching engine in the background (connectors.update)")
+      .annotate(
+        OpenApi.Description,
+        "Returns at once. 202 with the operation handle (type connector_engine_setup; connector_rollout when a ready engine is behind the selection): the job provisions the engine (TLS on), applies the replica-identity decisions on the source, creates the publication and the logical slot on the source, the mirror's tables from the source catalog, the subscription with its initial copy, then writes readiness checks and sets branching_engine_status ready — or failed_validation with the failing checks in readiness-checks. setup_status, stage_label and progress move as it goes. 200 with the connector and a message when the engine already mirrors the current selection. 400 when the connector cannot have an engine (not postgresql); 403 without connectors.update; 404 for another org's connector; 409 while a setup or a delete is in progress; 422 {detail, prerequisites} when a prerequisite fails (nothing discovered or selected, a stale selection, unresolved replica-identity decisions); 503 when the work could not start (safe to retry)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("index", "/connectors/:connector_id/index")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.ConnectorOperationHandle, { status: 202 })
+      .addSuccess(C.ConnectorWithMessage)
+      .addError(C.EngineSetupPrerequisitesNotMet)
+      .annotate(OpenApi.Summary, "Apply the selection (connectors.update)")
+      .annotate(
+        OpenApi.Description,
+        "No body. On a ready engine behind the selection (needs_reindex): 202 with a connector_rollout operation that re-runs engine setup's steps for the new selection (new tables created and copied, deselected ones dropped from the mirror), then last_indexed_version = selected_schema_version. Before any engine: 200 with the connector, the selection recorded as the one engine setup will mirror (last_indexed_version, indexing_status indexed). Nothing to apply: 200 with the connector as it is. 400 when nothing is selected; 403; 404; 409 while a setup or delete is in progress; 422 as engine-setup."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("readinessChecks", "/connectors/:connector_id/readiness-checks")
+      .setPath(C.ConnectorPath)
+      .setUrlParams(C.ReadinessChecksQuery)
+      .addSuccess(C.ReadinessChecksList)
+      .annotate(OpenApi.Summary, "Readiness evidence: one row per table and check of each attempt (connectors.read)")
+      .annotate(OpenApi.Description, "Filters attempt_id, check_name, only_failed; limit 1..5000 (default 500), offset >= 0 (default 0); 422 outside those. 404 for another org's connector.")
+  )
+  .add(
+    HttpApiEndpoint.get("readinessAttempts", "/connectors/:connector_id/readiness-attempts")
+      .setPath(C.ConnectorPath)
+      .setUrlParams(C.ReadinessAttemptsQuery)
+      .addSuccess(C.ReadinessAttemptsList)
+      .annotate(OpenApi.Summary, "Readiness attempt summaries, most recent first (connectors.read)")
+      .annotate(OpenApi.Description, "limit 1..5000 (default 50); 422 outside. 404 for another org's connector.")
+  )
+  .add(
+    HttpApiEndpoint.get("quarantine", "/connectors/:connector_id/quarantine")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.QuarantineList)
+      .annotate(OpenApi.Summary, "Quarantined replication of the connector (connectors.read)")
+      .annotate(
+        OpenApi.Description,
+        "The monitor quarantines a connector's replication when it breaks (the source's slot lost, the subscription erroring or stopped, lag beyond the bound): it pauses the subscription and records why. Released entries are not listed. 404 for another org's connector."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("releaseQuarantine", "/connectors/:connector_id/quarantine/:quarantine_id/release")
+      .setPath(C.QuarantinePath)
+      .addSuccess(C.QuarantineEntry)
+      .annotate(OpenApi.Summary, "Release a quarantined replication (connectors.update)")
+      .annotate(
+        OpenApi.Description,
+        "Idempotent: a released entry is answered again. The monitor then restores the pipeline (re-creating a lost slot and re-copying, or re-enabling the subscription) and deletes the released row. 403 without connectors.update; 404 for an unknown entry or another org's connector."
+      )
+  )
   .middleware(Authentication)
   .annotateContext(OpenApi.annotations({ description: "Connectors: links to source databases (and code hosts)." })) {}
+
+const codeHostAccess =
+  "Needs connectors.create in the org it acts in (org_id; an API key may leave it out). Nothing is stored; tokens and keys are never logged or echoed. What GitHub answers is always 200 with a status; shape errors are 422; 400 (string detail) when a session caller names no org_id; 403 without connectors.create."
+
+export class CodeHostGroup extends HttpApiGroup.make("codeHost")
+  .add(
+    HttpApiEndpoint.post("validateRepo", "/connectors/validate-code-host-repo")
+      .setPayload(H.ValidateRepoRequest)
+      .addSuccess(H.RepoValidation)
+      .annotate(OpenApi.Summary, "Check that a repository is reachable on the code host (connectors.create)")
+      .annotate(
+        OpenApi.Description,
+        `Asks GitHub (GET /repos/{owner}/{name}, with code_host_token as a bearer token when given). valid: public. private: private and reachable with the token (valid true). invalid: 404 (without a token GitHub hides private repositories: the message asks for a code_host_token), or 401/403 refusing the token. error: unreachable, timed out, rate limited (403/429 with x-ratelimit-remaining 0) or 5xx (valid false; retry). repo must be owner/name with GitHub's characters, otherwise 422. ${codeHostAccess}`
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("validateAuth", "/connectors/validate-code-host-auth")
+      .setPayload(H.ValidateAuthRequest)
+      .addSuccess(H.AuthValidation)
+      .annotate(OpenApi.Summary, "Check code-host credentials: a personal access token or a GitHub App installation (connectors.create)")
+      .annotate(
+        OpenApi.Description,
+        `pat: GET /user with access_token; username is the token's login; 401 is invalid. oauth (a GitHub App): an RS256 app JWT (iat now-60 s, exp now+540 s, iss app_id) signed with private_key, GET /app (username is the app's slug), then POST /app/installations/{installation_id}/access_tokens (the fresh token is revoked at once). An unparsable or non-RSA private_key, a JWT GitHub refuses (app_id and key not matching) and an unknown installation are invalid; unreachable, timed out, rate limited or 5xx is error. The fields the auth_type needs are required (422 naming the missing field). ${codeHostAccess}`
+      )
+  )
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ title: "code-host", description: "Connectors: validators for code-host (GitHub) connectors." })) {}
+
+const branchesAccess =
+  "A connector or branch of an org the caller does not belong to answers 404, never 403."
+
+export class BranchesGroup extends HttpApiGroup.make("branches")
+  .add(
+    HttpApiEndpoint.post("create", "/branch/create")
+      .setPayload(Br.CreateBranchRequest)
+      .setHeaders(Br.IdempotencyHeaders)
+      .addSuccess(Br.BranchOperationHandle, { status: 202 })
+      .addError(Br.EngineNotReady)
+      .annotate(OpenApi.Summary, "Create a branch of a connector's mirror in the background (branches.create)")
+      .annotate(
+        OpenApi.Description,
+        `202 with the branch_create operation handle (resource_id is the branch id); poll it: on completed, result is the Branch with branch_url (check it is present and non-empty; fail closed otherwise). 400 with a string detail for a missing connector_id, name or service_type, service_type other than postgres (postgresql says to send postgres), an invalid name or idempotency key. X-Idempotency-Key (or Idempotency-Key), per org, kept 24 hours: the same connector, service type and name with the same key answers the first request's handle again with the header X-Idempotency-Replay: true (status is the operation's current status); the key with a different request is 409. 409 while a create of the same connector and name is still pending or running, or when the connector already has a live branch of that name. 422 {detail} when the connector's engine is not ready to branch. 403 without branches.create; ${branchesAccess} 503 when the work could not start (safe to retry).`
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/branches")
+      .setUrlParams(Br.BranchListQuery)
+      .addSuccess(Br.BranchList)
+      .annotate(OpenApi.Summary, "The connector's branches that are not deleted, newest first (branches.read)")
+      .annotate(OpenApi.Description, `connector_id is required (422 without it). branch_url only for callers holding branches.create. ${branchesAccess}`)
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/branches/:branch_id")
+      .setPath(Br.BranchPath)
+      .addSuccess(Br.Branch)
+      .annotate(OpenApi.Summary, "One branch (branches.read)")
+      .annotate(OpenApi.Description, `branch_url (and the pooled URLs) again for an active branch, for callers holding branches.create; null for others. A deleted branch is 404. ${branchesAccess}`)
+  )
+  .add(
+    HttpApiEndpoint.del("delete", "/branches/:branch_id")
+      .setPath(Br.BranchPath)
+      .addSuccess(Br.BranchDeleteHandle, { status: 202 })
+      .annotate(OpenApi.Summary, "Delete a branch in the background (branches.delete)")
+      .annotate(
+        OpenApi.Description,
+        `202 with the branch_delete operation handle; the job drops the branch's database (closing its sessions) and role, then the branch reads 404. 409 while its create or another delete is pending or running. 403 without branches.delete; ${branchesAccess} 503 when the work could not start.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("getMaskingRules", "/connectors/:connector_id/masking-rules")
+      .setPath(Br.MaskingConnectorPath)
+      .addSuccess(Br.MaskingRules)
+      .annotate(OpenApi.Summary, "The connector's masking rules (branches.read)")
+  )
+  .add(
+    HttpApiEndpoint.put("setMaskingRules", "/connectors/:connector_id/masking-rules")
+      .setPath(Br.MaskingConnectorPath)
+      .setPayload(Br.MaskingRules)
+      .addSuccess(Br.MaskingRules)
+      .annotate(OpenApi.Summary, "Replace the connector's masking rules (connectors.update)")
+      .annotate(
+        OpenApi.Description,
+        `Per column ({schema, table, column, method}); applied in every branch created afterwards, before the operation completes (masked_ready_at). Masking is deterministic, so joins on masked columns still match. A rule naming a column the mirror does not have is skipped. 400 for a repeated column or an unknown method; 403 without connectors.update; ${branchesAccess}`
+      )
+  )
+  .middleware(Authentication)
+  .annotateContext(OpenApi.annotations({ description: "Branches: writable copies of a connector's mirror, each with its own connection URL." })) {}
 
 const refinementTitle = /^(minLength|maxLength|minItems|maxItems|length|pattern)\(/
 
@@ -548,6 +697,8 @@ export class Api extends HttpApi.make("scion")
   .add(ProjectsGroup)
   .add(EnvironmentsGroup)
   .add(ConnectorsGroup)
+  .add(BranchesGroup)
+  .add(CodeHostGroup)
   .addError(ValidationError)
   .addError(BadRequest)
   .addError(Unauthorized)

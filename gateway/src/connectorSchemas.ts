@@ -230,3 +230,103 @@ export const ConnectorDeleteStarted = Schema.Struct({
   status: Schema.Literal("pending").annotations({ description: "The operation's status when accepted" }),
   type: Schema.Literal("connector_delete")
 }).annotations({ identifier: "ConnectorDeleteStarted", description: "The connector_delete operation handle" })
+
+// ---------------------------------------------------------------------------------------------
+// Engine setup, index, readiness evidence and quarantine.
+// ---------------------------------------------------------------------------------------------
+
+export const ConnectorOperationHandle = Schema.Struct({
+  operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
+  resource_id: Schema.String.annotations({ description: "The connector id" }),
+  status: Schema.Literal("pending", "running", "completed", "failed").annotations({ description: "The operation's status when accepted" }),
+  type: Schema.Literal("connector_engine_setup", "connector_rollout")
+}).annotations({ identifier: "ConnectorOperationHandle", description: "The operation handle (202)" })
+
+/** 200 when there is nothing to start: the connector row plus a message. */
+export const ConnectorWithMessage = Schema.Struct({
+  ...connectorFields,
+  schema_structure: Schema.NullOr(JsonObject),
+  message: Schema.String.annotations({ description: "Why nothing was started" })
+}).annotations({ identifier: "ConnectorWithMessage", description: "The connector as it is, with a message saying why no work was started" })
+
+const engineSetupPrerequisitesText =
+  "The checks that gate engine setup, in order: credentials (the stored details decrypt), discovered, selected, selection_current (no discovery changed the schema since the selection), one_database (an engine mirrors the database of connection_details), replica_identity_decisions (every selected table without a replica identity has a decision; not all excluded)"
+
+/** 422 when a prerequisite of engine setup fails: nothing was started. */
+export class EngineSetupPrerequisitesNotMet extends Schema.Class<EngineSetupPrerequisitesNotMet>("EngineSetupPrerequisitesNotMet")(
+  {
+    detail: Schema.String.annotations({ description: "Which prerequisites failed, for humans" }),
+    prerequisites: Schema.Array(PreflightCheck).annotations({ description: `${engineSetupPrerequisitesText}; the checks after a failed one do not run` })
+  },
+  HttpApiSchema.annotations({ status: 422, description: "An engine setup prerequisite failed (for example unresolved replica-identity decisions); no operation was started" })
+) {}
+
+const limitParam = (max: number, fallback: number) =>
+  Schema.NumberFromString.pipe(
+    Schema.filter((n) => Number.isInteger(n) && n >= 1 && n <= max, {
+      message: () => `Input should be an integer from 1 to ${max}`,
+      jsonSchema: { type: "integer", minimum: 1, maximum: max }
+    })
+  ).annotations({ description: `1..${max}, default ${fallback}`, jsonSchema: { type: "integer", minimum: 1, maximum: max, default: fallback } })
+
+const OffsetParam = Schema.NumberFromString.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= 0, { message: () => "Input should be an integer greater than or equal to 0", jsonSchema: { type: "integer", minimum: 0 } })
+).annotations({ description: ">= 0, default 0", jsonSchema: { type: "integer", minimum: 0, default: 0 } })
+
+const BooleanParam = Schema.Literal("true", "false").annotations({ description: "true or false (default false)" })
+
+export const ReadinessChecksQuery = Schema.Struct({
+  attempt_id: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
+  check_name: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
+  only_failed: Schema.optional(BooleanParam),
+  limit: Schema.optional(limitParam(5000, 500)),
+  offset: Schema.optional(OffsetParam)
+})
+
+export const ReadinessAttemptsQuery = Schema.Struct({ limit: Schema.optional(limitParam(5000, 50)) })
+
+export const ReadinessCheck = Schema.Struct({
+  attempt_id: Schema.String,
+  check_name: Schema.String.annotations({ description: "mirror_table_present, initial_copy_complete, replica_identity, row_count_matches" }),
+  table_path: Schema.String.annotations({ description: "database.schema.table" }),
+  status: Schema.Literal("pass", "fail"),
+  message: Schema.String,
+  pod_name: Schema.String.annotations({ description: "The engine instance that was checked" }),
+  checked_at: Timestamp
+}).annotations({ identifier: "ReadinessCheck" })
+
+export const ReadinessChecksList = Schema.Struct({ checks: Schema.Array(ReadinessCheck) }).annotations({
+  identifier: "ReadinessChecksList",
+  description: "Newest attempt first; within an attempt in the order the checks ran"
+})
+
+export const ReadinessAttempt = Schema.Struct({
+  attempt_id: Schema.String,
+  total_checks: Schema.Int,
+  passed_checks: Schema.Int,
+  failed_checks: Schema.Int,
+  latest_checked_at: Timestamp,
+  pod_name: Schema.String
+}).annotations({ identifier: "ReadinessAttempt" })
+
+export const ReadinessAttemptsList = Schema.Struct({ attempts: Schema.Array(ReadinessAttempt) }).annotations({
+  identifier: "ReadinessAttemptsList",
+  description: "Most recent first"
+})
+
+export const QuarantinePath = Schema.Struct({ connector_id: Id, quarantine_id: Id })
+
+export const QuarantineEntry = Schema.Struct({
+  quarantine_id: Schema.String,
+  connector_id: Schema.String,
+  status: Schema.Literal("quarantined", "released"),
+  reason: Schema.String.annotations({ description: "slot_lost, subscription_error, subscription_stopped or lag_exceeded" }),
+  detail: Schema.String,
+  quarantined_at: Timestamp,
+  released_at: Schema.NullOr(Timestamp)
+}).annotations({ identifier: "QuarantineEntry" })
+
+export const QuarantineList = Schema.Struct({ entries: Schema.Array(QuarantineEntry) }).annotations({
+  identifier: "QuarantineList",
+  description: "The connector's entries with status quarantined (released ones are not listed)"
+})

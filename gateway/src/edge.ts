@@ -1,7 +1,8 @@
 import { FileSystem, HttpApiBuilder, HttpIncomingMessage, HttpMethod, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option, Predicate } from "effect"
 import { Api } from "./Api.js"
-import { DiscoveryPrerequisitesNotMet, GrantScriptNotAvailable, PreflightNotPassed } from "./connectorSchemas.js"
+import { EngineNotReady } from "./branchSchemas.js"
+import { DiscoveryPrerequisitesNotMet, EngineSetupPrerequisitesNotMet, GrantScriptNotAvailable, PreflightNotPassed } from "./connectorSchemas.js"
 import { errorByStatus, type HttpError, type HttpStatus, ValidationError, type ValidationIssue } from "./errors.js"
 import { isJsonContentType, matchRoute, routesOf, validateRequest } from "./validation.js"
 
@@ -73,9 +74,10 @@ export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
           // The preflight gate's 422 carries the report next to the detail.
           if (error instanceof PreflightNotPassed) return Effect.succeed(HttpServerResponse.unsafeJson({ detail: error.detail, preflight: error.preflight }, { status: 422 }))
           // A failed discovery prerequisite's 422 carries the checks next to the detail.
-          if (error instanceof DiscoveryPrerequisitesNotMet) {
+          if (error instanceof DiscoveryPrerequisitesNotMet || error instanceof EngineSetupPrerequisitesNotMet) {
             return Effect.succeed(HttpServerResponse.unsafeJson({ detail: error.detail, prerequisites: error.prerequisites }, { status: 422 }))
           }
+          if (error instanceof EngineNotReady) return Effect.succeed(HttpServerResponse.unsafeJson({ detail: error.detail }, { status: 422 }))
           if (error instanceof GrantScriptNotAvailable) return Effect.succeed(HttpServerResponse.unsafeJson({ detail: error.detail }, { status: 422 }))
           if (isDecodeError(error)) return invalid(cause)
           if (isRouteNotFound(error)) return Effect.succeed(respond(new errorByStatus[404]({ detail: "Not Found" })))

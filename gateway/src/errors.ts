@@ -117,14 +117,23 @@ export type EnvironmentReason =
   | "INVALID_ROLE_ARN" | "AWS_ACCOUNT_MISMATCH" | "EXTERNAL_ID_MISMATCH" | "SECRET_STORE_FAILURE"
 
 /**
- * The connector unit's ConnectorService reasons. PREFLIGHT_FAILED, DISCOVERY_PREREQUISITES_FAILED
- * and GRANT_SCRIPT_PREREQUISITES_FAILED are not here: the connectors handlers answer them as 422
- * (PreflightNotPassed, DiscoveryPrerequisitesNotMet, GrantScriptNotAvailable) before this table is asked.
+ * The connector unit's ConnectorService reasons. PREFLIGHT_FAILED, DISCOVERY_PREREQUISITES_FAILED,
+ * GRANT_SCRIPT_PREREQUISITES_FAILED and ENGINE_SETUP_PREREQUISITES_FAILED are not here: the connectors handlers answer them as 422
+ * (PreflightNotPassed, DiscoveryPrerequisitesNotMet, GrantScriptNotAvailable, EngineSetupPrerequisitesNotMet)
+ * before this table is asked.
  */
 export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "INVALID_CONNECTION_DETAILS" | "PRIVATE_LINK_REQUIRED" | "OPERATIONS_UNAVAILABLE"
   | "REPLICA_IDENTITY_DECISIONS_CONFLICT" | "CONNECTOR_DELETION_LOCKED" | "CONNECTOR_DELETE_IN_PROGRESS"
+  | "CONNECTOR_STATE_INVALID" | "ENGINE_SETUP_IN_PROGRESS" | "QUARANTINE_ENTRY_NOT_FOUND" | "ENGINE_UNAVAILABLE"
 
-export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason
+/**
+ * The branch unit's reasons (access and connector reasons are shared). ENGINE_NOT_READY is not
+ * here: the branches handler answers it as 422 (EngineNotReady) before this table is asked.
+ */
+export type BranchReason =
+  | "BRANCH_NOT_FOUND" | "IDEMPOTENCY_KEY_REUSED" | "BRANCH_CREATE_IN_PROGRESS" | "BRANCH_NAME_TAKEN" | "BRANCH_DELETE_IN_PROGRESS" | "ENGINE_ACCESS_UNAVAILABLE"
+
+export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason | BranchReason
 
 export const statusByReason = {
   UNAUTHENTICATED: 401,
@@ -189,7 +198,23 @@ export const statusByReason = {
   // DELETE of a connector whose deletion lock is on.
   CONNECTOR_DELETION_LOCKED: 409,
   // Another delete, or a lock/unlock, while a delete of the connector is pending or running.
-  CONNECTOR_DELETE_IN_PROGRESS: 409
+  CONNECTOR_DELETE_IN_PROGRESS: 409,
+  // Engine setup on a connector that cannot have an engine (not PostgreSQL), or index with nothing selected.
+  CONNECTOR_STATE_INVALID: 400,
+  // Another engine setup or rollout of the connector is pending or running.
+  ENGINE_SETUP_IN_PROGRESS: 409,
+  QUARANTINE_ENTRY_NOT_FOUND: 404,
+  ENGINE_UNAVAILABLE: 503,
+  // Branches (branch unit): another org's branch is as unknown as a missing one.
+  BRANCH_NOT_FOUND: 404,
+  // An idempotency key sent again with another connector, service type or name.
+  IDEMPOTENCY_KEY_REUSED: 409,
+  // The same create (connector and name) is still pending or running.
+  BRANCH_CREATE_IN_PROGRESS: 409,
+  BRANCH_NAME_TAKEN: 409,
+  BRANCH_DELETE_IN_PROGRESS: 409,
+  // The connector unit could not say where the engine is: nothing started, safe to retry.
+  ENGINE_ACCESS_UNAVAILABLE: 503
 } as const satisfies Record<UpstreamReason, HttpStatus>
 
 const isUpstreamReason = (reason: string): reason is UpstreamReason => Object.hasOwn(statusByReason, reason)

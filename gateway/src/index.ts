@@ -8,6 +8,8 @@ import { EdgeLive } from "./edge.js"
 import { ApiKeysLive } from "./http/apiKeys.js"
 import { AuthLive } from "./http/auth.js"
 import { BillingLive, BillingPlansLive } from "./http/billing.js"
+import { BranchesLive } from "./http/branches.js"
+import { CodeHostLive } from "./http/codeHost.js"
 import { ConnectorsLive } from "./http/connectors.js"
 import { EnvironmentsLive } from "./http/environments.js"
 import { ProjectsLive } from "./http/projects.js"
@@ -20,12 +22,12 @@ import { Upstreams } from "./Upstreams.js"
 
 export { Api } from "./Api.js"
 export { Authenticated, Authentication, SessionAuthentication, type CallerPrincipal } from "./Authentication.js"
-export { statusByReason, statusOf, type HttpStatus, type BillingReason, type ConnectorReason, type EnvironmentReason, type IdentityReason, type OperationReason, type ProjectReason, type UpstreamReason } from "./errors.js"
+export { statusByReason, statusOf, type HttpStatus, type BillingReason, type BranchReason, type ConnectorReason, type EnvironmentReason, type IdentityReason, type OperationReason, type ProjectReason, type UpstreamReason } from "./errors.js"
 export { Upstreams, type UpstreamTransports } from "./Upstreams.js"
 
 /** Every endpoint of the Api, implemented against identity and the operation unit. */
 export const ApiLive: Layer.Layer<HttpApi.Api, never, Upstreams> = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([AuthLive, SessionLive, OrgsLive, MembersLive, InvitesLive, ApiKeysLive, OperationsLive, BillingPlansLive, BillingLive, ProjectsLive, EnvironmentsLive, ConnectorsLive]),
+  Layer.provide([AuthLive, SessionLive, OrgsLive, MembersLive, InvitesLive, ApiKeysLive, OperationsLive, BillingPlansLive, BillingLive, ProjectsLive, EnvironmentsLive, ConnectorsLive, CodeHostLive, BranchesLive]),
   Layer.provide(AuthenticationLive)
 )
 

@@ -25,7 +25,7 @@ const refuseEveryToken = createRouterTransport((router) => {
 
 const TestGateway = gatewayHttpLayer.pipe(
   Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-  Layer.provide(Upstreams.fromTransport({ identity: refuseEveryToken, operation: refuseEveryToken, billing: refuseEveryToken, connector: refuseEveryToken })),
+  Layer.provide(Upstreams.fromTransport({ identity: refuseEveryToken, operation: refuseEveryToken, billing: refuseEveryToken, connector: refuseEveryToken, branch: refuseEveryToken })),
   Layer.provide(Logger.minimumLogLevel(LogLevel.None))
 )
 
@@ -113,7 +113,21 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["post", "/v1/connectors/{connector_id}/grant-script"],
   ["delete", "/v1/connectors/{connector_id}"],
   ["post", "/v1/connectors/{connector_id}/deletion-lock"],
-  ["delete", "/v1/connectors/{connector_id}/deletion-lock"]
+  ["delete", "/v1/connectors/{connector_id}/deletion-lock"],
+  ["post", "/v1/connectors/validate-code-host-repo"],
+  ["post", "/v1/connectors/validate-code-host-auth"],
+  ["post", "/v1/connectors/{connector_id}/engine-setup"],
+  ["post", "/v1/connectors/{connector_id}/index"],
+  ["get", "/v1/connectors/{connector_id}/readiness-checks"],
+  ["get", "/v1/connectors/{connector_id}/readiness-attempts"],
+  ["get", "/v1/connectors/{connector_id}/quarantine"],
+  ["post", "/v1/connectors/{connector_id}/quarantine/{quarantine_id}/release"],
+  ["post", "/v1/branch/create"],
+  ["get", "/v1/branches"],
+  ["get", "/v1/branches/{branch_id}"],
+  ["delete", "/v1/branches/{branch_id}"],
+  ["get", "/v1/connectors/{connector_id}/masking-rules"],
+  ["put", "/v1/connectors/{connector_id}/masking-rules"]
 ]
 
 const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email", "get /v1/billing/plans"])

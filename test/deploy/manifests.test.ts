@@ -148,7 +148,7 @@ interface UnitExpectation {
   readonly secretEnv: Record<string, { readonly name: string; readonly key: string }>;
 }
 
-const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "gateway", UnitExpectation> = {
+const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch" | "gateway", UnitExpectation> = {
   identity: {
     image: "ghcr.io/scion/identity:0.1.0",
     command: ["node", "services/identity/dist/main.js"],
@@ -226,6 +226,30 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "gatewa
       SERVICE_CREDENTIAL: { name: "scion-service-credential", key: "credential" },
     },
   },
+  branch: {
+    image: "ghcr.io/scion/branch:0.1.0",
+    command: ["node", "services/branch/dist/main.js"],
+    ports: { grpc: 50055 },
+    healthPort: 50055,
+    service: [{ name: "grpc", port: 50055, containerPort: 50055, appProtocol: "kubernetes.io/h2c" }],
+    literalEnv: { PORT: "50055" },
+    configEnv: {
+      LOG_LEVEL: null,
+      IDENTITY_URL: "http://identity:50051",
+      OPERATION_URL: "http://operation:50052",
+      CONNECTOR_URL: "http://connector:50054",
+      BILLING_URL: "http://billing:50053",
+      NATS_URL: "nats://nats:4222",
+      BRANCH_JOB_ACK_WAIT: null,
+    },
+    // Master keys (branch role passwords) only ever come from a Secret.
+    secretEnv: {
+      DATABASE_URL: { name: "branch-db", key: "url" },
+      SECRET_KEYS: { name: "branch-secret-keys", key: "keys" },
+      SECRET_ACTIVE_KEY_ID: { name: "branch-secret-keys", key: "active_key_id" },
+      SERVICE_CREDENTIAL: { name: "scion-service-credential", key: "credential" },
+    },
+  },
   gateway: {
     image: "ghcr.io/scion/gateway:0.1.0",
     command: ["node", "gateway/dist/main.js"],
@@ -233,7 +257,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "gatewa
     healthPort: 8081,
     service: [{ name: "http", port: 80, containerPort: 8080, appProtocol: "http" }],
     literalEnv: { PORT: "8080", HEALTH_PORT: "8081" },
-    configEnv: { LOG_LEVEL: null, IDENTITY_URL: "http://identity:50051", OPERATION_URL: "http://operation:50052", BILLING_URL: "http://billing:50053", CONNECTOR_URL: "http://connector:50054" },
+    configEnv: { LOG_LEVEL: null, IDENTITY_URL: "http://identity:50051", OPERATION_URL: "http://operation:50052", BILLING_URL: "http://billing:50053", CONNECTOR_URL: "http://connector:50054", BRANCH_URL: "http://branch:50055" },
     secretEnv: {},
   },
 };

@@ -7,9 +7,9 @@
  * failing prerequisites start nothing; 403/404; selection rules and counters.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { addMember, createOrg, queryMetadata, type RoleKey, settleOperation } from "../support/flows.js"
+import { queryMetadata, type RoleKey, settleOperation, teamOrg } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
-import { signUp, startScion, waitFor, type Scion } from "../support/system.js"
+import { startScion, type Scion } from "../support/system.js"
 
 let scion: Scion
 let source: SourceCluster
@@ -26,16 +26,10 @@ beforeAll(async () => {
     create table public.events (payload jsonb);
     create schema audit;
     create table audit.log (id bigint generated always as identity primary key, line text);`)
-  const owner = await signUp(scion, "owner")
-  tokens.owner = owner.token
-  orgId = (await createOrg(scion, owner.token, "Discovery Org")).org_id
-  for (const role of ["viewer", "member", "admin"] as const) tokens[role] = (await addMember(scion, owner.token, orgId, role)).token
-  strangerToken = (await signUp(scion, "stranger")).token
-  await createOrg(scion, strangerToken, "Other Org")
-  await waitFor("billing to set the org up", async () => {
-    const selected = await scion.request("POST", `/v1/orgs/${orgId}/billing/subscriptions`, { token: tokens.owner, body: { plan_id: "team" } })
-    return selected.status === 200
-  })
+  const org = await teamOrg(scion, "Discovery Org")
+  orgId = org.orgId
+  Object.assign(tokens, org.tokens)
+  strangerToken = org.strangerToken
 }, 180_000)
 afterAll(async () => {
   await Promise.all([scion?.stop(), source?.stop()])

@@ -1,6 +1,6 @@
 import { expect } from "vitest"
 import pg from "pg"
-import { signUp, type Scion } from "./system.js"
+import { signUp, waitFor, type Scion } from "./system.js"
 
 export type RoleKey = "viewer" | "member" | "admin" | "owner"
 
@@ -27,8 +27,8 @@ export const createApiKey = async (scion: Scion, token: string, orgId: string, b
 }
 
 /** Polls an operation with waiting reads (GET …?wait=10) until it is completed or failed. */
-export const settleOperation = async (scion: Scion, operationId: string, token: string) => {
-  for (let i = 0; i < 12; i++) {
+export const settleOperation = async (scion: Scion, operationId: string, token: string, timeoutMillis = 120_000) => {
+  for (let i = 0; i < Math.ceil(timeoutMillis / 10_000); i++) {
     const response = await scion.request("GET", `/v1/operations/${operationId}?wait=10`, { token })
     expect(response.status, JSON.stringify(response.body)).toBe(200)
     if (response.body.status === "completed" || response.body.status === "failed") return response.body
@@ -45,4 +45,31 @@ export const queryMetadata = async <R extends pg.QueryResultRow = any>(scion: Sc
   } finally {
     await client.end()
   }
+}
+
+export interface TeamOrg {
+  readonly orgId: string
+  /** A member of each role. */
+  readonly tokens: Record<RoleKey, string>
+  /** A user of another org (whose id is otherOrgId): other orgs' resources answer 404 to them. */
+  readonly strangerToken: string
+  readonly otherOrgId: string
+}
+
+/**
+ * An org with a member of every role, on the team plan (the free plan's limits are smaller than
+ * connector tests need), and a stranger in an org of their own.
+ */
+export const teamOrg = async (scion: Scion, name: string): Promise<TeamOrg> => {
+  const owner = await signUp(scion, "owner")
+  const orgId = (await createOrg(scion, owner.token, name)).org_id as string
+  const tokens = { owner: owner.token } as Record<RoleKey, string>
+  for (const role of ["viewer", "member", "admin"] as const) tokens[role] = (await addMember(scion, owner.token, orgId, role)).token
+  const strangerToken = (await signUp(scion, "stranger")).token
+  const otherOrgId = (await createOrg(scion, strangerToken, "Other Org")).org_id as string
+  await waitFor("billing to set the org up", async () => {
+    const selected = await scion.request("POST", `/v1/orgs/${orgId}/billing/subscriptions`, { token: owner.token, body: { plan_id: "team" } })
+    return selected.status === 200
+  })
+  return { orgId, tokens, strangerToken, otherOrgId }
 }

@@ -28,6 +28,8 @@ export interface SourceCluster {
 export interface SourceClusterOptions {
   /** wal_level=logical (default true); false leaves replica, the server default. */
   readonly logical?: boolean
+  /** Extra server flags appended after the defaults (a later `-c name=value` wins), e.g. ["-c", "shared_buffers=128MB"]. */
+  readonly postgresFlags?: ReadonlyArray<string>
 }
 
 export const startSourceCluster = async (options: SourceClusterOptions = {}): Promise<SourceCluster> => {
@@ -48,7 +50,8 @@ export const startSourceCluster = async (options: SourceClusterOptions = {}): Pr
       "-c", "unix_socket_directories=",
       "-c", `wal_level=${options.logical === false ? "replica" : "logical"}`,
       "-c", "max_connections=30",
-      "-c", "shared_buffers=16MB"
+      "-c", "shared_buffers=16MB",
+      ...(options.postgresFlags ?? [])
     ],
     onLog: (line) => void logs.push(line),
     onError: () => {}

@@ -6,7 +6,9 @@
 import { spawn, type ChildProcess } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { connect as http2Connect } from "node:http2"
+import { mkdir, readdir, readFile, rm } from "node:fs/promises"
 import { createServer } from "node:net"
+import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
@@ -130,7 +132,12 @@ export interface Scion {
   /** The connector unit (environments) and the SECRET_KEYS it was given. */
   readonly connector: UnitProcess
   readonly connectorUrl: string
+  /** ENGINE_DATA_DIR of the connector unit: one directory per engine. */
+  readonly engineDataDir: string
   readonly secretKeys: string
+  /** The branch unit (branches, their jobs); BRANCH_BUS_NAMESPACE of its own. */
+  readonly branch: UnitProcess
+  readonly branchUrl: string
   readonly databaseUrl: string
   /** SERVICE_CREDENTIAL of this deployment: what a worker presents to identity for a service principal. */
   readonly serviceCredential: string
@@ -196,9 +203,16 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
   )
   // The connector unit (environments): master keys for its secret store, like deploy/ keeps in a Secret.
   const connectorUrl = `http://127.0.0.1:${await freePort()}`
+  const branchUrl = `http://127.0.0.1:${await freePort()}`
   const secretKeys = `e2e1:${randomBytes(32).toString("base64")}`
+  // Engines (one Postgres cluster per connector) live under a directory of this system's own,
+  // removed with it; it must be traversable by the unprivileged user the engines run as.
+  const engineDataDir = join(tmpdir(), `scion-e2e-engines-${randomBytes(5).toString("hex")}`)
+  await mkdir(engineDataDir, { recursive: true, mode: 0o755 })
   const connector = startUnit("connector", "services/connector/dist/main.js", {
     PORT: new URL(connectorUrl).port,
+    ENGINE_DATA_DIR: engineDataDir,
+    BRANCH_URL: branchUrl,
     DATABASE_URL: database.url,
     IDENTITY_URL: identityUrl,
     BILLING_URL: billingUrl,
@@ -216,6 +230,20 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     CONNECTOR_EVENTS_INACTIVE_SECONDS: "60",
     ...options.env
   })
+  // The branch unit: engine access through the connector unit, its own bus namespace for its jobs.
+  const branch = startUnit("branch", "services/branch/dist/main.js", {
+    PORT: new URL(branchUrl).port,
+    DATABASE_URL: database.url,
+    IDENTITY_URL: identityUrl,
+    OPERATION_URL: operationUrls[0] ?? "",
+    CONNECTOR_URL: connectorUrl,
+    BILLING_URL: billingUrl,
+    SERVICE_CREDENTIAL: serviceCredential,
+    SECRET_KEYS: secretKeys,
+    NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+    BRANCH_BUS_NAMESPACE: `e2e_branch_${randomBytes(5).toString("hex")}`,
+    ...options.env
+  })
   const gateway = startUnit("gateway", "gateway/dist/main.js", {
     PORT: String(gatewayPort),
     HEALTH_PORT: String(healthPort),
@@ -223,9 +251,10 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     OPERATION_URL: operationUrls[0] ?? "",
     BILLING_URL: billingUrl,
     CONNECTOR_URL: connectorUrl,
+    BRANCH_URL: branchUrl,
     ...options.env
   })
-  const units = [identity, ...operations, billing, connector, gateway]
+  const units = [identity, ...operations, billing, connector, branch, gateway]
   const baseUrl = `http://127.0.0.1:${gatewayPort}`
   const request: Scion["request"] = async (method, path, { token, body, rawBody, headers } = {}) => {
     const response = await fetch(`${baseUrl}${path}`, {
@@ -249,7 +278,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
       for (const unit of units) if (unit.child.exitCode !== null) throw new Error(`${unit.name} exited:\n${unit.output()}`)
       const response = await request("POST", "/v1/auth/login", { body: { email: "probe@example.com", password: "probe-password" } })
       if (response.status !== 401) return false
-      return (await Promise.all([...operationUrls, billingUrl, connectorUrl].map(healthServing))).every(Boolean)
+      return (await Promise.all([...operationUrls, billingUrl, connectorUrl, branchUrl].map(healthServing))).every(Boolean)
     }, 60_000)
   } catch (error) {
     await Promise.all(units.map((unit) => unit.stop("SIGKILL")))
@@ -267,13 +296,17 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     billingUrl,
     connector,
     connectorUrl,
+    engineDataDir,
     secretKeys,
+    branch,
+    branchUrl,
     databaseUrl: database.url,
     serviceCredential,
     request,
     stop: async () => {
       await gateway.stop()
-      await Promise.all([...operations.map((unit) => unit.stop()), billing.stop(), connector.stop(), identity.stop()])
+      await Promise.all([...operations.map((unit) => unit.stop()), billing.stop(), connector.stop(), branch.stop(), identity.stop()])
+      await stopEngines(engineDataDir)
       await database.drop()
     }
   }
@@ -287,4 +320,33 @@ export const signUp = async (scion: Scion, name = "user"): Promise<{ token: stri
   const response = await scion.request("POST", "/v1/auth/signup", { body: { email, password: "correct-horse-battery", full_name: `Test ${name}` } })
   if (response.status !== 201) throw new Error(`signup failed: ${response.status} ${JSON.stringify(response.body)}`)
   return { token: response.body.session_token, userId: response.body.user.user_id, email }
+}
+
+/**
+ * Stops every engine under a data directory (an immediate shutdown of its postmaster: the engines
+ * are detached and outlive the unit) and removes the directory.
+ */
+export const stopEngines = async (engineDataDir: string): Promise<void> => {
+  const entries = await readdir(engineDataDir).catch(() => [] as Array<string>)
+  await Promise.all(
+    entries.map(async (entry) => {
+      const pidFile = await readFile(join(engineDataDir, entry, "pgdata", "postmaster.pid"), "utf8").catch(() => "")
+      const pid = Number(pidFile.split("\n")[0])
+      if (!Number.isInteger(pid) || pid <= 0) return
+      try {
+        process.kill(pid, "SIGQUIT")
+      } catch {
+        return
+      }
+      for (let i = 0; i < 100; i++) {
+        try {
+          process.kill(pid, 0)
+        } catch {
+          return
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+    })
+  )
+  await rm(engineDataDir, { recursive: true, force: true })
 }

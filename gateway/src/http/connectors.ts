@@ -102,6 +102,40 @@ const decodePrerequisites = Schema.decodeUnknownSync(Schema.parseJson(Schema.Arr
 const prerequisitesNotMet = (e: RpcError) =>
   new C.DiscoveryPrerequisitesNotMet({ detail: e.message, prerequisites: decodePrerequisites(required(e.metadata.prerequisites, "prerequisites")) })
 
+const isSetupPrerequisites = (e: RpcError) => e.reason === "ENGINE_SETUP_PREREQUISITES_FAILED"
+const setupPrerequisitesNotMet = (e: RpcError) =>
+  new C.EngineSetupPrerequisitesNotMet({ detail: e.message, prerequisites: decodePrerequisites(required(e.metadata.prerequisites, "prerequisites")) })
+
+const handleStatuses = { pending: "pending", running: "running", completed: "completed", failed: "failed" } as const
+const handleTypes = { connector_engine_setup: "connector_engine_setup", connector_rollout: "connector_rollout" } as const
+
+/** A started operation answers 202 with its handle; nothing to start answers the connector and why. */
+const startedOrConnector = (r: pb.SetUpEngineResponse | pb.IndexConnectorResponse): typeof C.ConnectorOperationHandle.Type | typeof C.ConnectorWithMessage.Type => {
+  switch (r.outcome.case) {
+    case "started":
+      return {
+        operation_id: r.outcome.value.operationId,
+        resource_id: r.outcome.value.resourceId,
+        status: required(handleStatuses[r.outcome.value.status as keyof typeof handleStatuses], "a known status"),
+        type: required(handleTypes[r.outcome.value.type as keyof typeof handleTypes], "a known type")
+      }
+    case "connector":
+      return { ...connector(r.outcome.value), message: r.message }
+    default:
+      throw new Error("connector response is missing an outcome")
+  }
+}
+
+const quarantineEntry = (e: pb.QuarantineEntry): typeof C.QuarantineEntry.Type => ({
+  quarantine_id: e.quarantineId,
+  connector_id: e.connectorId,
+  status: required(e.status === "quarantined" || e.status === "released" ? e.status : undefined, "a quarantine status"),
+  reason: e.reason,
+  detail: e.detail,
+  quarantined_at: iso(e.quarantinedAt),
+  released_at: e.releasedAt === undefined ? null : iso(e.releasedAt)
+})
+
 const startedStatuses = { pending: "pending", running: "running" } as const
 
 export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers) =>
@@ -232,6 +266,62 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
     )
     .handle("unlockDeletion", ({ path }) =>
       asCaller((u) => u.connectors.unlockDeletion({ connectorId: path.connector_id })).pipe(Effect.map((r) => connector(r.connector)))
+    )
+    .handle("engineSetup", ({ path }) =>
+      asCaller((u) => u.connectors.setUpEngine({ connectorId: path.connector_id }).pipe(Effect.map(Either.right), Effect.catchIf(isSetupPrerequisites, (e) => Effect.succeed(Either.left(e))))).pipe(
+        Effect.flatMap((outcome) => Either.match(outcome, { onLeft: (e) => Effect.fail(setupPrerequisitesNotMet(e)), onRight: (r) => Effect.succeed(startedOrConnector(r)) }))
+      )
+    )
+    .handle("index", ({ path }) =>
+      asCaller((u) => u.connectors.indexConnector({ connectorId: path.connector_id }).pipe(Effect.map(Either.right), Effect.catchIf(isSetupPrerequisites, (e) => Effect.succeed(Either.left(e))))).pipe(
+        Effect.flatMap((outcome) => Either.match(outcome, { onLeft: (e) => Effect.fail(setupPrerequisitesNotMet(e)), onRight: (r) => Effect.succeed(startedOrConnector(r)) }))
+      )
+    )
+    .handle("readinessChecks", ({ path, urlParams }) =>
+      asCaller((u) =>
+        u.connectors.listReadinessChecks({
+          connectorId: path.connector_id,
+          ...(urlParams.attempt_id !== undefined ? { attemptId: urlParams.attempt_id } : {}),
+          ...(urlParams.check_name !== undefined ? { checkName: urlParams.check_name } : {}),
+          onlyFailed: urlParams.only_failed === "true",
+          limit: urlParams.limit ?? 500,
+          offset: urlParams.offset ?? 0
+        })
+      ).pipe(
+        Effect.map((r) => ({
+          checks: r.checks.map((c) => ({
+            attempt_id: c.attemptId,
+            check_name: c.checkName,
+            table_path: c.tablePath,
+            status: required(c.status === "pass" || c.status === "fail" ? c.status : undefined, "a check status"),
+            message: c.message,
+            pod_name: c.podName,
+            checked_at: iso(c.checkedAt)
+          }))
+        }))
+      )
+    )
+    .handle("readinessAttempts", ({ path, urlParams }) =>
+      asCaller((u) => u.connectors.listReadinessAttempts({ connectorId: path.connector_id, limit: urlParams.limit ?? 50 })).pipe(
+        Effect.map((r) => ({
+          attempts: r.attempts.map((a) => ({
+            attempt_id: a.attemptId,
+            total_checks: a.totalChecks,
+            passed_checks: a.passedChecks,
+            failed_checks: a.failedChecks,
+            latest_checked_at: iso(a.latestCheckedAt),
+            pod_name: a.podName
+          }))
+        }))
+      )
+    )
+    .handle("quarantine", ({ path }) =>
+      asCaller((u) => u.connectors.listQuarantineEntries({ connectorId: path.connector_id })).pipe(Effect.map((r) => ({ entries: r.entries.map(quarantineEntry) })))
+    )
+    .handle("releaseQuarantine", ({ path }) =>
+      asCaller((u) => u.connectors.releaseQuarantineEntry({ connectorId: path.connector_id, quarantineId: path.quarantine_id })).pipe(
+        Effect.map((r) => quarantineEntry(required(r.entry, "entry")))
+      )
     )
     .handle("selection", ({ path, payload }) =>
       asCaller((u) => u.connectors.setSelection({ connectorId: path.connector_id, selectedPaths: [...payload.selected_paths] })).pipe(

@@ -1,7 +1,7 @@
 import type { Transport } from "@connectrpc/connect"
 import type { SqlClient } from "@effect/sql"
 import { type Bus, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, ServiceIdentity, unitDatabase } from "@scion/kit"
-import { Duration, Layer } from "effect"
+import { Config, Duration, Effect, Layer } from "effect"
 import { CloudAccounts } from "./CloudAccounts.js"
 import { Connectors } from "./connectors/Connectors.js"
 import { ConnectorsRepo } from "./connectors/ConnectorsRepo.js"
@@ -15,6 +15,14 @@ import { EnvironmentsRepo } from "./EnvironmentsRepo.js"
 import { IdentityClient, OrgAccess, VerifierFromIdentity } from "./Identity.js"
 import { EventsBus, ProjectEventsConsumer } from "./ProjectEvents.js"
 import { SecretStore } from "./secrets/SecretStore.js"
+import { ConnectorBranches } from "./engine/ConnectorBranches.js"
+import { EngineAccess } from "./engine/EngineAccess.js"
+import { EngineProvisioner } from "./engine/EngineProvisioner.js"
+import { EngineSetup, EngineSetupConfig, engineSetupJob } from "./engine/EngineSetup.js"
+import { KubernetesEngineProvisionerLive } from "./engine/KubernetesEngineProvisioner.js"
+import { LocalEngineProvisionerLive } from "./engine/LocalEngineProvisioner.js"
+import { QuarantineMonitorLive } from "./engine/QuarantineMonitor.js"
+import { Readiness } from "./engine/Readiness.js"
 
 /** The database of the unit: schema `connector`, migrations from ../migrations. */
 export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations: new URL("../migrations/", import.meta.url) })
@@ -34,18 +42,37 @@ export const ConnectorServices: Layer.Layer<
   Layer.provideMerge(ConnectorDatabase)
 )
 
+/** Engine setup, readiness and quarantine reads, and engine access for other units. */
+export const ConnectorEngines = Layer.mergeAll(EngineSetup.Default, Readiness.Default, EngineAccess.Default)
+
 /**
  * The unit's background work: the relay publishing its outbox, the discovery worker consuming
- * `jobs.connector.discovery`, the delete worker consuming `jobs.connector.delete`
- * (ARCHITECTURE.md, "Asynchronous work") and the consumer of identity's `events.project.deleted`.
+ * `jobs.connector.discovery`, the delete worker consuming `jobs.connector.delete`, the engine
+ * setup worker consuming `jobs.connector.engine_setup` (ARCHITECTURE.md, "Asynchronous work"),
+ * the consumer of identity's `events.project.deleted` and the quarantine monitor.
  */
 export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duration.DurationInput } = {}) =>
   Layer.mergeAll(
     JobWorker.layer({ ...discoveryJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
     JobWorker.layer({ ...deleteJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
+    // Setup steps are idempotent, so a redelivery after a crash resumes; a step's own failure
+    // fails the operation (JobFailed) instead of being retried.
+    JobWorker.layer({ ...engineSetupJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(2), Duration.seconds(10)], ackWait: Duration.seconds(60) }),
     OutboxRelay.layer(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {}),
-    ProjectEventsConsumer
+    ProjectEventsConsumer,
+    QuarantineMonitorLive
   )
+
+/**
+ * The engine provisioner ENGINE_PROVISIONER names: `local` (default; initdb/pg_ctl under
+ * ENGINE_DATA_DIR) or `kubernetes` (a StatefulSet per engine). A failed configuration stops the
+ * unit at start.
+ */
+export const EngineProvisionerLive: Layer.Layer<EngineProvisioner> = Layer.unwrapEffect(
+  Effect.map(Config.literal("local", "kubernetes")("ENGINE_PROVISIONER").pipe(Config.withDefault("local" as const)), (kind) =>
+    kind === "kubernetes" ? KubernetesEngineProvisionerLive : LocalEngineProvisionerLive
+  )
+).pipe(Layer.orDie)
 
 /** A failed SecretStore configuration stops the unit at start: it cannot store secrets without keys. */
 const Secrets = SecretStore.layerConfig.pipe(Layer.orDie)
@@ -60,7 +87,13 @@ export const connectorLive = (transports: {
   readonly identity: Transport
   readonly billing: Transport
   readonly operation: Transport
-}): Layer.Layer<Environments | Connectors | Discovery | Deletion | PrincipalVerifier, never, IdentityClient | Bus | EventsBus> => {
+  /** The branch unit: a connector's branches are deleted before its engine. */
+  readonly branch: Transport
+}): Layer.Layer<
+  Environments | Connectors | Discovery | Deletion | EngineSetup | Readiness | EngineAccess | OrgAccess | PrincipalVerifier,
+  never,
+  IdentityClient | Bus | EventsBus
+> => {
   const service = ServiceIdentity.layer("connector", transports.identity)
   const operations = Layer.merge(service, OperationClient.fromTransport(transports.operation))
   const services = ConnectorServices.pipe(
@@ -75,9 +108,18 @@ export const connectorLive = (transports: {
       )
     )
   )
-  return Layer.merge(ConnectorWorkers().pipe(Layer.provide(Layer.mergeAll(operations, SourceIntrospector.layerConfig, SourceCleaner.layerConfig))), VerifierFromIdentity).pipe(
-    Layer.provideMerge(services)
+  const engines = ConnectorEngines.pipe(
+    Layer.provideMerge(services),
+    Layer.provideMerge(Layer.merge(EngineProvisionerLive, EngineSetupConfig.layerConfig))
   )
+  return Layer.merge(
+    ConnectorWorkers().pipe(
+      Layer.provide(
+        Layer.mergeAll(operations, SourceIntrospector.layerConfig, SourceCleaner.layerConfig, ConnectorBranches.fromTransport(transports.branch).pipe(Layer.provide(service)))
+      )
+    ),
+    VerifierFromIdentity
+  ).pipe(Layer.provideMerge(engines))
 }
 
 export { connectorRoutes } from "./rpc/routes.js"
@@ -110,4 +152,26 @@ export * from "./domain/errors.js"
 export * from "./domain/models.js"
 export { type Engine, EngineError, EngineNotFound, EngineProvisioner, type EngineState, type EngineStatus } from "./engine/EngineProvisioner.js"
 export { embeddedPostgresBinDir, LocalEngineConfig, type LocalEngineOptions, LocalEngineProvisionerLive, makeLocalEngineProvisioner } from "./engine/LocalEngineProvisioner.js"
+export { CodeHost, CodeHostUnavailable, CredentialsRefused, InstallationNotFound, InvalidPrivateKey, RepoNotFound, type RepoRef } from "./codehost/CodeHost.js"
+export { CodeHostValidation, parseRepo, type AuthValidation, type RepoValidation } from "./codehost/CodeHostValidation.js"
+export { githubConfig, GithubCodeHostLive, makeGithubCodeHost } from "./codehost/GithubCodeHost.js"
+export { signAppJwt } from "./codehost/AppJwt.js"
+export { codeHostRoutes } from "./codehost/rpc.js"
+export { EngineAccess, type BranchingEngineView } from "./engine/EngineAccess.js"
+export {
+  type BranchingEngineStatus,
+  ENGINE_SETUP_JOB,
+  EngineSetup,
+  EngineSetupConfig,
+  engineSetupJob,
+  EngineSetupPayload,
+  MIRROR_DATABASE,
+  replicationNames,
+  setupPrerequisites,
+  subscriptionConninfo
+} from "./engine/EngineSetup.js"
+export { readMirrorDdl, type MirrorDdl, type TableRef } from "./engine/MirrorSchema.js"
+export { Readiness } from "./engine/Readiness.js"
 export { connectorIdLabel, engineHost, engineName, generateMaterial, KubernetesEngineConfig, type KubernetesEngineOptions, KubernetesEngineProvisionerLive, makeKubernetesEngineProvisioner, renderEngine, selfSignedCertificate } from "./engine/KubernetesEngineProvisioner.js"
+export { makeQuarantineMonitor, QuarantineMonitorConfig, QuarantineMonitorLive, type QuarantineReason } from "./engine/QuarantineMonitor.js"
+export { BranchesUnavailable, ConnectorBranches } from "./engine/ConnectorBranches.js"

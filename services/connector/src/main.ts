@@ -7,7 +7,8 @@ import { connectorLive, connectorRoutes, EventsBus, IdentityClient } from "./ind
 /**
  * The unit over HTTP/2 gRPC: identity at IDENTITY_URL (authorization, verification keys, this
  * unit's service principal for SERVICE_CREDENTIAL), billing at BILLING_URL (plan limits), the
- * operation unit at OPERATION_URL (discovery and delete operations) and NATS at NATS_URL (its jobs;
+ * operation unit at OPERATION_URL (discovery, setup and delete operations), the branch unit at
+ * BRANCH_URL (a connector's branches are deleted before it) and NATS at NATS_URL (its jobs;
  * subjects and streams prefixed with CONNECTOR_BUS_NAMESPACE when set, which tests use to share a
  * NATS). Identity's events are read unprefixed: with a namespace, over a second connection.
  */
@@ -16,14 +17,16 @@ const ConnectorProcess = Layer.unwrapScoped(
     const identityUrl = yield* Config.string("IDENTITY_URL").pipe(Config.withDefault("http://127.0.0.1:50051"))
     const billingUrl = yield* Config.string("BILLING_URL").pipe(Config.withDefault("http://127.0.0.1:50053"))
     const operationUrl = yield* Config.string("OPERATION_URL").pipe(Config.withDefault("http://127.0.0.1:50052"))
+    const branchUrl = yield* Config.string("BRANCH_URL").pipe(Config.withDefault("http://127.0.0.1:50055"))
     const namespace = yield* Config.option(Config.string("CONNECTOR_BUS_NAMESPACE"))
     const identity = yield* unitTransport(identityUrl)
     const billing = yield* unitTransport(billingUrl)
     const operation = yield* unitTransport(operationUrl)
+    const branch = yield* unitTransport(branchUrl)
     const events = Option.isSome(namespace)
       ? Layer.effect(EventsBus, Bus).pipe(Layer.provide(NatsBus.layer({ name: "scion-connector-events" })))
       : EventsBus.fromBus
-    return connectorLive({ identity, billing, operation }).pipe(
+    return connectorLive({ identity, billing, operation, branch }).pipe(
       Layer.provide(IdentityClient.fromTransport(identity)),
       Layer.provide(events),
       Layer.provide(NatsBus.layer({ name: "scion-connector", ...(Option.isSome(namespace) ? { namespace: namespace.value } : {}) }))

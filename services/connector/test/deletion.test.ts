@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, layer } from "@effect/vitest"
 import type { ProgressUpdate } from "@scion/kit"
 import { Effect, Redacted } from "effect"
 import { startSourceCluster, type SourceCluster } from "../../../test/support/sourceCluster.js"
-import { Connectors, deleteJob, Deletion, handleProjectEvent, PROJECT_DELETED, publicationName, SourceCleaner } from "../src/index.js"
+import { ConnectorBranches, Connectors, deleteJob, Deletion, handleProjectEvent, PROJECT_DELETED, publicationName, SourceCleaner } from "../src/index.js"
 import { connectorTestLayer, newOrgId, operations, session } from "./support.js"
 
 let source: SourceCluster
@@ -37,7 +37,11 @@ const runJob = (operationId: string, connectorId: string, force: boolean) =>
       report: (update) => Effect.sync(() => void reports.push(update))
     })
     return { result, reports }
-  }).pipe(Effect.provideService(SourceCleaner, SourceCleaner.make({ connectTimeout: "2 seconds", queryTimeout: "10 seconds" })))
+  }).pipe(
+    Effect.provideService(SourceCleaner, SourceCleaner.make({ connectTimeout: "2 seconds", queryTimeout: "10 seconds" })),
+    // These connectors never had an engine, so the branch unit is never asked (test/e2e covers it).
+    Effect.provideService(ConnectorBranches, ConnectorBranches.of({ deleteAll: () => Effect.dieMessage("no engine, no branches to delete") }))
+  )
 
 /** A count on the source (names are the connector's own: no quoting needed). */
 const count = async (text: string) => Number((await source.query(text)).rows[0]?.n)
@@ -94,9 +98,10 @@ describe("deletion", () => {
           deleted: true,
           force: false,
           source_cleanup: { status: "cleaned", databases: [{ database: "postgres", publications_dropped: [pub], slots_dropped: [pub] }] },
+          engine: { status: "not_set_up" },
           steps: [{ type: "connector_secret_purge", status: "completed", secrets_purged: 1 }]
         })
-        expect(reports.map((r) => r.stage)).toEqual(["source", "secrets"])
+        expect(reports.map((r) => r.stage)).toEqual(["engine_pause", "source", "engine", "secrets"])
         operations.get(started.operationId)!.status = "completed"
         expect(yield* Effect.promise(() => count(`select count(*) as n from pg_publication where pubname = '${pub}'`))).toBe(0)
         expect(yield* Effect.promise(() => count(`select count(*) as n from pg_replication_slots where slot_name = '${pub}'`))).toBe(0)

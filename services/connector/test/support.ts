@@ -5,7 +5,10 @@ import { Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import {
   CloudAccounts,
   type ConnectorPermission,
+  ConnectorEngines,
   ConnectorServices,
+  EngineProvisionerLive,
+  EngineSetupConfig,
   DiscoveryOperations,
   Entitlements,
   type EnvironmentPermission,
@@ -80,7 +83,10 @@ const Secrets = Layer.effect(SecretStore, SecretStore.make(Either.getOrThrow(par
 export const connectorTestLayer = () =>
   Layer.unwrapScoped(
     Effect.map(freshDatabase("connector_test"), (url) =>
-      ConnectorServices.pipe(
+      ConnectorEngines.pipe(
+        Layer.provideMerge(ConnectorServices),
+        // The local adapter under the temporary directory; these tests never set an engine up.
+        Layer.provideMerge(Layer.merge(EngineProvisionerLive, EngineSetupConfig.layerConfig)),
         Layer.provideMerge(
           Layer.mergeAll(
             FakeOrgAccess,

@@ -2,8 +2,10 @@
 import { Code, ConnectError, createRouterTransport, type Transport } from "@connectrpc/connect"
 import { NodeRuntime } from "@effect/platform-node"
 import { BillingLive, billingRoutes, IdentityClient as BillingIdentityClient } from "@scion/billing"
+import { branchLive, branchRoutes } from "@scion/branch"
 import { GatewayLive, Upstreams } from "@scion/gateway"
 import { randomBytes } from "node:crypto"
+import { join, resolve } from "node:path"
 import { connectorLive, connectorRoutes, EventsBus as ConnectorEventsBus, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
 import { Entitlements, IdentityEventsRelay, identityLive, identityRoutes } from "@scion/identity"
 import { InMemoryBus, LoggingLive, type Routes } from "@scion/kit"
@@ -38,6 +40,8 @@ const UnitsLive = Layer.unwrapEffect(
   Effect.gen(function* () {
     const { url } = yield* MetadataDatabase
     const secretKeys = yield* embeddedSecretKeys
+    const dataDir = resolve(yield* Config.string("SCION_DATA_DIR").pipe(Config.withDefault(".scion")))
+    const engineDataDir = yield* Config.option(Config.string("ENGINE_DATA_DIR"))
     // Units read DATABASE_URL like in production; here it points at the embedded cluster. The
     // service credential only has to be shared inside this process, so each start makes one.
     const unitConfig = Layer.setConfigProvider(
@@ -47,7 +51,9 @@ const UnitsLive = Layer.unwrapEffect(
             ["DATABASE_URL", Redacted.value(url)],
             ["SERVICE_CREDENTIAL", randomBytes(32).toString("base64url")],
             // The connector unit's master key, kept in the data directory (SecretKeys.ts).
-            ...Option.match(secretKeys, { onNone: () => [], onSome: (keys) => [["SECRET_KEYS", keys] as [string, string]] })
+            ...Option.match(secretKeys, { onNone: () => [], onSome: (keys) => [["SECRET_KEYS", keys] as [string, string]] }),
+            // Connector engines live next to the metadata cluster, kept across restarts like it.
+            ["ENGINE_DATA_DIR", Option.getOrElse(engineDataDir, () => join(dataDir, "engines"))]
           ])
         ),
         () => ConfigProvider.fromEnv()
@@ -55,6 +61,8 @@ const UnitsLive = Layer.unwrapEffect(
     )
     const inMemory = (routes: ReadonlyArray<Routes>) => createRouterTransport((router) => routes.forEach((register) => register(router)))
     const billingForIdentity = lateTransport()
+    // The connector's delete job asks the branch unit, which is built after the connector.
+    const branchForConnector = lateTransport()
     const unitsInProcess = Layer.unwrapScoped(
       Effect.gen(function* () {
         const identity = inMemory(yield* identityRoutes)
@@ -70,14 +78,19 @@ const UnitsLive = Layer.unwrapEffect(
         billingForIdentity.set(billing)
         // The connector unit asks identity, billing and the operation unit over the same
         // transports; its jobs travel on the shared in-memory bus.
-        const connectorUnit = yield* Layer.build(connectorLive({ identity, billing, operation }).pipe(
+        const connectorUnit = yield* Layer.build(connectorLive({ identity, billing, operation, branch: branchForConnector.transport }).pipe(
             Layer.provide(ConnectorIdentityClient.fromTransport(identity)),
             // Identity's project events arrive on the same shared bus.
             Layer.provide(ConnectorEventsBus.fromBus)
           )
         )
         const connector = inMemory(yield* Effect.provide(connectorRoutes, connectorUnit))
-        return Upstreams.fromTransport({ identity, operation, billing, connector })
+        // The branch unit asks identity, the operation unit and the connector unit (engine access)
+        // over the same transports; its jobs travel on the shared in-memory bus.
+        const branchUnit = yield* Layer.build(branchLive({ identity, operation, connector, billing }))
+        const branch = inMemory(yield* Effect.provide(branchRoutes, branchUnit))
+        branchForConnector.set(branch)
+        return Upstreams.fromTransport({ identity, operation, billing, connector, branch })
       })
     ).pipe(Layer.provide(identityLive(Entitlements.billing(billingForIdentity.transport))))
     // One in-memory bus for every unit: identity's outbox relay publishes to it, consumers and

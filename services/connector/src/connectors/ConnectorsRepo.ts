@@ -29,6 +29,7 @@ interface ConnectorRow {
   readonly branching_engine_status: string
   readonly deletion_locked: boolean
   readonly delete_operation_id: string | null
+  readonly setup_operation_id: string | null
   readonly replica_identity_preflight: Record<string, unknown> | null
   readonly created_by: string | null
   readonly created_at: Date
@@ -58,6 +59,7 @@ const toConnector = (row: ConnectorRow): Connector => ({
   branchingEngineStatus: row.branching_engine_status,
   deletionLocked: row.deletion_locked,
   deleteOperationId: row.delete_operation_id,
+  setupOperationId: row.setup_operation_id,
   replicaIdentityPreflight: row.replica_identity_preflight,
   createdBy: row.created_by,
   createdAt: row.created_at,

@@ -7,6 +7,9 @@ import type pg from "pg"
 import { Config, Context, Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { ConnectorNotFound, DeleteInProgress, DeletionLocked } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
+import { type BranchesUnavailable, ConnectorBranches } from "../engine/ConnectorBranches.js"
+import { EngineProvisioner } from "../engine/EngineProvisioner.js"
+import { setSubscriptionEnabled } from "../engine/EngineReplication.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { PostgresDetails } from "./ConnectionDetails.js"
 import { Connectors, connectorSecretAad } from "./Connectors.js"
@@ -208,7 +211,12 @@ const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetail
  * force the source cleanup is skipped and the result says why. A redelivery after the row is gone
  * answers that it is gone.
  */
-export const deleteJob: JobHandler<DeletePayload, typeof DeletePayload.Encoded, JobFailed | OperationEnded | RpcError | SqlError.SqlError, ConnectorsRepo | SecretStore | SourceCleaner | SqlClient.SqlClient> = {
+export const deleteJob: JobHandler<
+  DeletePayload,
+  typeof DeletePayload.Encoded,
+  JobFailed | OperationEnded | RpcError | SqlError.SqlError | BranchesUnavailable,
+  ConnectorsRepo | SecretStore | SourceCleaner | EngineProvisioner | ConnectorBranches | SqlClient.SqlClient
+> = {
   ...DELETE_JOB,
   payload: DeletePayload,
   run: (job) =>
@@ -224,6 +232,29 @@ export const deleteJob: JobHandler<DeletePayload, typeof DeletePayload.Encoded, 
       if (found.value.deleteOperationId !== null && found.value.deleteOperationId !== job.operationId) {
         return yield* new JobFailed({ message: `Superseded by delete operation ${found.value.deleteOperationId}` })
       }
+
+      // The engine's subscription stops first, so it cannot re-take the slot being dropped.
+      yield* job.report({ stage: "engine_pause", stageLabel: "Stopping the engine's replication", progress: 5 })
+      // Branches first: their databases and roles live on the engine, and their rows in the branch
+      // unit must not outlive it. The branch unit being unavailable is retried (then given up).
+      const [engineRow] = yield* sql<{ readonly connector_id: string }>`select connector_id from engines where connector_id = ${connectorId}`
+      if (engineRow !== undefined) {
+        yield* job.report({ stage: "branches", stageLabel: "Deleting the connector's branches", progress: 2 })
+        const branches = yield* ConnectorBranches
+        const dropped = yield* branches.deleteAll(connectorId)
+        if (dropped > 0) yield* Effect.logInfo("connector branches deleted").pipe(Effect.annotateLogs({ connector_id: connectorId, branches: dropped }))
+      }
+
+      // The quarantine monitor leaves the engine alone from here on (a paused subscription is no break).
+      yield* sql`update engines set monitor_lease_until = 'infinity' where connector_id = ${connectorId}`
+      const paused = yield* setSubscriptionEnabled(connectorId, false).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning("the engine's subscription could not be paused; the engine is destroyed anyway").pipe(
+            Effect.annotateLogs({ connector_id: connectorId, error: error.message }),
+            Effect.as(false)
+          )
+        )
+      )
 
       yield* job.report({ stage: "source", stageLabel: "Dropping the publication and replication slots Scion created on the source", progress: 10 })
       let source: JsonObject
@@ -247,6 +278,9 @@ export const deleteJob: JobHandler<DeletePayload, typeof DeletePayload.Encoded, 
         )
         if (Either.isLeft(cleaned)) {
           if (!force) {
+            // The connector stays: its replication resumes as it was.
+            if (paused) yield* setSubscriptionEnabled(connectorId, true).pipe(Effect.ignore)
+            yield* sql`update engines set monitor_lease_until = null where connector_id = ${connectorId}`
             return yield* new JobFailed({
               message: `The source could not be cleaned up (${cleaned.left}); the connector was not deleted. Retry once the source is reachable, or delete with force=true to abandon what Scion created on it.`
             })
@@ -256,6 +290,11 @@ export const deleteJob: JobHandler<DeletePayload, typeof DeletePayload.Encoded, 
           source = { status: "cleaned", databases: cleaned.right.map((d) => ({ database: d.database, publications_dropped: [...d.publications_dropped], slots_dropped: [...d.slots_dropped] })) }
         }
       }
+
+      // destroy is idempotent: also run when no setup recorded an engine (one may be half made).
+      yield* job.report({ stage: "engine", stageLabel: "Destroying the connector's engine", progress: 60 })
+      const provisioner = yield* EngineProvisioner
+      yield* provisioner.destroy(connectorId).pipe(Effect.mapError((e) => new JobFailed({ message: `The engine could not be destroyed (${e.message}); retry the delete` })))
 
       yield* job.report({ stage: "secrets", stageLabel: "Purging the connector's secrets and deleting the connector", progress: 80 })
       const purged = yield* sql.withTransaction(
@@ -271,6 +310,7 @@ export const deleteJob: JobHandler<DeletePayload, typeof DeletePayload.Encoded, 
         deleted: true,
         force,
         source_cleanup: source,
+        engine: { status: engineRow !== undefined ? "destroyed" : "not_set_up" },
         steps: [{ type: "connector_secret_purge", status: "completed", secrets_purged: purged }]
       } satisfies JsonObject
     }).pipe(Effect.withSpan("deleteJob.run", { attributes: { operationId: job.operationId } }))

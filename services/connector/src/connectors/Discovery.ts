@@ -39,6 +39,15 @@ export const DISCOVERY_JOB = { unit: "connector", type: "discovery" } as const
 
 export type StartedStatus = "pending" | "running" | "completed" | "failed"
 
+/** The operations this unit starts. */
+export type ConnectorOperationType = "connector_discovery" | "connector_delete" | "connector_engine_setup" | "connector_rollout"
+const operationTypes: Record<ConnectorOperationType, OperationType> = {
+  connector_discovery: OperationType.CONNECTOR_DISCOVERY,
+  connector_delete: OperationType.CONNECTOR_DELETE,
+  connector_engine_setup: OperationType.CONNECTOR_ENGINE_SETUP,
+  connector_rollout: OperationType.CONNECTOR_ROLLOUT
+}
+
 /**
  * The operation unit as discovery uses it, with this unit's service principal: a worker reports
  * long after the user's request, and the user's permission was checked when the work started.
@@ -51,7 +60,7 @@ export class DiscoveryOperations extends Context.Tag("@scion/connector/Discovery
       readonly id: string
       readonly orgId: string
       readonly connectorId: string
-      readonly type?: "connector_discovery" | "connector_delete"
+      readonly type?: ConnectorOperationType
     }) => Effect.Effect<void, OperationsUnavailable>
     /** None when the operation unit does not know it. */
     readonly status: (operationId: string) => Effect.Effect<Option.Option<StartedStatus>, OperationsUnavailable>
@@ -75,7 +84,7 @@ export class DiscoveryOperations extends Context.Tag("@scion/connector/Discovery
             client.createOperation({
               id,
               orgId,
-              type: type === "connector_delete" ? OperationType.CONNECTOR_DELETE : OperationType.CONNECTOR_DISCOVERY,
+              type: operationTypes[type ?? "connector_discovery"],
               resourceId: connectorId
             })
           ).pipe(

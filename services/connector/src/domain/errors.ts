@@ -183,6 +183,47 @@ export class DeleteInProgress extends Schema.TaggedError<DeleteInProgress>()("De
   }
 }
 
+/** The connector is not in a state the action starts from (the interface's 400). */
+export class ConnectorStateInvalid extends Schema.TaggedError<ConnectorStateInvalid>()("ConnectorStateInvalid", { connectorId: Schema.String, reason: Schema.String }) {
+  override get message() {
+    return `Connector ${this.connectorId} is not in a valid state for this action: ${this.reason}`
+  }
+}
+
+/**
+ * Engine setup cannot start: nothing discovered or selected, unresolved replica-identity
+ * decisions, a selection newer than the schema allows. The checks travel with the error.
+ */
+export class EngineSetupPrerequisitesFailed extends Schema.TaggedError<EngineSetupPrerequisitesFailed>()("EngineSetupPrerequisitesFailed", {
+  checks: Schema.Array(PreflightCheckSchema)
+}) {
+  override get message() {
+    const failed = this.checks.filter((c) => c.status === "fail")
+    return `Engine setup prerequisites failed: ${failed.map((c) => c.message).join("; ")}`
+  }
+}
+
+/** An engine setup or rollout is already pending or running for the connector. */
+export class EngineSetupInProgress extends Schema.TaggedError<EngineSetupInProgress>()("EngineSetupInProgress", { connectorId: Schema.String, operationId: Schema.String }) {
+  override get message() {
+    return `Engine setup of connector ${this.connectorId} is in progress (operation ${this.operationId})`
+  }
+}
+
+/** Unknown quarantine entry, or one of a connector the caller may not see. */
+export class QuarantineEntryNotFound extends Schema.TaggedError<QuarantineEntryNotFound>()("QuarantineEntryNotFound", { quarantineId: Schema.String }) {
+  override get message() {
+    return `Quarantine entry ${this.quarantineId} not found`
+  }
+}
+
+/** The connector's engine could not be started or reached; safe to retry. */
+export class EngineUnavailable extends Schema.TaggedError<EngineUnavailable>()("EngineUnavailable", { connectorId: Schema.String, reason: Schema.String }) {
+  override get message() {
+    return `The engine of connector ${this.connectorId} is unavailable: ${this.reason}`
+  }
+}
+
 export type ConnectorError =
   | Unauthenticated
   | NotAMember
@@ -209,6 +250,11 @@ export type ConnectorError =
   | GrantScriptUnavailable
   | DeletionLocked
   | DeleteInProgress
+  | ConnectorStateInvalid
+  | EngineSetupPrerequisitesFailed
+  | EngineSetupInProgress
+  | QuarantineEntryNotFound
+  | EngineUnavailable
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
@@ -249,7 +295,21 @@ export const wireErrors = {
     code: Code.FailedPrecondition,
     reason: "CONNECTOR_DELETE_IN_PROGRESS",
     metadata: (e) => ({ connector_id: e.connectorId, operation_id: e.operationId })
-  }
+  },
+  ConnectorStateInvalid: { code: Code.InvalidArgument, reason: "CONNECTOR_STATE_INVALID", metadata: (e) => ({ connector_id: e.connectorId }) },
+  // The checks ride as JSON in the ErrorInfo metadata: the gateway answers them in the 422 body.
+  EngineSetupPrerequisitesFailed: {
+    code: Code.FailedPrecondition,
+    reason: "ENGINE_SETUP_PREREQUISITES_FAILED",
+    metadata: (e) => ({ prerequisites: JSON.stringify(e.checks) })
+  },
+  EngineSetupInProgress: {
+    code: Code.Aborted,
+    reason: "ENGINE_SETUP_IN_PROGRESS",
+    metadata: (e) => ({ connector_id: e.connectorId, operation_id: e.operationId })
+  },
+  QuarantineEntryNotFound: { code: Code.NotFound, reason: "QUARANTINE_ENTRY_NOT_FOUND", metadata: (e) => ({ quarantine_id: e.quarantineId }) },
+  EngineUnavailable: { code: Code.Unavailable, reason: "ENGINE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) }
 } satisfies WireTable<ConnectorError>
 
 export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

@@ -66,6 +66,8 @@ export interface Connector {
   readonly deletionLocked: boolean
   /** The connector_delete operation last started (null before any delete). */
   readonly deleteOperationId: string | null
+  /** The connector_engine_setup or connector_rollout operation last started (null before any). */
+  readonly setupOperationId: string | null
   readonly replicaIdentityPreflight: Record<string, unknown> | null
   readonly createdBy: string | null
   readonly createdAt: Date

@@ -316,11 +316,14 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
               connectorId,
               "initdb",
               initdb,
-              ["-D", pgdata, "-U", SUPERUSER, `--pwfile=${pwfile}`, "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C"],
+              // --no-sync then --sync-only: the same durability, one filesystem sync instead of
+              // one fsync per file (about half of initdb's time here).
+              ["-D", pgdata, "-U", SUPERUSER, `--pwfile=${pwfile}`, "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"],
               user
             ),
           () => Effect.promise(() => rm(pwfile, { force: true }))
         )
+        yield* runOk(connectorId, "initdb", initdb, ["-D", pgdata, "--sync-only"], user)
 
         // Self-signed certificate (EC P-256, 10 years) naming the engine's host.
         const san = isIP(options.host) ? `IP:${options.host}` : `DNS:${options.host}`

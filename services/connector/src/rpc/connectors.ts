@@ -13,6 +13,8 @@ import { Deletion } from "../connectors/Deletion.js"
 import { Discovery } from "../connectors/Discovery.js"
 import type { CheckStatus, PreflightReport } from "../connectors/Preflight.js"
 import { type ConnectorError, toWireError, Unauthenticated } from "../domain/errors.js"
+import { EngineSetup, type SetupStarted } from "../engine/EngineSetup.js"
+import { DEFAULT_ATTEMPTS_LIMIT, DEFAULT_CHECKS_LIMIT, type QuarantineEntryRow, Readiness } from "../engine/Readiness.js"
 
 const caller = Effect.flatMap(
   Caller,
@@ -71,11 +73,30 @@ export const connectorToProto = ({ connector: c, access }: ConnectorView, withSc
   deletionLocked: c.deletionLocked
 })
 
+const handle = (started: SetupStarted) => ({
+  operationId: started.operationId,
+  resourceId: started.connectorId,
+  status: started.status,
+  type: started.type
+})
+
+const quarantineToProto = (e: QuarantineEntryRow) => ({
+  quarantineId: e.id,
+  connectorId: e.connector_id,
+  status: e.status,
+  reason: e.reason,
+  detail: e.detail,
+  quarantinedAt: timestampFromDate(e.quarantined_at),
+  ...(e.released_at !== null ? { releasedAt: timestampFromDate(e.released_at) } : {})
+})
+
 /** ConnectorService as Connect routes over the Connectors service. Details are Redacted on arrival. */
 export const connectorServiceRoutes = Effect.gen(function* () {
   const connectors = yield* Connectors
   const discovery = yield* Discovery
   const deletion = yield* Deletion
+  const setup = yield* EngineSetup
+  const readiness = yield* Readiness
   return yield* effectService<typeof ConnectorService, ConnectorError, Caller>(
     ConnectorService,
     {
@@ -155,6 +176,62 @@ export const connectorServiceRoutes = Effect.gen(function* () {
           resourceId: started.connectorId,
           status: started.status,
           type: "connector_delete"
+        })),
+      setUpEngine: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => setup.setUp(p, req.connectorId)), (outcome) =>
+          outcome._tag === "Started"
+            ? { outcome: { case: "started" as const, value: handle(outcome.started) }, message: "Engine setup started" }
+            : { outcome: { case: "connector" as const, value: connectorToProto(outcome.connector, true) }, message: outcome.message }
+        ),
+      indexConnector: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => setup.index(p, req.connectorId)), (outcome) =>
+          outcome._tag === "Started"
+            ? { outcome: { case: "started" as const, value: handle(outcome.started) }, message: "Rolling the selection out to the engine" }
+            : { outcome: { case: "connector" as const, value: connectorToProto(outcome.connector, true) }, message: outcome.message }
+        ),
+      listReadinessChecks: (req) =>
+        Effect.map(
+          Effect.flatMap(caller, (p) =>
+            readiness.checks(p, {
+              connectorId: req.connectorId,
+              attemptId: req.attemptId,
+              checkName: req.checkName,
+              onlyFailed: req.onlyFailed,
+              limit: req.limit > 0 ? Math.min(req.limit, 5000) : DEFAULT_CHECKS_LIMIT,
+              offset: Math.max(req.offset, 0)
+            })
+          ),
+          (rows) => ({
+            checks: rows.map((r) => ({
+              attemptId: r.attempt_id,
+              checkName: r.check_name,
+              tablePath: r.table_path ?? "",
+              status: r.status,
+              message: r.message,
+              podName: r.pod_name,
+              checkedAt: timestampFromDate(r.checked_at)
+            }))
+          })
+        ),
+      listReadinessAttempts: (req) =>
+        Effect.map(
+          Effect.flatMap(caller, (p) => readiness.attempts(p, { connectorId: req.connectorId, limit: req.limit > 0 ? Math.min(req.limit, 5000) : DEFAULT_ATTEMPTS_LIMIT })),
+          (rows) => ({
+            attempts: rows.map((r) => ({
+              attemptId: r.attempt_id,
+              totalChecks: r.total_checks,
+              passedChecks: r.passed_checks,
+              failedChecks: r.failed_checks,
+              latestCheckedAt: timestampFromDate(r.latest_checked_at),
+              podName: r.pod_name
+            }))
+          })
+        ),
+      listQuarantineEntries: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => readiness.quarantine(p, req.connectorId)), (entries) => ({ entries: entries.map(quarantineToProto) })),
+      releaseQuarantineEntry: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => readiness.release(p, { connectorId: req.connectorId, quarantineId: req.quarantineId })), (entry) => ({
+          entry: quarantineToProto(entry)
         }))
     },
     toWireError

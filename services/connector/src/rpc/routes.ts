@@ -2,8 +2,10 @@ import { Caller, effectService, type Routes } from "@scion/kit"
 import { EnvironmentService } from "@scion/proto/scion/connector/v1/environment_pb"
 import { Effect, Option, Redacted } from "effect"
 import { type ConnectorError, InvalidArgument, toWireError, Unauthenticated } from "../domain/errors.js"
+import { codeHostRoutes } from "../codehost/rpc.js"
 import { Environments } from "../Environments.js"
 import { connectorServiceRoutes } from "./connectors.js"
+import { engineAccessRoutes } from "./engineAccess.js"
 import { apiKeyInfoToProto, cloudFromProto, connectionToProto, environmentToProto } from "./mapping.js"
 
 /** The verified principal of the request; none means UNAUTHENTICATED. */
@@ -51,5 +53,5 @@ export const connectorRoutes = Effect.gen(function* () {
     },
     toWireError
   )
-  return [routes, yield* connectorServiceRoutes] as ReadonlyArray<Routes>
+  return [routes, yield* connectorServiceRoutes, yield* codeHostRoutes, yield* engineAccessRoutes] as ReadonlyArray<Routes>
 })

@@ -1,0 +1,86 @@
+import { HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+
+// ---------------------------------------------------------------------------------------------
+// Branches, served by the branch unit (services/branch/README.md, "The REST surface").
+// ---------------------------------------------------------------------------------------------
+
+const Timestamp = Schema.String.annotations({ description: "ISO 8601 timestamp, UTC", jsonSchema: { format: "date-time" } })
+const NullableTimestamp = Schema.NullOr(Timestamp)
+const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations({ description: "An opaque id" })
+
+/**
+ * The create body. Fields are optional here so that a missing one is the interface's 400 with a
+ * string detail (the branch unit says which); a field of the wrong type is 422.
+ */
+export const CreateBranchRequest = Schema.Struct({
+  connector_id: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({ description: "The connector whose engine to branch (required; 400 when missing)" }),
+  name: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({
+    description: "1..63 of lowercase letters, digits, - and _, starting with a letter or digit; unique among the connector's live branches (required)"
+  }),
+  service_type: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({ description: 'Must be "postgres" ("postgresql" is a 400 that says so; required)' })
+}).annotations({ identifier: "CreateBranchRequest" })
+
+export const IdempotencyHeaders = Schema.Struct({
+  "x-idempotency-key": Schema.optional(Schema.String).annotations({
+    description: "Idempotency key (1..255 printable ASCII, per org, kept 24 hours): the same connector, service type and name again answers the first handle with X-Idempotency-Replay: true; another request with it is 409"
+  }),
+  "idempotency-key": Schema.optional(Schema.String).annotations({ description: "The standard header name, accepted as X-Idempotency-Key (X-Idempotency-Key wins when both are sent)" })
+})
+
+export const BranchOperationHandle = Schema.Struct({
+  operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
+  resource_id: Schema.String.annotations({ description: "The branch id" }),
+  status: Schema.Literal("pending", "running", "completed", "failed").annotations({ description: "The operation's status (at acceptance, or now for a replay)" }),
+  type: Schema.Literal("branch_create")
+}).annotations({ identifier: "BranchCreateHandle", description: "The branch_create operation handle" })
+
+export const BranchDeleteHandle = Schema.Struct({
+  operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
+  resource_id: Schema.String.annotations({ description: "The branch id" }),
+  status: Schema.Literal("pending", "running", "completed", "failed"),
+  type: Schema.Literal("branch_delete")
+}).annotations({ identifier: "BranchDeleteHandle", description: "The branch_delete operation handle" })
+
+export const Branch = Schema.Struct({
+  branch_id: Schema.String,
+  name: Schema.String,
+  connector_id: Schema.String,
+  service_type: Schema.Literal("postgres"),
+  status: Schema.Literal("creating", "active", "deleting", "deleted", "failed").annotations({ description: "active when ready" }),
+  branch_url: Schema.NullOr(Schema.String).annotations({
+    description:
+      "Sensitive: postgresql://<role>:<password>@<host>:<port>/<db>?sslmode=require&channel_binding=disable; use as returned. Null unless the branch is active and the caller holds branches.create (viewers see null)."
+  }),
+  pooled_branch_url: Schema.NullOr(Schema.String).annotations({ description: "Through the engine's PgBouncer when one is configured; null otherwise" }),
+  pooled_branch_prisma_url: Schema.NullOr(Schema.String).annotations({ description: "The pooled URL with pgbouncer=true&connection_limit=1 for Prisma; null without a PgBouncer" }),
+  created_at: Timestamp,
+  read_ready_at: NullableTimestamp,
+  write_ready_at: NullableTimestamp,
+  masked_ready_at: NullableTimestamp.annotations({ description: "Set when the connector's masking rules were applied; null when it has none" }),
+  error: Schema.NullOr(Schema.String).annotations({ description: "Why the create failed (status failed)" })
+}).annotations({ identifier: "Branch" })
+
+export const BranchList = Schema.Struct({ branches: Schema.Array(Branch) }).annotations({ identifier: "BranchList" })
+
+export const BranchPath = Schema.Struct({ branch_id: Id })
+export const BranchListQuery = Schema.Struct({ connector_id: Id.annotations({ description: "The connector whose branches to list (required)" }) })
+export const MaskingConnectorPath = Schema.Struct({ connector_id: Id })
+
+export const MaskingRule = Schema.Struct({
+  schema: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63)),
+  table: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63)),
+  column: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63)),
+  method: Schema.Literal("hash", "email", "null", "redact").annotations({
+    description:
+      "hash: 'h' || md5(value) (deterministic, so joins on the column still match); email: u<12 hex of md5(lower(value))>@example.invalid; null; redact: 'REDACTED'. hash, email and redact need a text column."
+  })
+}).annotations({ identifier: "MaskingRule" })
+
+export const MaskingRules = Schema.Struct({ rules: Schema.Array(MaskingRule).pipe(Schema.maxItems(1000)) }).annotations({ identifier: "MaskingRules" })
+
+/** The connector's engine cannot be branched yet: the interface's 422 with a string detail. */
+export class EngineNotReady extends Schema.Class<EngineNotReady>("EngineNotReady")(
+  { detail: Schema.String.annotations({ description: "The engine's branching_engine_status and what to do" }) },
+  HttpApiSchema.annotations({ status: 422, description: "The connector's engine is not ready to branch (branching_engine_status is not ready)" })
+) {}

@@ -1,0 +1,262 @@
+import { SqlClient } from "@effect/sql"
+import { enqueueJob, makeId, type Principal, transactional } from "@scion/kit"
+import { randomBytes } from "node:crypto"
+import { Effect, Option, Redacted } from "effect"
+import { OrgAccess } from "./Access.js"
+import { BranchOperations, type OperationState } from "./BranchOperations.js"
+import { BranchesRepo } from "./BranchesRepo.js"
+import {
+  BranchNameTaken,
+  BranchNotFound,
+  ConnectorNotFound,
+  CreateInProgress,
+  DeleteInProgress,
+  EngineAccessUnavailable,
+  EngineNotReady,
+  IdempotencyKeyReused,
+  PermissionDenied
+} from "./domain/errors.js"
+import {
+  type Branch,
+  type BranchUrls,
+  type CreateInput,
+  engineNamesOf,
+  fingerprintOf,
+  IDEMPOTENCY_WINDOW_HOURS,
+  type MaskingRule,
+  noUrls,
+  urlsOf,
+  validateCreate,
+  validateMaskingRules
+} from "./domain/models.js"
+import { dropBranch } from "./engine/EngineSql.js"
+import { Engines, isBranchable } from "./engine/Engines.js"
+import { type PasswordEnvelope, Passwords } from "./Passwords.js"
+import { PlanLimits } from "./PlanLimits.js"
+
+/** The jobs' unit and types: subjects `jobs.branch.create` and `jobs.branch.delete`. */
+export const CREATE_JOB = { unit: "branch", type: "create" } as const
+export const DELETE_JOB = { unit: "branch", type: "delete" } as const
+
+const newOperationId = (kind: "brc" | "brd") => `op_${kind}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
+
+export interface Handle {
+  readonly operationId: string
+  readonly branchId: string
+  readonly status: OperationState
+  readonly replayed: boolean
+}
+
+export interface BranchView {
+  readonly branch: Branch
+  readonly urls: BranchUrls
+}
+
+/**
+ * Branch create, read, list and delete for callers; the connectors' masking rules; and the
+ * connector delete's cleanup. The connector's org comes from the connector unit
+ * (EngineAccessService), never from the request; another org's connector or branch is not found.
+ */
+export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* BranchesRepo
+    const engines = yield* Engines
+    const access = yield* OrgAccess
+    const operations = yield* BranchOperations
+    const passwords = yield* Passwords
+    const limits = yield* PlanLimits
+    const transaction = transactional(sql)
+
+    /** The connector's engine if the caller holds the permission in its org; other orgs' connectors are not found. */
+    const visibleConnector = (principal: Principal, connectorId: string, permission: "branches.read" | "branches.create" | "connectors.update") =>
+      Effect.gen(function* () {
+        const engine = yield* engines.get(connectorId)
+        yield* access.require(principal, engine.orgId, permission).pipe(Effect.catchTag("NotAMember", () => Effect.fail(new ConnectorNotFound({ connectorId }))))
+        return engine
+      })
+
+    const visibleBranch = (principal: Principal, branchId: string, permission: "branches.read" | "branches.delete") =>
+      Effect.gen(function* () {
+        const found = yield* repo.findWithEnvelope(branchId)
+        if (Option.isNone(found) || found.value.branch.status === "deleted") return yield* new BranchNotFound({ branchId })
+        yield* access.require(principal, found.value.branch.orgId, permission).pipe(Effect.catchTag("NotAMember", () => Effect.fail(new BranchNotFound({ branchId }))))
+        return found.value
+      })
+
+    /** Whether the caller may see connection URLs in the org: branches.create (a viewer sees the branch, not its password). */
+    const mayConnect = (principal: Principal, orgId: string) =>
+      access.require(principal, orgId, "branches.create").pipe(
+        Effect.as(true),
+        Effect.catchTags({ PermissionDenied: () => Effect.succeed(false), NotAMember: () => Effect.succeed(false) })
+      )
+
+    const urlsFor = (allowed: boolean, branch: Branch, envelope: Option.Option<PasswordEnvelope>) =>
+      Effect.gen(function* () {
+        if (!allowed || branch.status !== "active" || Option.isNone(envelope)) return noUrls
+        const password = yield* passwords.open(envelope.value, branch.id)
+        return urlsOf(branch, Redacted.value(password))
+      })
+
+    const currentStatus = (operationId: string) =>
+      Effect.map(operations.status(operationId), Option.getOrElse((): OperationState => "pending"))
+
+    /**
+     * POST /v1/branch/create. With an idempotency key (per org, 24 h): the same connector, service
+     * type and name answers the first handle (replayed), another request is IdempotencyKeyReused.
+     * The key and the connector+name are locked while deciding, so concurrent identical requests
+     * make one branch; the branch row, the key, the operation and the job commit together.
+     */
+    const create = Effect.fn("Branches.create")(function* (principal: Principal, input: CreateInput) {
+      const valid = yield* validateCreate(input)
+      const engine = yield* visibleConnector(principal, valid.connectorId, "branches.create")
+      const orgId = engine.orgId
+      const fingerprint = fingerprintOf(valid)
+      return yield* transaction(
+        Effect.gen(function* () {
+          if (valid.idempotencyKey !== null) {
+            yield* sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-key:${orgId}:${valid.idempotencyKey}`}))`
+            // Expired keys of the org go (so this one can be used again); the window is 24 hours.
+            yield* sql`delete from idempotency_keys where org_id = ${orgId} and expires_at <= now()`
+            const [record] = yield* sql<{ fingerprint: string; branch_id: string; operation_id: string }>`
+              select fingerprint, branch_id, operation_id from idempotency_keys where org_id = ${orgId} and key = ${valid.idempotencyKey}`
+            if (record !== undefined) {
+              if (record.fingerprint !== fingerprint) return yield* new IdempotencyKeyReused({ key: valid.idempotencyKey })
+              return { operationId: record.operation_id, branchId: record.branch_id, status: yield* currentStatus(record.operation_id), replayed: true } satisfies Handle
+            }
+          }
+          if (!isBranchable(engine)) return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status })
+          yield* sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-name:${valid.connectorId}:${valid.name}`}))`
+          const [live] = yield* sql<{ status: string; create_operation_id: string }>`
+            select status, create_operation_id from branches
+            where connector_id = ${valid.connectorId} and name = ${valid.name} and status in ('creating', 'active', 'deleting')`
+          if (live !== undefined) {
+            if (live.status === "creating") return yield* new CreateInProgress({ connectorId: valid.connectorId, name: valid.name, operationId: live.create_operation_id })
+            return yield* new BranchNameTaken({ connectorId: valid.connectorId, name: valid.name })
+          }
+          // The plan's branch limit counts the org's live branches (creating, active, deleting).
+          const [count] = yield* sql<{ n: number }>`select count(*)::int as n from branches where org_id = ${orgId} and status in ('creating', 'active', 'deleting')`
+          yield* limits.requireBranchRoom(orgId, count?.n ?? 0)
+          const branchId = yield* makeId("br")
+          const operationId = newOperationId("brc")
+          const names = engineNamesOf(branchId)
+          const pooler = Option.getOrNull(engine.pooler)
+          yield* sql`insert into branches ${sql.insert({
+            id: branchId,
+            org_id: orgId,
+            connector_id: valid.connectorId,
+            name: valid.name,
+            service_type: valid.serviceType,
+            status: "creating",
+            database_name: names.databaseName,
+            role_name: names.roleName,
+            engine_host: engine.host,
+            engine_port: engine.port,
+            pooler_host: pooler?.host ?? null,
+            pooler_port: pooler?.port ?? null,
+            create_operation_id: operationId
+          })}`
+          if (valid.idempotencyKey !== null) {
+            yield* sql`insert into idempotency_keys ${sql.insert({
+              org_id: orgId,
+              key: valid.idempotencyKey,
+              fingerprint,
+              branch_id: branchId,
+              operation_id: operationId,
+              expires_at: new Date(Date.now() + IDEMPOTENCY_WINDOW_HOURS * 3600_000)
+            })}`
+          }
+          yield* operations.create({ id: operationId, orgId, branchId, type: "branch_create" })
+          yield* enqueueJob({ ...CREATE_JOB, operationId, orgId, payload: { branch_id: branchId } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          yield* Effect.logInfo("branch create started").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: valid.connectorId, operation_id: operationId }))
+          return { operationId, branchId, status: "pending", replayed: false } satisfies Handle
+        })
+      )
+    })
+
+    const get = Effect.fn("Branches.get")(function* (principal: Principal, branchId: string) {
+      const { branch, envelope } = yield* visibleBranch(principal, branchId, "branches.read")
+      const allowed = branch.status === "active" && (yield* mayConnect(principal, branch.orgId))
+      return { branch, urls: yield* urlsFor(allowed, branch, envelope) } satisfies BranchView
+    })
+
+    const list = Effect.fn("Branches.list")(function* (principal: Principal, connectorId: string) {
+      const engine = yield* visibleConnector(principal, connectorId, "branches.read")
+      const branches = yield* repo.listByConnector(engine.connectorId)
+      const allowed = branches.some((b) => b.branch.status === "active") && (yield* mayConnect(principal, engine.orgId))
+      const views: Array<BranchView> = []
+      for (const { branch, envelope } of branches) views.push({ branch, urls: yield* urlsFor(allowed, branch, envelope) })
+      return views
+    })
+
+    /** DELETE /v1/branches/{id}: a branch_delete operation; 409 while the create or another delete runs. */
+    const remove = Effect.fn("Branches.delete")(function* (principal: Principal, branchId: string) {
+      const { branch } = yield* visibleBranch(principal, branchId, "branches.delete")
+      return yield* transaction(
+        Effect.gen(function* () {
+          const [row] = yield* sql<{ status: string; delete_operation_id: string | null; create_operation_id: string }>`
+            select status, delete_operation_id, create_operation_id from branches where id = ${branch.id} for update`
+          if (row === undefined || row.status === "deleted") return yield* new BranchNotFound({ branchId })
+          if (row.status === "creating") return yield* new CreateInProgress({ connectorId: branch.connectorId, name: branch.name, operationId: row.create_operation_id })
+          if (row.status === "deleting" && row.delete_operation_id !== null) {
+            const status = yield* operations.status(row.delete_operation_id)
+            if (Option.isSome(status) && (status.value === "pending" || status.value === "running")) {
+              return yield* new DeleteInProgress({ branchId, operationId: row.delete_operation_id })
+            }
+          }
+          const operationId = newOperationId("brd")
+          yield* operations.create({ id: operationId, orgId: branch.orgId, branchId: branch.id, type: "branch_delete" })
+          yield* sql`update branches set status = 'deleting', delete_operation_id = ${operationId}, updated_at = now() where id = ${branch.id}`
+          yield* enqueueJob({ ...DELETE_JOB, operationId, orgId: branch.orgId, payload: { branch_id: branch.id } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          yield* Effect.logInfo("branch delete started").pipe(Effect.annotateLogs({ branch_id: branch.id, operation_id: operationId }))
+          return { operationId, branchId: branch.id, status: "pending", replayed: false } satisfies Handle
+        })
+      )
+    })
+
+    /**
+     * The connector delete's first step (service principals only): drops every branch database
+     * and role of the connector and marks the branches deleted. Idempotent; an engine already
+     * gone leaves nothing to drop.
+     */
+    const removeConnectorBranches = Effect.fn("Branches.removeConnectorBranches")(function* (principal: Principal, connectorId: string) {
+      if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: "-", permission: "service principal" })
+      const live = yield* repo.liveOnConnector(connectorId)
+      if (live.length === 0) return 0
+      const engine = yield* engines.get(connectorId).pipe(
+        Effect.map(Option.some),
+        Effect.catchTag("ConnectorNotFound", () => Effect.succeed(Option.none()))
+      )
+      let deleted = 0
+      for (const branch of live) {
+        if (Option.isSome(engine) && engine.value.host !== "" && engine.value.port > 0) {
+          yield* dropBranch(engine.value, branch.databaseName, branch.roleName).pipe(
+            Effect.mapError((e) => new EngineAccessUnavailable({ cause: `dropping branch ${branch.id}: ${e.message}` }))
+          )
+        }
+        yield* repo.update(branch.id, { status: "deleted", deleted_at: new Date(), password_envelope: null })
+        deleted++
+      }
+      yield* Effect.logInfo("connector branches deleted").pipe(Effect.annotateLogs({ connector_id: connectorId, deleted }))
+      return deleted
+    })
+
+    const getMaskingRules = Effect.fn("Branches.getMaskingRules")(function* (principal: Principal, connectorId: string) {
+      const engine = yield* visibleConnector(principal, connectorId, "branches.read")
+      return yield* repo.maskingRules(engine.connectorId)
+    })
+
+    const setMaskingRules = Effect.fn("Branches.setMaskingRules")(function* (
+      principal: Principal,
+      connectorId: string,
+      rules: ReadonlyArray<{ schema: string; table: string; column: string; method: string }>
+    ) {
+      const valid = yield* validateMaskingRules(rules)
+      const engine = yield* visibleConnector(principal, connectorId, "connectors.update")
+      yield* repo.replaceMaskingRules(engine.connectorId, engine.orgId, valid)
+      return valid as ReadonlyArray<MaskingRule>
+    })
+
+    return { create, get, list, delete: remove, removeConnectorBranches, getMaskingRules, setMaskingRules } as const
+  })
+}) {}

@@ -1,0 +1,120 @@
+import { SqlClient } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import type { Branch, BranchStatus, MaskingRule } from "./domain/models.js"
+import { PasswordEnvelope } from "./Passwords.js"
+import type { PasswordEnvelope as Envelope } from "./Passwords.js"
+
+interface Row {
+  readonly id: string
+  readonly org_id: string
+  readonly connector_id: string
+  readonly name: string
+  readonly status: BranchStatus
+  readonly database_name: string
+  readonly role_name: string
+  readonly password_envelope: unknown
+  readonly engine_host: string | null
+  readonly engine_port: number | null
+  readonly pooler_host: string | null
+  readonly pooler_port: number | null
+  readonly create_operation_id: string
+  readonly delete_operation_id: string | null
+  readonly copied_at: Date | null
+  readonly role_created_at: Date | null
+  readonly read_ready_at: Date | null
+  readonly write_ready_at: Date | null
+  readonly masked_ready_at: Date | null
+  readonly error: string | null
+  readonly created_at: Date
+  readonly updated_at: Date
+}
+
+const toBranch = (r: Row): Branch => ({
+  id: r.id,
+  orgId: r.org_id,
+  connectorId: r.connector_id,
+  name: r.name,
+  serviceType: "postgres",
+  status: r.status,
+  databaseName: r.database_name,
+  roleName: r.role_name,
+  engineHost: r.engine_host,
+  enginePort: r.engine_port,
+  poolerHost: r.pooler_host,
+  poolerPort: r.pooler_port,
+  createOperationId: r.create_operation_id,
+  deleteOperationId: r.delete_operation_id,
+  copiedAt: r.copied_at,
+  roleCreatedAt: r.role_created_at,
+  readReadyAt: r.read_ready_at,
+  writeReadyAt: r.write_ready_at,
+  maskedReadyAt: r.masked_ready_at,
+  error: r.error,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at
+})
+
+const decodeEnvelope = Schema.decodeUnknownOption(PasswordEnvelope)
+
+/** The branch unit's tables. SQL failures are infrastructure: defects at this edge. */
+export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/BranchesRepo", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    const find = (id: string) =>
+      Effect.map(sql<Row>`select * from branches where id = ${id}`, (rows) => Option.map(Option.fromNullable(rows[0]), toBranch)).pipe(Effect.orDie)
+
+    const findWithEnvelope = (id: string) =>
+      Effect.map(sql<Row>`select * from branches where id = ${id}`, (rows) =>
+        Option.map(Option.fromNullable(rows[0]), (r) => ({ branch: toBranch(r), envelope: r.password_envelope === null ? Option.none() : decodeEnvelope(r.password_envelope) }))
+      ).pipe(Effect.orDie)
+
+    /** The connector's branches that are not deleted, newest first, with their password envelopes. */
+    const listByConnector = (connectorId: string) =>
+      Effect.map(
+        sql<Row>`select * from branches where connector_id = ${connectorId} and status <> 'deleted' order by created_at desc, id desc`,
+        (rows) => rows.map((r) => ({ branch: toBranch(r), envelope: r.password_envelope === null ? Option.none<Envelope>() : decodeEnvelope(r.password_envelope) }))
+      ).pipe(Effect.orDie)
+
+    /** creating → failed with the error (a branch deleted meanwhile stays deleted). */
+    const markFailed = (id: string, error: string) =>
+      sql`update branches set status = 'failed', error = ${error}, password_envelope = null, updated_at = now() where id = ${id} and status = 'creating'`.pipe(Effect.asVoid, Effect.orDie)
+
+    /** creating → active; false when the branch left creating meanwhile (deleted with its connector). */
+    const activate = (id: string) =>
+      Effect.map(
+        sql<{ id: string }>`update branches set status = 'active', error = null, updated_at = now() where id = ${id} and status = 'creating' returning id`,
+        (rows) => rows.length > 0
+      ).pipe(Effect.orDie)
+
+    /** Every branch of the connector that may still have something on the engine. */
+    const liveOnConnector = (connectorId: string) =>
+      Effect.map(sql<Row>`select * from branches where connector_id = ${connectorId} and status not in ('deleted')`, (rows) => rows.map(toBranch)).pipe(Effect.orDie)
+
+    const update = (id: string, fields: Record<string, unknown>) =>
+      sql`update branches set ${sql.update({ ...fields, updated_at: new Date() })} where id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
+
+    const maskingRules = (connectorId: string) =>
+      Effect.map(
+        sql<{ schema_name: string; table_name: string; column_name: string; method: MaskingRule["method"] }>`
+          select schema_name, table_name, column_name, method from masking_rules where connector_id = ${connectorId} order by position`,
+        (rows) => rows.map((r): MaskingRule => ({ schema: r.schema_name, table: r.table_name, column: r.column_name, method: r.method }))
+      ).pipe(Effect.orDie)
+
+    const replaceMaskingRules = (connectorId: string, orgId: string, rules: ReadonlyArray<MaskingRule>) =>
+      sql
+        .withTransaction(
+          Effect.gen(function* () {
+            yield* sql`delete from masking_rules where connector_id = ${connectorId}`
+            if (rules.length > 0) {
+              yield* sql`insert into masking_rules ${sql.insert(
+                rules.map((r, i) => ({ connector_id: connectorId, org_id: orgId, schema_name: r.schema, table_name: r.table, column_name: r.column, method: r.method, position: i }))
+              )}`
+            }
+          })
+        )
+        .pipe(Effect.orDie)
+
+    return { find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, maskingRules, replaceMaskingRules } as const
+  })
+}) {}

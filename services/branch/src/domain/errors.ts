@@ -1,0 +1,145 @@
+import { BillingUnavailable, Code, PlanLimitReached, planLimitWireErrors, wireErrorFrom, type WireTable } from "@scion/kit"
+import { Schema } from "effect"
+
+export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {
+  override get message() {
+    return "Authentication required: send a principal token issued by identity"
+  }
+}
+
+export class NotAMember extends Schema.TaggedError<NotAMember>()("NotAMember", { orgId: Schema.String }) {
+  override get message() {
+    return `You are not a member of org ${this.orgId}`
+  }
+}
+
+export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()("PermissionDenied", { orgId: Schema.String, permission: Schema.String }) {
+  override get message() {
+    return `Permission ${this.permission} is required in org ${this.orgId}`
+  }
+}
+
+/** A missing or invalid field: the interface's 400 with a string detail. */
+export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("InvalidArgument", { field: Schema.String, message: Schema.String }) {}
+
+/** Unknown, or of an org the caller may not see: the same answer for both. */
+export class ConnectorNotFound extends Schema.TaggedError<ConnectorNotFound>()("ConnectorNotFound", { connectorId: Schema.String }) {
+  override get message() {
+    return `Connector ${this.connectorId} not found`
+  }
+}
+
+/** Unknown, deleted, or of an org the caller may not see. */
+export class BranchNotFound extends Schema.TaggedError<BranchNotFound>()("BranchNotFound", { branchId: Schema.String }) {
+  override get message() {
+    return `Branch ${this.branchId} not found`
+  }
+}
+
+/** The connector's engine cannot be branched (yet): the interface's 422. */
+export class EngineNotReady extends Schema.TaggedError<EngineNotReady>()("EngineNotReady", { connectorId: Schema.String, status: Schema.String }) {
+  override get message() {
+    return `The branching engine of connector ${this.connectorId} is not ready to branch (branching_engine_status ${this.status}); run engine setup and wait for it to complete`
+  }
+}
+
+export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", { key: Schema.String }) {
+  override get message() {
+    return `The idempotency key ${this.key} was already used for a different request (connector, service type or name differ); use a new key`
+  }
+}
+
+/** The same create (connector and name) is still pending or running. */
+export class CreateInProgress extends Schema.TaggedError<CreateInProgress>()("CreateInProgress", {
+  connectorId: Schema.String,
+  name: Schema.String,
+  operationId: Schema.String
+}) {
+  override get message() {
+    return `A branch named ${this.name} is already being created on connector ${this.connectorId} (operation ${this.operationId}); poll it, or resend with the same idempotency key`
+  }
+}
+
+export class BranchNameTaken extends Schema.TaggedError<BranchNameTaken>()("BranchNameTaken", { connectorId: Schema.String, name: Schema.String }) {
+  override get message() {
+    return `Connector ${this.connectorId} already has a branch named ${this.name}`
+  }
+}
+
+export class DeleteInProgress extends Schema.TaggedError<DeleteInProgress>()("DeleteInProgress", { branchId: Schema.String, operationId: Schema.String }) {
+  override get message() {
+    return `Branch ${this.branchId} is being deleted (operation ${this.operationId})`
+  }
+}
+
+/** The operation could not be created: nothing started, safe to retry (503). */
+export class OperationsUnavailable extends Schema.TaggedError<OperationsUnavailable>()("OperationsUnavailable", { cause: Schema.String }) {
+  override get message() {
+    return "The work could not start; retry shortly"
+  }
+}
+
+/** The connector unit could not say where the engine is: safe to retry (503). */
+export class EngineAccessUnavailable extends Schema.TaggedError<EngineAccessUnavailable>()("EngineAccessUnavailable", { cause: Schema.String }) {
+  override get message() {
+    return "The connector's engine could not be looked up; retry shortly"
+  }
+}
+
+export class IdentityUnavailable extends Schema.TaggedError<IdentityUnavailable>()("IdentityUnavailable", { cause: Schema.String }) {
+  override get message() {
+    return "Authorization is temporarily unavailable; retry shortly"
+  }
+}
+
+export class SecretStoreFailure extends Schema.TaggedError<SecretStoreFailure>()("SecretStoreFailure", { reason: Schema.String }) {
+  override get message() {
+    return `Secret store failure: ${this.reason}`
+  }
+}
+
+// Plan limits are shared by every creating unit (kit/plan-limits.ts).
+export { BillingUnavailable, PlanLimitReached }
+
+export type AccessError = Unauthenticated | NotAMember | PermissionDenied | IdentityUnavailable
+
+export type BranchError =
+  | AccessError
+  | InvalidArgument
+  | ConnectorNotFound
+  | BranchNotFound
+  | EngineNotReady
+  | IdempotencyKeyReused
+  | CreateInProgress
+  | BranchNameTaken
+  | DeleteInProgress
+  | OperationsUnavailable
+  | EngineAccessUnavailable
+  | SecretStoreFailure
+  | PlanLimitReached
+  | BillingUnavailable
+
+const table: WireTable<BranchError> = {
+  Unauthenticated: { code: Code.Unauthenticated, reason: "UNAUTHENTICATED" },
+  NotAMember: { code: Code.PermissionDenied, reason: "NOT_A_MEMBER", metadata: (e) => ({ org_id: e.orgId }) },
+  PermissionDenied: { code: Code.PermissionDenied, reason: "PERMISSION_DENIED", metadata: (e) => ({ org_id: e.orgId, permission: e.permission }) },
+  IdentityUnavailable: { code: Code.Unavailable, reason: "IDENTITY_UNAVAILABLE" },
+  InvalidArgument: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", metadata: (e) => ({ field: e.field }) },
+  ConnectorNotFound: { code: Code.NotFound, reason: "CONNECTOR_NOT_FOUND", metadata: (e) => ({ connector_id: e.connectorId }) },
+  BranchNotFound: { code: Code.NotFound, reason: "BRANCH_NOT_FOUND", metadata: (e) => ({ branch_id: e.branchId }) },
+  EngineNotReady: { code: Code.FailedPrecondition, reason: "ENGINE_NOT_READY", metadata: (e) => ({ connector_id: e.connectorId, status: e.status }) },
+  IdempotencyKeyReused: { code: Code.AlreadyExists, reason: "IDEMPOTENCY_KEY_REUSED", metadata: (e) => ({ key: e.key }) },
+  CreateInProgress: {
+    code: Code.Aborted,
+    reason: "BRANCH_CREATE_IN_PROGRESS",
+    metadata: (e) => ({ connector_id: e.connectorId, name: e.name, operation_id: e.operationId })
+  },
+  BranchNameTaken: { code: Code.AlreadyExists, reason: "BRANCH_NAME_TAKEN", metadata: (e) => ({ connector_id: e.connectorId, name: e.name }) },
+  DeleteInProgress: { code: Code.Aborted, reason: "BRANCH_DELETE_IN_PROGRESS", metadata: (e) => ({ branch_id: e.branchId, operation_id: e.operationId }) },
+  OperationsUnavailable: { code: Code.Unavailable, reason: "OPERATIONS_UNAVAILABLE" },
+  EngineAccessUnavailable: { code: Code.Unavailable, reason: "ENGINE_ACCESS_UNAVAILABLE" },
+  SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE" },
+  ...planLimitWireErrors
+}
+
+export const toWireError = wireErrorFrom(table)

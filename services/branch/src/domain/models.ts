@@ -1,0 +1,157 @@
+import { Effect } from "effect"
+import { InvalidArgument } from "./errors.js"
+
+export type BranchStatus = "creating" | "active" | "deleting" | "deleted" | "failed"
+
+/** A branch as the unit keeps it (the row without the password envelope). */
+export interface Branch {
+  readonly id: string
+  readonly orgId: string
+  readonly connectorId: string
+  readonly name: string
+  readonly serviceType: "postgres"
+  readonly status: BranchStatus
+  readonly databaseName: string
+  readonly roleName: string
+  readonly engineHost: string | null
+  readonly enginePort: number | null
+  readonly poolerHost: string | null
+  readonly poolerPort: number | null
+  readonly createOperationId: string
+  readonly deleteOperationId: string | null
+  readonly copiedAt: Date | null
+  readonly roleCreatedAt: Date | null
+  readonly readReadyAt: Date | null
+  readonly writeReadyAt: Date | null
+  readonly maskedReadyAt: Date | null
+  readonly error: string | null
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}
+
+/** The connection URLs of a branch; null where they cannot be given. */
+export interface BranchUrls {
+  readonly branchUrl: string | null
+  readonly pooledBranchUrl: string | null
+  readonly pooledBranchPrismaUrl: string | null
+}
+
+export const noUrls: BranchUrls = { branchUrl: null, pooledBranchUrl: null, pooledBranchPrismaUrl: null }
+
+/** Branch names: 1..63 of lowercase letters, digits, - and _, starting with a letter or digit. */
+export const BRANCH_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/
+
+/** Idempotency keys: 1..255 printable ASCII characters. */
+export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+
+/** How long an idempotency key answers with its first request's handle. */
+export const IDEMPOTENCY_WINDOW_HOURS = 24
+
+export const SERVICE_TYPE = "postgres"
+
+export interface CreateInput {
+  readonly connectorId: string
+  readonly name: string
+  readonly serviceType: string
+  readonly idempotencyKey: string | undefined
+}
+
+const required = (field: string, value: string) =>
+  value.trim() === "" ? Effect.fail(new InvalidArgument({ field, message: `${field} is required` })) : Effect.succeed(value.trim())
+
+/** The interface's 400s: missing fields, postgresql instead of postgres, a name that cannot be a branch name. */
+export const validateCreate = (input: CreateInput) =>
+  Effect.gen(function* () {
+    const connectorId = yield* required("connector_id", input.connectorId)
+    const name = yield* required("name", input.name)
+    const serviceType = yield* required("service_type", input.serviceType)
+    if (serviceType !== SERVICE_TYPE) {
+      return yield* new InvalidArgument({
+        field: "service_type",
+        message:
+          serviceType === "postgresql"
+            ? 'service_type must be "postgres", not "postgresql": branches are Postgres databases; send service_type "postgres"'
+            : `service_type ${JSON.stringify(serviceType)} is not supported: use "postgres"`
+      })
+    }
+    if (!BRANCH_NAME.test(name)) {
+      return yield* new InvalidArgument({
+        field: "name",
+        message: "name must be 1..63 characters of lowercase letters, digits, - and _, starting with a letter or a digit"
+      })
+    }
+    let idempotencyKey: string | null = null
+    if (input.idempotencyKey !== undefined) {
+      if (!IDEMPOTENCY_KEY.test(input.idempotencyKey)) {
+        return yield* new InvalidArgument({ field: "idempotency_key", message: "The idempotency key must be 1..255 printable ASCII characters without spaces" })
+      }
+      idempotencyKey = input.idempotencyKey
+    }
+    return { connectorId, name, serviceType: SERVICE_TYPE, idempotencyKey } as const
+  })
+
+/** What an idempotency key is bound to: the same connector, service type and name. */
+export const fingerprintOf = (input: { readonly connectorId: string; readonly serviceType: string; readonly name: string }) =>
+  JSON.stringify([input.connectorId, input.serviceType, input.name])
+
+/** Database and role names on the engine, from the branch id (ids are lowercase [0-9a-z_]). */
+export const engineNamesOf = (branchId: string) => ({
+  databaseName: `scion_${branchId}`,
+  roleName: `scion_${branchId}_owner`
+})
+
+export const SSL_PARAMS = "sslmode=require&channel_binding=disable"
+
+/**
+ * branch_url: the branch role on the engine, TLS required and channel binding off (the engine's
+ * certificate is self-signed; the URL must be used as returned). Pooled URLs go through the
+ * engine's PgBouncer when one is configured: the plain one in transaction pooling terms, and one
+ * with the parameters Prisma needs behind PgBouncer (pgbouncer=true disables prepared statements;
+ * connection_limit=1 per serverless instance is Prisma's advice).
+ */
+export const urlsOf = (branch: Pick<Branch, "databaseName" | "roleName" | "engineHost" | "enginePort" | "poolerHost" | "poolerPort">, password: string): BranchUrls => {
+  if (branch.engineHost === null || branch.enginePort === null || password === "") return noUrls
+  const user = encodeURIComponent(branch.roleName)
+  const secret = encodeURIComponent(password)
+  const db = encodeURIComponent(branch.databaseName)
+  const host = (h: string) => (h.includes(":") ? `[${h}]` : h)
+  const branchUrl = `postgresql://${user}:${secret}@${host(branch.engineHost)}:${branch.enginePort}/${db}?${SSL_PARAMS}`
+  if (branch.poolerHost === null || branch.poolerPort === null) return { branchUrl, pooledBranchUrl: null, pooledBranchPrismaUrl: null }
+  const pooled = `postgresql://${user}:${secret}@${host(branch.poolerHost)}:${branch.poolerPort}/${db}?${SSL_PARAMS}`
+  return { branchUrl, pooledBranchUrl: pooled, pooledBranchPrismaUrl: `${pooled}&pgbouncer=true&connection_limit=1` }
+}
+
+export type MaskingMethod = "hash" | "email" | "null" | "redact"
+export const MASKING_METHODS: ReadonlyArray<MaskingMethod> = ["hash", "email", "null", "redact"]
+
+export interface MaskingRule {
+  readonly schema: string
+  readonly table: string
+  readonly column: string
+  readonly method: MaskingMethod
+}
+
+/** At most this many rules per connector. */
+export const MAX_MASKING_RULES = 1000
+
+const IDENT = /^[^\x00]{1,63}$/
+
+export const validateMaskingRules = (rules: ReadonlyArray<{ schema: string; table: string; column: string; method: string }>) =>
+  Effect.gen(function* () {
+    if (rules.length > MAX_MASKING_RULES) return yield* new InvalidArgument({ field: "rules", message: `At most ${MAX_MASKING_RULES} masking rules per connector` })
+    const seen = new Set<string>()
+    const out: Array<MaskingRule> = []
+    for (const [i, rule] of rules.entries()) {
+      for (const field of ["schema", "table", "column"] as const) {
+        if (!IDENT.test(rule[field])) return yield* new InvalidArgument({ field: `rules[${i}].${field}`, message: `rules[${i}].${field} must be 1..63 characters` })
+      }
+      if (!MASKING_METHODS.includes(rule.method as MaskingMethod)) {
+        return yield* new InvalidArgument({ field: `rules[${i}].method`, message: `rules[${i}].method must be one of ${MASKING_METHODS.join(", ")}` })
+      }
+      const key = JSON.stringify([rule.schema, rule.table, rule.column])
+      if (seen.has(key)) return yield* new InvalidArgument({ field: `rules[${i}]`, message: `rules[${i}] repeats ${rule.schema}.${rule.table}.${rule.column}` })
+      seen.add(key)
+      out.push({ schema: rule.schema, table: rule.table, column: rule.column, method: rule.method as MaskingMethod })
+    }
+    return out
+  })

@@ -1,0 +1,125 @@
+import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
+import type { BranchingEngine } from "./Engines.js"
+import { adminSession, copyDatabase, databaseExists, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
+
+interface Waiting {
+  readonly database: string
+  readonly done: Deferred.Deferred<void, EngineFailure>
+}
+
+interface Queue {
+  engine: BranchingEngine
+  readonly waiting: Array<Waiting>
+}
+
+/**
+ * Template copies of a connector's mirror, with the subscription paused around them. One pause
+ * serves every create waiting on that engine: copies that arrive while a batch runs wait for the
+ * next batch, which pauses once for all of them. Across processes, a session advisory lock on the
+ * engine serialises batches (released by the server if a process dies). The subscriptions are
+ * enabled again whatever happens to the copies.
+ */
+export class Copier extends Context.Tag("@scion/branch/Copier")<
+  Copier,
+  {
+    /** Copies the mirror into `database` (nothing to do when it already exists). */
+    readonly copy: (engine: BranchingEngine, database: string) => Effect.Effect<void, EngineFailure>
+    /** Pauses (batches) run and databases copied by this process so far. */
+    readonly stats: Effect.Effect<{ readonly pauses: number; readonly copies: number }>
+  }
+>() {
+  static make(options: { readonly templateWait: Duration.DurationInput }): Effect.Effect<Context.Tag.Service<Copier>> {
+    return Effect.sync(() => {
+      const queues = new Map<string, Queue>()
+      const counters = { pauses: 0, copies: 0 }
+      const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
+
+      const batch = (engine: BranchingEngine, waiting: ReadonlyArray<Waiting>) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const admin = yield* adminSession(engine)
+            const lock = `scion-branch-copy:${engine.mirrorDatabase}`
+            yield* Effect.acquireRelease(admin.query("lock", "select pg_advisory_lock(hashtext($1))", [lock]), () =>
+              admin.query("lock", "select pg_advisory_unlock(hashtext($1))", [lock]).pipe(Effect.ignore)
+            )
+            const todo: Array<Waiting> = []
+            for (const w of waiting) {
+              if (yield* databaseExists(admin, w.database)) yield* Deferred.succeed(w.done, undefined)
+              else todo.push(w)
+            }
+            // Nothing to copy (a redelivery after the copy): still make sure the subscriptions run,
+            // in case the worker that copied died while they were paused.
+            if (todo.length === 0) return yield* setSubscriptions(engine, true)
+            const started = Date.now()
+            counters.pauses++
+            counters.copies += todo.length
+            const marks: Record<string, number> = {}
+            yield* Effect.acquireUseRelease(
+              Effect.tap(setSubscriptions(engine, false), () => Effect.sync(() => (marks.paused = Date.now() - started))),
+              () =>
+                Effect.gen(function* () {
+                  yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
+                  marks.free = Date.now() - started
+                  for (const w of todo) {
+                    const exit = yield* Effect.exit(copyDatabase(admin, engine, w.database))
+                    yield* Deferred.done(w.done, exit)
+                  }
+                  marks.copied = Date.now() - started
+                }),
+              () =>
+                setSubscriptions(engine, true).pipe(
+                  Effect.retry({ times: 5 }),
+                  Effect.catchAll((e) => Effect.logError("could not resume the mirror's subscriptions; the next branch create resumes them", e))
+                )
+            )
+            yield* Effect.logInfo("template copies done").pipe(
+              Effect.annotateLogs({ engine: keyOf(engine), copies: todo.length, pause_ms: Date.now() - started, paused_at_ms: marks.paused ?? -1, free_at_ms: marks.free ?? -1, copied_at_ms: marks.copied ?? -1 })
+            )
+          })
+        ).pipe(Effect.withSpan("Copier.batch", { attributes: { copies: waiting.length } }))
+
+      const drain = (key: string, queue: Queue): Effect.Effect<void> =>
+        Effect.gen(function* () {
+          while (true) {
+            const next = yield* Effect.sync(() => {
+              const taken = queue.waiting.splice(0, queue.waiting.length)
+              if (taken.length === 0) queues.delete(key)
+              return taken
+            })
+            if (next.length === 0) return
+            const exit = yield* Effect.exit(batch(queue.engine, next))
+            // A batch that failed before a copy ran fails every waiting copy with its error.
+            if (Exit.isFailure(exit)) for (const w of next) yield* Deferred.failCause(w.done, exit.cause)
+            else for (const w of next) yield* Deferred.succeed(w.done, undefined)
+          }
+        })
+
+      const copy = (engine: BranchingEngine, database: string) =>
+        Effect.gen(function* () {
+          const done = yield* Deferred.make<void, EngineFailure>()
+          const start = yield* Effect.sync(() => {
+            const key = keyOf(engine)
+            const existing = queues.get(key)
+            if (existing !== undefined) {
+              existing.engine = engine
+              existing.waiting.push({ database, done })
+              return undefined
+            }
+            const queue: Queue = { engine, waiting: [{ database, done }] }
+            queues.set(key, queue)
+            return { key, queue }
+          })
+          if (start !== undefined) yield* Effect.forkDaemon(drain(start.key, start.queue))
+          return yield* Deferred.await(done)
+        }).pipe(Effect.withSpan("Copier.copy", { attributes: { database } }))
+
+      return Copier.of({ copy, stats: Effect.sync(() => ({ ...counters })) })
+    })
+  }
+
+  /** BRANCH_TEMPLATE_WAIT (default 10 s): how long the mirror may stay busy after the pause. */
+  static readonly layerConfig: Layer.Layer<Copier> = Layer.effect(
+    Copier,
+    Effect.flatMap(Config.duration("BRANCH_TEMPLATE_WAIT").pipe(Config.withDefault(Duration.seconds(10)), Effect.orDie), (templateWait) => Copier.make({ templateWait }))
+  )
+}

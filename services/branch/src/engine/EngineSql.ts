@@ -1,0 +1,307 @@
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto"
+import pg from "pg"
+import { Duration, Effect, Redacted, Schema, type Scope } from "effect"
+import type { MaskingRule } from "../domain/models.js"
+import type { BranchingEngine } from "./Engines.js"
+
+/** A statement on the engine failed, or the engine could not be reached. Worth another attempt. */
+export class EngineFailure extends Schema.TaggedError<EngineFailure>()("EngineFailure", { step: Schema.String, message: Schema.String }) {}
+
+export const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`
+const quoteLiteral = (value: string) => `'${value.replace(/'/g, "''")}'`
+
+const reasonOf = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+export interface EngineClient {
+  readonly query: <R extends pg.QueryResultRow = pg.QueryResultRow>(step: string, text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, EngineFailure>
+}
+
+/**
+ * A connection to one database of the engine as its superuser, for the life of the scope: TLS
+ * (sslmode=require: the engine's certificate is self-signed, so it is not verified) and SCRAM.
+ */
+export const connectEngine = (engine: BranchingEngine, database: string, options: { readonly connectTimeout?: Duration.DurationInput } = {}): Effect.Effect<EngineClient, EngineFailure, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.tryPromise({
+      try: async () => {
+        const client = new pg.Client({
+          host: engine.host,
+          port: engine.port,
+          user: engine.superuser.username,
+          password: Redacted.value(engine.superuser.password),
+          database,
+          ssl: { rejectUnauthorized: false },
+          application_name: "scion-branch",
+          connectionTimeoutMillis: Duration.toMillis(options.connectTimeout ?? Duration.seconds(10))
+        })
+        // A connection dropped by the server surfaces on the next query; don't crash on the event.
+        client.on("error", () => undefined)
+        try {
+          await client.connect()
+        } catch (error) {
+          await client.end().catch(() => undefined)
+          throw error
+        }
+        return client
+      },
+      catch: (cause) => new EngineFailure({ step: "connect", message: `connecting to ${database} on ${engine.host}:${engine.port}: ${reasonOf(cause)}` })
+    }),
+    (client) => Effect.promise(() => client.end().catch(() => undefined))
+  ).pipe(
+    Effect.map((client) => ({
+      query: <R extends pg.QueryResultRow>(step: string, text: string, values: ReadonlyArray<unknown> = []) =>
+        Effect.tryPromise({
+          try: () => client.query<R>(text, [...values]).then((r) => r.rows),
+          catch: (cause) => new EngineFailure({ step, message: reasonOf(cause) })
+        })
+    }))
+  )
+
+const pools = new Map<string, pg.Pool>()
+
+/**
+ * A session on the engine's `postgres` database as its superuser, from a small pool per engine
+ * kept by this process (idle sessions close after 30 s): a branch create needs several statements
+ * there, and a TLS + SCRAM connection costs more than the statements. A session whose statement
+ * failed is closed rather than reused; session state (advisory locks, settings) must be undone by
+ * the user before the scope closes.
+ */
+export const adminSession = (engine: BranchingEngine): Effect.Effect<EngineClient, EngineFailure, Scope.Scope> => {
+  const key = `${engine.host}:${engine.port}:${engine.superuser.username}:${createHash("sha256").update(Redacted.value(engine.superuser.password)).digest("hex")}`
+  let pool = pools.get(key)
+  if (pool === undefined) {
+    pool = new pg.Pool({
+      host: engine.host,
+      port: engine.port,
+      user: engine.superuser.username,
+      password: Redacted.value(engine.superuser.password),
+      database: "postgres",
+      ssl: { rejectUnauthorized: false },
+      application_name: "scion-branch",
+      connectionTimeoutMillis: 10_000,
+      idleTimeoutMillis: 30_000,
+      max: 8,
+      allowExitOnIdle: true
+    })
+    pool.on("error", () => undefined)
+    pools.set(key, pool)
+  }
+  const from = pool
+  let broken = false
+  return Effect.acquireRelease(
+    Effect.tryPromise({
+      try: () => from.connect(),
+      catch: (cause) => new EngineFailure({ step: "connect", message: `connecting to postgres on ${engine.host}:${engine.port}: ${reasonOf(cause)}` })
+    }),
+    (client) => Effect.sync(() => client.release(broken))
+  ).pipe(
+    Effect.map((client) => ({
+      query: <R extends pg.QueryResultRow>(step: string, text: string, values: ReadonlyArray<unknown> = []) =>
+        Effect.tryPromise({
+          try: () => client.query<R>(text, [...values]).then((r) => r.rows),
+          catch: (cause) => {
+            broken = true
+            return new EngineFailure({ step, message: reasonOf(cause) })
+          }
+        })
+    }))
+  )
+}
+
+/**
+ * A SCRAM-SHA-256 verifier for a password (RFC 7677, Postgres' format), so CREATE ROLE never
+ * carries the password itself: it cannot end up in the engine's statement logs.
+ */
+export const scramVerifier = (password: string, iterations = 4096): string => {
+  const salt = randomBytes(16)
+  const salted = pbkdf2Sync(password.normalize("NFKC"), salt, iterations, 32, "sha256")
+  const clientKey = createHmac("sha256", salted).update("Client Key").digest()
+  const storedKey = createHash("sha256").update(clientKey).digest()
+  const serverKey = createHmac("sha256", salted).update("Server Key").digest()
+  return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`
+}
+
+/** Pauses (DISABLE) or resumes (ENABLE) the subscriptions feeding the mirror; connects to the mirror for it. */
+export const setSubscriptions = (engine: BranchingEngine, enabled: boolean) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      if (engine.subscriptionNames.length === 0) return
+      const mirror = yield* connectEngine(engine, engine.mirrorDatabase)
+      for (const name of engine.subscriptionNames) {
+        yield* mirror.query(enabled ? "resume" : "pause", `alter subscription ${quoteIdent(name)} ${enabled ? "enable" : "disable"}`)
+      }
+      // A disabled subscription's workers notice on their next loop; end them now (they are not
+      // restarted while it is disabled, and resume from their replication origin when enabled).
+      if (!enabled) {
+        yield* mirror.query(
+          "pause",
+          "select pg_terminate_backend(pid) from pg_stat_subscription s join pg_subscription p on p.oid = s.subid where p.subname = any($1) and s.pid is not null",
+          [[...engine.subscriptionNames]]
+        )
+      }
+    })
+  ).pipe(Effect.withSpan(enabled ? "EngineSql.resume" : "EngineSql.pause"))
+
+/**
+ * Waits until no other session is connected to the mirror (a template copy refuses to start
+ * otherwise): after DISABLE the subscriptions' apply workers exit within moments. Bounded.
+ */
+export const waitTemplateFree = (client: EngineClient, mirror: string, timeout: Duration.DurationInput) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + Duration.toMillis(timeout)
+    while (true) {
+      const rows = yield* client.query<{ n: number; kinds: string | null }>(
+        "wait",
+        "select count(*)::int as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as kinds from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
+        [mirror]
+      )
+      if ((rows[0]?.n ?? 0) === 0) return
+      if (Date.now() > deadline) {
+        return yield* new EngineFailure({ step: "wait", message: `other sessions (${rows[0]?.kinds ?? "?"}) stayed connected to the mirror database ${mirror}` })
+      }
+      yield* Effect.sleep("5 millis")
+    }
+  })
+
+export const databaseExists = (client: EngineClient, name: string) =>
+  Effect.map(client.query<{ one: number }>("inspect", "select 1 as one from pg_database where datname = $1", [name]), (rows) => rows.length > 0)
+
+export const roleExists = (client: EngineClient, name: string) =>
+  Effect.map(client.query<{ one: number }>("inspect", "select 1 as one from pg_roles where rolname = $1", [name]), (rows) => rows.length > 0)
+
+/** CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY, reflinking when the engine can. */
+export const copyDatabase = (client: EngineClient, engine: BranchingEngine, name: string) =>
+  Effect.gen(function* () {
+    if (engine.fileCopyClone) yield* client.query("copy", "set file_copy_method = clone")
+    yield* client.query("copy", `create database ${quoteIdent(name)} template ${quoteIdent(engine.mirrorDatabase)} strategy file_copy`).pipe(
+      Effect.ensuring(engine.fileCopyClone ? Effect.ignore(client.query("copy", "reset file_copy_method")) : Effect.void)
+    )
+  }).pipe(Effect.withSpan("EngineSql.copyDatabase", { attributes: { database: name, clone: engine.fileCopyClone } }))
+
+/** The branch's login role with the password's SCRAM verifier; an existing role gets the verifier again. */
+export const ensureRole = (client: EngineClient, role: string, password: Redacted.Redacted<string>) =>
+  Effect.gen(function* () {
+    const verifier = quoteLiteral(scramVerifier(Redacted.value(password)))
+    const exists = yield* roleExists(client, role)
+    yield* client.query(
+      "role",
+      exists
+        ? `alter role ${quoteIdent(role)} with login password ${verifier}`
+        : `create role ${quoteIdent(role)} with login nosuperuser nocreatedb nocreaterole noreplication password ${verifier}`
+    )
+  })
+
+/**
+ * Gives the branch to its role: it owns the database (CONNECT, CREATE, TEMP), nobody else may
+ * connect to it (PUBLIC's CONNECT revoked, so branch roles never see each other's branches), and
+ * it owns every schema, table, view, sequence, type and function the copy brought (they were the
+ * engine superuser's). REASSIGN OWNED cannot move objects of the bootstrap superuser, hence the
+ * explicit ALTER … OWNER TO over the catalog.
+ */
+export const grantBranch = (engine: BranchingEngine, database: string, role: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const admin = yield* adminSession(engine)
+      yield* admin.query("grant", `alter database ${quoteIdent(database)} owner to ${quoteIdent(role)}`)
+      yield* admin.query("grant", `revoke all on database ${quoteIdent(database)} from public`)
+      const branch = yield* connectEngine(engine, database)
+      yield* branch.query(
+        "grant",
+        `do $scion$
+declare r record; target text := ${quoteLiteral(role)};
+begin
+  for r in select nspname from pg_namespace where nspname not like 'pg\\_%' and nspname <> 'information_schema' loop
+    execute format('alter schema %I owner to %I', r.nspname, target);
+  end loop;
+  for r in
+    select c.oid::regclass::text as name, c.relkind from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname not like 'pg\\_%' and n.nspname <> 'information_schema' and c.relkind in ('r', 'p', 'v', 'm', 'f', 'S')
+      and not (c.relkind = 'S' and exists (select 1 from pg_depend d where d.objid = c.oid and d.classid = 'pg_class'::regclass and d.deptype in ('a', 'i')))
+  loop
+    execute format('alter %s %s owner to %I', case r.relkind when 'S' then 'sequence' when 'v' then 'view' when 'm' then 'materialized view' when 'f' then 'foreign table' else 'table' end, r.name, target);
+  end loop;
+  for r in
+    select t.oid::regtype::text as name from pg_type t join pg_namespace n on n.oid = t.typnamespace
+    where n.nspname not like 'pg\\_%' and n.nspname <> 'information_schema' and t.typtype in ('e', 'd', 'r', 'm')
+  loop
+    execute format('alter type %s owner to %I', r.name, target);
+  end loop;
+  for r in
+    select p.oid::regprocedure::text as name, p.prokind from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+    where n.nspname not like 'pg\\_%' and n.nspname <> 'information_schema'
+      and not exists (select 1 from pg_depend d where d.objid = p.oid and d.classid = 'pg_proc'::regclass and d.deptype = 'e')
+  loop
+    execute format('alter %s %s owner to %I', case r.prokind when 'p' then 'procedure' when 'a' then 'aggregate' else 'function' end, r.name, target);
+  end loop;
+end
+$scion$`
+      )
+    })
+  ).pipe(Effect.withSpan("EngineSql.grantBranch", { attributes: { database, role } }))
+
+const textTypes = new Set(["text", "character varying", "character", "citext", "name"])
+
+/**
+ * Masks the branch's columns in place, deterministically (the same value masks to the same value
+ * in every table and every branch, so joins on masked columns still match): hash →
+ * h<md5 hex>, email → u<12 hex>@example.invalid (from the lower-cased address), redact →
+ * REDACTED, null → NULL; values are cut to a varchar's length. Triggers and foreign-key checks
+ * do not fire (session_replication_role = replica). Rules naming a column the branch does not
+ * have are skipped and reported; hash, email and redact need a text column.
+ */
+export const applyMasking = (engine: BranchingEngine, database: string, rules: ReadonlyArray<MaskingRule>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const branch = yield* connectEngine(engine, database)
+      const columns = yield* branch.query<{ schema: string; table: string; column: string; type: string; max: number | null }>(
+        "mask",
+        `select table_schema as schema, table_name as table, column_name as column, data_type as type, character_maximum_length as max
+         from information_schema.columns where table_schema not in ('pg_catalog', 'information_schema')`
+      )
+      const byKey = new Map(columns.map((c) => [JSON.stringify([c.schema, c.table, c.column]), c]))
+      const perTable = new Map<string, { schema: string; table: string; sets: Array<string> }>()
+      const skipped: Array<string> = []
+      const applied: Array<string> = []
+      for (const rule of rules) {
+        const column = byKey.get(JSON.stringify([rule.schema, rule.table, rule.column]))
+        const label = `${rule.schema}.${rule.table}.${rule.column}`
+        if (column === undefined) {
+          skipped.push(label)
+          continue
+        }
+        const c = quoteIdent(rule.column)
+        const fit = (expr: string) => (column.max !== null ? `left(${expr}, ${column.max})` : expr)
+        let expr: string
+        if (rule.method === "null") expr = "null"
+        else if (!textTypes.has(column.type)) {
+          return yield* new EngineFailure({ step: "mask", message: `masking ${label} with ${rule.method} needs a text column; it is ${column.type} (use method null)` })
+        } else if (rule.method === "hash") expr = fit(`'h' || md5(${c}::text)`)
+        else if (rule.method === "email") expr = fit(`'u' || left(md5(lower(${c}::text)), 12) || '@example.invalid'`)
+        else expr = fit(`case when ${c} is null then null else 'REDACTED' end`)
+        const key = JSON.stringify([rule.schema, rule.table])
+        const entry = perTable.get(key) ?? { schema: rule.schema, table: rule.table, sets: [] }
+        entry.sets.push(`${c} = ${expr}`)
+        perTable.set(key, entry)
+        applied.push(label)
+      }
+      if (perTable.size > 0) {
+        yield* branch.query("mask", "begin")
+        yield* branch.query("mask", "set local session_replication_role = replica")
+        for (const t of perTable.values()) {
+          yield* branch.query("mask", `update ${quoteIdent(t.schema)}.${quoteIdent(t.table)} set ${t.sets.join(", ")}`)
+        }
+        yield* branch.query("mask", "commit")
+      }
+      return { applied, skipped }
+    })
+  ).pipe(Effect.withSpan("EngineSql.applyMasking", { attributes: { database, rules: rules.length } }))
+
+/** Drops the branch's database (closing its sessions) and its role; absent ones are fine. */
+export const dropBranch = (engine: BranchingEngine, database: string, role: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const admin = yield* adminSession(engine)
+      yield* admin.query("drop", `drop database if exists ${quoteIdent(database)} with (force)`)
+      yield* admin.query("drop", `drop role if exists ${quoteIdent(role)}`)
+    })
+  ).pipe(Effect.withSpan("EngineSql.dropBranch", { attributes: { database, role } }))

@@ -1,0 +1,72 @@
+import type { Transport } from "@connectrpc/connect"
+import { asService, Code, isTransient, makeEffectClient, type RpcError, ServiceIdentity } from "@scion/kit"
+import { EngineAccessService } from "@scion/proto/scion/connector/v1/engine_pb"
+import { Context, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { ConnectorNotFound, EngineAccessUnavailable } from "../domain/errors.js"
+
+/** A connector's branching engine as the branch unit uses it (EngineAccessService.GetBranchingEngine). */
+export interface BranchingEngine {
+  readonly connectorId: string
+  readonly orgId: string
+  /** "ready" means branchable. */
+  readonly status: string
+  readonly host: string
+  readonly port: number
+  readonly superuser: { readonly username: string; readonly password: Redacted.Redacted<string> }
+  readonly mirrorDatabase: string
+  readonly subscriptionNames: ReadonlyArray<string>
+  readonly fileCopyClone: boolean
+  readonly pooler: Option.Option<{ readonly host: string; readonly port: number }>
+}
+
+export const isBranchable = (engine: BranchingEngine) => engine.status === "ready" && engine.host !== "" && engine.port > 0 && engine.mirrorDatabase !== ""
+
+/**
+ * The connector unit's answer about a connector's engine, asked with this unit's service
+ * principal (the answer carries the engine's superuser credentials, so only services may ask).
+ * An unknown connector is ConnectorNotFound; the connector unit unreachable is
+ * EngineAccessUnavailable (retried briefly first).
+ */
+export class Engines extends Context.Tag("@scion/branch/Engines")<
+  Engines,
+  { readonly get: (connectorId: string) => Effect.Effect<BranchingEngine, ConnectorNotFound | EngineAccessUnavailable> }
+>() {
+  static fromTransport(transport: Transport): Layer.Layer<Engines, never, ServiceIdentity> {
+    return Layer.effect(
+      Engines,
+      Effect.gen(function* () {
+        const client = makeEffectClient(EngineAccessService, transport)
+        const service = yield* ServiceIdentity
+        return Engines.of({
+          get: (connectorId) =>
+            asService(client.getBranchingEngine({ connectorId })).pipe(
+              Effect.retry({ while: isTransient, schedule: Schedule.exponential("50 millis").pipe(Schedule.upTo("3 seconds")) }),
+              Effect.flatMap((response) => {
+                const e = response.engine
+                if (e === undefined) return Effect.fail(new EngineAccessUnavailable({ cause: "the connector unit answered without an engine" }))
+                return Effect.succeed<BranchingEngine>({
+                  connectorId: e.connectorId,
+                  orgId: e.orgId,
+                  status: e.branchingEngineStatus,
+                  host: e.host,
+                  port: e.port,
+                  superuser: { username: e.superuserUsername, password: Redacted.make(e.superuserPassword) },
+                  mirrorDatabase: e.mirrorDatabase,
+                  subscriptionNames: e.subscriptionNames,
+                  fileCopyClone: e.fileCopyClone,
+                  pooler: e.poolerHost !== undefined && e.poolerHost !== "" && e.poolerPort !== undefined ? Option.some({ host: e.poolerHost, port: e.poolerPort }) : Option.none()
+                })
+              }),
+              Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<never, ConnectorNotFound | EngineAccessUnavailable> =>
+                error.code === Code.NotFound
+                  ? Effect.fail(new ConnectorNotFound({ connectorId }))
+                  : Effect.fail(new EngineAccessUnavailable({ cause: `${error.codeName}: ${error.reason} ${error.message}` }))
+              ),
+              Effect.provideService(ServiceIdentity, service),
+              Effect.withSpan("Engines.get", { attributes: { connectorId } })
+            )
+        })
+      })
+    )
+  }
+}

@@ -1,0 +1,92 @@
+import type { Transport } from "@connectrpc/connect"
+import type { SqlClient } from "@effect/sql"
+import { type Bus, IdentityClient, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, ServiceIdentity, unitDatabase, VerifierFromIdentity } from "@scion/kit"
+import { Config, Duration, Effect, Layer } from "effect"
+import { OrgAccess } from "./Access.js"
+import { BranchOperations } from "./BranchOperations.js"
+import { Branches } from "./Branches.js"
+import { BranchesRepo } from "./BranchesRepo.js"
+import { Copier } from "./engine/Copier.js"
+import { Engines } from "./engine/Engines.js"
+import { createJob, deleteJob } from "./jobs/jobs.js"
+import { Passwords } from "./Passwords.js"
+import { PlanLimits } from "./PlanLimits.js"
+
+/** The database of the unit: schema `branch`, migrations from ../migrations. */
+export const BranchDatabase = unitDatabase({ schema: "branch", migrations: new URL("../migrations/", import.meta.url) })
+
+/** The branch services given access, engines, operations and passwords (domain tests provide fakes of the first three). */
+export const BranchServices: Layer.Layer<Branches | BranchesRepo | SqlClient.SqlClient, never, OrgAccess | Engines | BranchOperations | Passwords | PlanLimits> = Branches.Default.pipe(
+  Layer.provideMerge(BranchesRepo.Default),
+  Layer.provideMerge(BranchDatabase)
+)
+
+/**
+ * The unit's background work: the relay publishing its outbox and the workers of
+ * `jobs.branch.create` and `jobs.branch.delete`. A create is short (about a second), so its
+ * deliveries are redelivered after BRANCH_JOB_ACK_WAIT (default 10 s) without a heartbeat, which
+ * the worker sends every third of that.
+ */
+export const BranchWorkers = (options: { readonly relayPollInterval?: Duration.DurationInput } = {}) =>
+  Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const ackWait = yield* Config.duration("BRANCH_JOB_ACK_WAIT").pipe(Config.withDefault(Duration.seconds(10)), Effect.orDie)
+      const concurrency = yield* Config.integer("BRANCH_JOB_CONCURRENCY").pipe(Config.withDefault(16), Effect.orDie)
+      const pollMillis = yield* Config.integer("OUTBOX_POLL_INTERVAL_MS").pipe(Config.withDefault(25), Effect.orDie)
+      const heartbeatInterval = Duration.millis(Math.max(200, Duration.toMillis(ackWait) / 3))
+      const common = { ackWait, heartbeatInterval, maxAttempts: 4, backoff: [Duration.millis(500), Duration.seconds(2), Duration.seconds(5)] }
+      return Layer.mergeAll(
+        JobWorker.layer({ ...createJob, ...common, concurrency }),
+        JobWorker.layer({ ...deleteJob, ...common, concurrency: 4 }),
+        // A branch is about a second of work: the relay looks for new jobs every 25 ms unless
+        // OUTBOX_POLL_INTERVAL_MS says otherwise (an indexed read of unpublished rows).
+        OutboxRelay.layer({ pollInterval: options.relayPollInterval ?? Duration.millis(pollMillis) })
+      )
+    })
+  )
+
+/**
+ * The branch unit, given a bus and the transports to identity (authorization, verification keys,
+ * this unit's service principal), the operation unit, the connector unit (EngineAccessService)
+ * and billing (the plan's branch limit):
+ * production uses HTTP/2 gRPC and NATS; the embedded mode in-memory transports and bus.
+ */
+export const branchLive = (transports: {
+  readonly identity: Transport
+  readonly operation: Transport
+  readonly connector: Transport
+  readonly billing: Transport
+}): Layer.Layer<Branches | PrincipalVerifier, never, Bus> => {
+  const identityClient = IdentityClient.fromTransport(transports.identity)
+  const service = ServiceIdentity.layer("branch", transports.identity)
+  const operations = Layer.merge(service, OperationClient.fromTransport(transports.operation))
+  const engines = Engines.fromTransport(transports.connector).pipe(Layer.provide(service))
+  const services = BranchServices.pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        OrgAccess.live.pipe(Layer.provide(identityClient)),
+        engines,
+        BranchOperations.live.pipe(Layer.provide(operations)),
+        Passwords.layerConfig.pipe(Layer.orDie),
+        PlanLimits.billing(transports.billing).pipe(Layer.provide(service))
+      )
+    )
+  )
+  return Layer.merge(BranchWorkers().pipe(Layer.provide(Layer.mergeAll(operations, Copier.layerConfig))), VerifierFromIdentity.pipe(Layer.provide(identityClient))).pipe(
+    Layer.provideMerge(services)
+  )
+}
+
+export { OrgAccess, type BranchPermission } from "./Access.js"
+export { BranchOperations, type OperationState } from "./BranchOperations.js"
+export { Branches, type BranchView, CREATE_JOB, DELETE_JOB, type Handle } from "./Branches.js"
+export { BranchesRepo } from "./BranchesRepo.js"
+export { branchRoutes, branchToProto } from "./rpc/routes.js"
+export { branchResult, BranchPayload, createJob, deleteJob } from "./jobs/jobs.js"
+export { Copier } from "./engine/Copier.js"
+export { type BranchingEngine, Engines, isBranchable } from "./engine/Engines.js"
+export * from "./engine/EngineSql.js"
+export { PlanLimits } from "./PlanLimits.js"
+export { generatePassword, parseKeys, PasswordEnvelope, Passwords } from "./Passwords.js"
+export * from "./domain/errors.js"
+export * from "./domain/models.js"

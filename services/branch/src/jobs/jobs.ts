@@ -1,0 +1,178 @@
+import type { JsonObject } from "@bufbuild/protobuf"
+import { JobFailed, type JobHandler, type OperationEnded, type RpcError } from "@scion/kit"
+import { Effect, Option, Redacted, Schema } from "effect"
+import { BranchesRepo } from "../BranchesRepo.js"
+import { CREATE_JOB, DELETE_JOB } from "../Branches.js"
+import type { SecretStoreFailure } from "../domain/errors.js"
+import type { Branch, BranchUrls } from "../domain/models.js"
+import { urlsOf } from "../domain/models.js"
+import { Copier } from "../engine/Copier.js"
+import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
+import { adminSession, applyMasking, dropBranch, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
+import { generatePassword, Passwords } from "../Passwords.js"
+
+export const BranchPayload = Schema.Struct({ branch_id: Schema.String })
+export type BranchPayload = typeof BranchPayload.Type
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString())
+
+/** The interface's Branch table, as the completed operation's result. */
+export const branchResult = (branch: Branch, urls: BranchUrls, status: string = branch.status): JsonObject => ({
+  branch_id: branch.id,
+  name: branch.name,
+  connector_id: branch.connectorId,
+  service_type: branch.serviceType,
+  status,
+  branch_url: urls.branchUrl,
+  pooled_branch_url: urls.pooledBranchUrl,
+  pooled_branch_prisma_url: urls.pooledBranchPrismaUrl,
+  created_at: branch.createdAt.toISOString(),
+  read_ready_at: iso(branch.readReadyAt),
+  write_ready_at: iso(branch.writeReadyAt),
+  masked_ready_at: iso(branch.maskedReadyAt)
+})
+
+type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | SecretStoreFailure | Error
+
+/**
+ * The branch_create job. Each step is recorded on the branch row when it finishes, so a
+ * redelivery (a crashed or killed worker) resumes where the last one stopped: the template copy
+ * (with the subscriptions paused, shared with every create waiting on the engine), the role's
+ * password sealed before the role exists, the role, the grants (read_ready_at, write_ready_at),
+ * masking (masked_ready_at), then active with the URLs. A create that cannot finish (JobFailed,
+ * or the last attempt) drops what it made on the engine and marks the branch failed: nothing is
+ * left behind. An active branch always has a branch_url.
+ */
+export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords> = {
+  ...CREATE_JOB,
+  payload: BranchPayload,
+  run: (job) =>
+    Effect.gen(function* () {
+      const repo = yield* BranchesRepo
+      const engines = yield* Engines
+      const copier = yield* Copier
+      const passwords = yield* Passwords
+      const branchId = job.payload.branch_id
+
+      const load = Effect.flatMap(repo.findWithEnvelope(branchId), Option.match({
+        onNone: () => Effect.fail(new JobFailed({ message: `Branch ${branchId} does not exist` })),
+        onSome: Effect.succeed
+      }))
+
+      /** Drops the half-made branch and marks it failed; the drop is retried within this attempt. */
+      const abandon = (engine: Option.Option<BranchingEngine>, branch: Branch, message: string) =>
+        Effect.gen(function* () {
+          if (Option.isSome(engine) && engine.value.host !== "") {
+            yield* dropBranch(engine.value, branch.databaseName, branch.roleName).pipe(
+              Effect.retry({ times: 3 }),
+              Effect.catchAll((e) => Effect.logError("could not drop a failed branch's database and role; the connector delete or the next attempt drops them", e))
+            )
+          }
+          yield* repo.markFailed(branch.id, message)
+          return yield* new JobFailed({ message })
+        })
+
+      const first = yield* load
+      if (first.branch.status === "active" && Option.isSome(first.envelope)) {
+        const password = yield* passwords.open(first.envelope.value, branchId)
+        return branchResult(first.branch, urlsOf(first.branch, Redacted.value(password)))
+      }
+      if (first.branch.status !== "creating") {
+        return yield* abandon(Option.none(), first.branch, `Branch ${branchId} was ${first.branch.status} before it was ready`)
+      }
+      const engine = yield* engines.get(first.branch.connectorId).pipe(
+        Effect.catchTag("ConnectorNotFound", () => abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
+      )
+      if (!isBranchable(engine)) {
+        return yield* abandon(Option.some(engine), first.branch, `The connector's branching engine is not ready to branch (branching_engine_status ${engine.status})`)
+      }
+
+      const steps = Effect.gen(function* () {
+        const t0 = Date.now()
+        const timings: Record<string, number> = {}
+        const mark = (step: string) => Effect.sync(() => void (timings[step] = Date.now() - t0))
+        let { branch } = yield* load
+        const { envelope } = yield* load
+        if (branch.copiedAt === null) {
+          yield* job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 10 })
+          yield* copier.copy(engine, branch.databaseName)
+          yield* repo.update(branchId, { copied_at: new Date(), engine_host: engine.host, engine_port: engine.port })
+        }
+        yield* mark("copy_ms")
+        let sealed = Option.getOrNull(envelope)
+        if (sealed === null) {
+          sealed = yield* passwords.seal(generatePassword(), branchId)
+          yield* repo.update(branchId, { password_envelope: sealed })
+        }
+        const password = yield* passwords.open(sealed, branchId)
+        ;({ branch } = yield* load)
+        if (branch.roleCreatedAt === null) {
+          yield* Effect.scoped(Effect.flatMap(adminSession(engine), (admin) => ensureRole(admin, branch.roleName, password)))
+          yield* repo.update(branchId, { role_created_at: new Date() })
+        }
+        yield* mark("role_ms")
+        if (branch.writeReadyAt === null) {
+          yield* grantBranch(engine, branch.databaseName, branch.roleName)
+          const now = new Date()
+          yield* repo.update(branchId, { read_ready_at: now, write_ready_at: now })
+        }
+        yield* mark("grant_ms")
+        const rules = yield* repo.maskingRules(branch.connectorId)
+        if (rules.length > 0 && branch.maskedReadyAt === null) {
+          yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
+          const outcome = yield* applyMasking(engine, branch.databaseName, rules)
+          yield* Effect.logInfo("branch masked").pipe(Effect.annotateLogs({ branch_id: branchId, applied: outcome.applied.length, skipped: outcome.skipped.join(", ") }))
+          yield* repo.update(branchId, { masked_ready_at: new Date() })
+        }
+        const pooler = Option.getOrNull(engine.pooler)
+        yield* repo.update(branchId, {
+          engine_host: engine.host,
+          engine_port: engine.port,
+          pooler_host: pooler?.host ?? null,
+          pooler_port: pooler?.port ?? null
+        })
+        ;({ branch } = yield* load)
+        const urls = urlsOf(branch, Redacted.value(password))
+        if (urls.branchUrl === null || urls.branchUrl === "") return yield* new JobFailed({ message: "The branch has no connection URL (the engine has no address)" })
+        if (!(yield* repo.activate(branchId))) return yield* new JobFailed({ message: `Branch ${branchId} was deleted before it was ready` })
+        yield* mark("total_ms")
+        yield* Effect.logInfo("branch ready").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: branch.connectorId, ...timings }))
+        return branchResult(branch, urls, "active")
+      })
+
+      return yield* steps.pipe(
+        Effect.catchAll((error): Effect.Effect<never, CreateError | SecretStoreFailure, BranchesRepo> => {
+          if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "OperationEnded") return Effect.fail(error)
+          const message = error instanceof JobFailed ? error.message : `The branch could not be created: ${(error as { message?: string }).message ?? String(error)}`
+          if (error instanceof JobFailed || job.attempt >= job.maxAttempts) return abandon(Option.some(engine), first.branch, message)
+          return Effect.fail(error)
+        })
+      )
+    }).pipe(Effect.withSpan("createJob.run", { attributes: { operationId: job.operationId } }))
+}
+
+/** The branch_delete job: drops the database (closing its sessions) and the role, then marks the branch deleted. */
+export const deleteJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, JobFailed | OperationEnded | RpcError | EngineFailure | Error, BranchesRepo | Engines> = {
+  ...DELETE_JOB,
+  payload: BranchPayload,
+  run: (job) =>
+    Effect.gen(function* () {
+      const repo = yield* BranchesRepo
+      const engines = yield* Engines
+      const branchId = job.payload.branch_id
+      const found = yield* repo.find(branchId)
+      if (Option.isNone(found)) return yield* new JobFailed({ message: `Branch ${branchId} does not exist` })
+      const branch = found.value
+      if (branch.status === "deleted") return { branch_id: branchId, deleted: true, already_deleted: true } satisfies JsonObject
+      if (branch.deleteOperationId !== job.operationId) return yield* new JobFailed({ message: `Superseded by delete operation ${branch.deleteOperationId ?? "none"}` })
+      yield* job.report({ stage: "drop", stageLabel: "Dropping the branch database and role", progress: 20 })
+      const engine = yield* engines.get(branch.connectorId).pipe(
+        Effect.map(Option.some),
+        Effect.catchTag("ConnectorNotFound", () => Effect.succeed(Option.none<BranchingEngine>()))
+      )
+      if (Option.isSome(engine) && engine.value.host !== "") yield* dropBranch(engine.value, branch.databaseName, branch.roleName)
+      yield* repo.update(branchId, { status: "deleted", deleted_at: new Date(), password_envelope: null })
+      yield* Effect.logInfo("branch deleted").pipe(Effect.annotateLogs({ branch_id: branchId }))
+      return { branch_id: branchId, deleted: true } satisfies JsonObject
+    }).pipe(Effect.withSpan("deleteJob.run", { attributes: { operationId: job.operationId } }))
+}

@@ -1,0 +1,71 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt"
+import { Caller, effectService, type Routes } from "@scion/kit"
+import { BranchService, type Branch as PbBranch } from "@scion/proto/scion/branch/v1/branch_pb"
+import type { MessageInitShape } from "@bufbuild/protobuf"
+import type { BranchSchema } from "@scion/proto/scion/branch/v1/branch_pb"
+import { Effect, Option } from "effect"
+import { Branches, type BranchView } from "../Branches.js"
+import { type BranchError, toWireError, Unauthenticated } from "../domain/errors.js"
+import type { MaskingRule } from "../domain/models.js"
+
+/** The verified principal of the request; none means UNAUTHENTICATED. */
+const caller = Effect.flatMap(
+  Caller,
+  Option.match({ onNone: () => Effect.fail(new Unauthenticated()), onSome: ({ principal }) => Effect.succeed(principal) })
+)
+
+const ts = (d: Date | null) => (d === null ? undefined : timestampFromDate(d))
+
+export const branchToProto = ({ branch, urls }: BranchView): MessageInitShape<typeof BranchSchema> => ({
+  branchId: branch.id,
+  name: branch.name,
+  connectorId: branch.connectorId,
+  serviceType: branch.serviceType,
+  status: branch.status,
+  ...(urls.branchUrl !== null ? { branchUrl: urls.branchUrl } : {}),
+  ...(urls.pooledBranchUrl !== null ? { pooledBranchUrl: urls.pooledBranchUrl } : {}),
+  ...(urls.pooledBranchPrismaUrl !== null ? { pooledBranchPrismaUrl: urls.pooledBranchPrismaUrl } : {}),
+  createdAt: timestampFromDate(branch.createdAt),
+  readReadyAt: ts(branch.readReadyAt),
+  writeReadyAt: ts(branch.writeReadyAt),
+  maskedReadyAt: ts(branch.maskedReadyAt),
+  orgId: branch.orgId,
+  updatedAt: timestampFromDate(branch.updatedAt),
+  createOperationId: branch.createOperationId,
+  ...(branch.deleteOperationId !== null ? { deleteOperationId: branch.deleteOperationId } : {}),
+  ...(branch.error !== null ? { error: branch.error } : {})
+})
+
+const ruleToProto = (r: MaskingRule) => ({ schema: r.schema, table: r.table, column: r.column, method: r.method })
+
+export type { PbBranch }
+
+/** BranchService as Connect routes over the Branches service. */
+export const branchRoutes = Effect.gen(function* () {
+  const branches = yield* Branches
+  const routes = yield* effectService<typeof BranchService, BranchError, Caller>(
+    BranchService,
+    {
+      createBranch: (req) =>
+        Effect.gen(function* () {
+          const handle = yield* branches.create(yield* caller, {
+            connectorId: req.connectorId,
+            name: req.name,
+            serviceType: req.serviceType,
+            idempotencyKey: req.idempotencyKey
+          })
+          return { operationId: handle.operationId, resourceId: handle.branchId, status: handle.status, replayed: handle.replayed }
+        }),
+      getBranch: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.get(p, req.branchId)), (view) => ({ branch: branchToProto(view) })),
+      listBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.list(p, req.connectorId)), (views) => ({ branches: views.map(branchToProto) })),
+      deleteBranch: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => branches.delete(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: h.status })),
+      deleteConnectorBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.removeConnectorBranches(p, req.connectorId)), (deleted) => ({ deleted })),
+      getMaskingRules: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.getMaskingRules(p, req.connectorId)), (rules) => ({ rules: rules.map(ruleToProto) })),
+      setMaskingRules: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => branches.setMaskingRules(p, req.connectorId, req.rules)), (rules) => ({ rules: rules.map(ruleToProto) }))
+    },
+    toWireError
+  )
+  return [routes] as ReadonlyArray<Routes>
+})

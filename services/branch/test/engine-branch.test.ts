@@ -1,0 +1,279 @@
+/**
+ * The branch create and delete jobs against a REAL engine: two local Postgres 18 clusters from
+ * the connector's LocalEngineProvisioner (TLS only, SCRAM), one as the source with a publication,
+ * one as the engine with a mirror database subscribed to it. A branch is created through
+ * Branches.create and the create job, then used with real psql over TLS.
+ */
+import { execFileSync } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { type Engine, EngineProvisioner, LocalEngineProvisionerLive } from "@scion/connector"
+import { type Job, JobFailed, Principal } from "@scion/kit"
+import { freshDatabase, withConfig } from "@scion/kit/testing"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
+import pg from "pg"
+import {
+  BranchOperations,
+  Branches,
+  BranchesRepo,
+  BranchServices,
+  type BranchingEngine,
+  Copier,
+  createJob,
+  deleteJob,
+  Engines,
+  NotAMember,
+  OrgAccess,
+  Passwords,
+  PlanLimits
+} from "../src/index.js"
+
+const dataDir = join(tmpdir(), `scion-branch-test-${randomBytes(5).toString("hex")}`)
+const sourceId = `con_src${randomBytes(4).toString("hex")}`
+const engineId = `con_eng${randomBytes(4).toString("hex")}`
+const ORG = "org_test"
+
+const provisioner = LocalEngineProvisionerLive.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["ENGINE_DATA_DIR", dataDir]])))))
+const runProvisioner = <A, E>(effect: Effect.Effect<A, E, EngineProvisioner>) => Effect.runPromise(Effect.provide(effect, provisioner))
+
+const query = async (e: Engine, database: string, text: string) => {
+  const c = new pg.Client({ host: e.host, port: e.port, user: e.superuser.username, password: Redacted.value(e.superuser.password), database, ssl: { rejectUnauthorized: false } })
+  await c.connect()
+  try {
+    return (await c.query(text)).rows
+  } finally {
+    await c.end()
+  }
+}
+
+const psql = (url: string, sql: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], { encoding: "utf8", timeout: 30_000 }).trim()
+
+let source: Engine
+let engine: Engine
+let branching: BranchingEngine
+
+const user = new Principal({ kind: "user_session", userId: "usr_a", sessionId: "s", apiKeyId: null, orgId: null, roleKey: null, permissions: [], exp: 2e9 })
+const stranger = new Principal({ kind: "user_session", userId: "usr_b", sessionId: "s", apiKeyId: null, orgId: null, roleKey: null, permissions: [], exp: 2e9 })
+
+const FakeAccess = Layer.succeed(OrgAccess, OrgAccess.of({ require: (p, orgId) => (p.userId === "usr_a" ? Effect.void : Effect.fail(new NotAMember({ orgId }))) }))
+const FakeEngines = Layer.succeed(Engines, Engines.of({ get: () => Effect.sync(() => branching) }))
+const FakeOperations = Layer.succeed(BranchOperations, BranchOperations.of({ create: () => Effect.void, status: () => Effect.succeed(Option.some("pending" as const)) }))
+const key = randomBytes(32).toString("base64")
+
+const runtime = ManagedRuntime.make(
+  Layer.unwrapScoped(
+    Effect.map(freshDatabase("branch_test"), (url) =>
+      Layer.mergeAll(BranchServices, Copier.layerConfig).pipe(
+        Layer.provideMerge(Layer.mergeAll(FakeAccess, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie))),
+        Layer.provide(withConfig({ DATABASE_URL: url, SECRET_KEYS: `t1:${key}` }))
+      )
+    )
+  ).pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
+)
+
+const jobOf = (operationId: string, branchId: string, attempt = 1): Job<{ branch_id: string }> => ({
+  operationId,
+  orgId: ORG,
+  payload: { branch_id: branchId },
+  attempt,
+  maxAttempts: 3,
+  report: () => Effect.void
+})
+
+/** Creates a branch through the service and runs its job: the completed operation's result. */
+const createBranch = (name: string) =>
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const branches = yield* Branches
+      const handle = yield* branches.create(user, { connectorId: engineId, name, serviceType: "postgres", idempotencyKey: undefined })
+      const result = yield* createJob.run(jobOf(handle.operationId, handle.branchId))
+      return { handle, result: result as Record<string, any> }
+    })
+  )
+
+beforeAll(async () => {
+  ;[source, engine] = await runProvisioner(Effect.all([EngineProvisioner.pipe(Effect.flatMap((p) => p.provision(sourceId))), EngineProvisioner.pipe(Effect.flatMap((p) => p.provision(engineId)))]))
+  const ddl = `create table customers (id bigint primary key, email text not null, name text);
+    create table orders (id bigint primary key, customer_id bigint references customers(id), total numeric not null, customer_email text);`
+  await query(source, "postgres", "create database app")
+  await query(source, "app", ddl)
+  await query(
+    source,
+    "app",
+    `insert into customers select g, 'user' || g || '@example.com', 'Name ' || g from generate_series(1, 200) g;
+     insert into orders select g, 1 + g % 200, g * 1.5, 'user' || (1 + g % 200) || '@example.com' from generate_series(1, 1000) g;
+     create publication scion_pub for table customers, orders;`
+  )
+  await query(engine, "postgres", "create database mirror")
+  await query(engine, "mirror", ddl)
+  await query(
+    engine,
+    "mirror",
+    `create subscription scion_sub connection 'host=${source.host} port=${source.port} user=${source.superuser.username} password=${Redacted.value(source.superuser.password)} dbname=app sslmode=require sslcert=/nonexistent/client.crt sslkey=/nonexistent/client.key' publication scion_pub`
+  )
+  const deadline = Date.now() + 60_000
+  while (Date.now() < deadline) {
+    const rows = await query(engine, "mirror", "select count(*) filter (where srsubstate <> 'r')::int as pending, (select count(*)::int from orders) as orders from pg_subscription_rel")
+    if (rows[0].pending === 0 && rows[0].orders === 1000) break
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  branching = {
+    connectorId: engineId,
+    orgId: ORG,
+    status: "ready",
+    host: engine.host,
+    port: engine.port,
+    superuser: { username: engine.superuser.username, password: engine.superuser.password },
+    mirrorDatabase: "mirror",
+    subscriptionNames: ["scion_sub"],
+    fileCopyClone: false,
+    pooler: Option.none()
+  }
+}, 180_000)
+
+afterAll(async () => {
+  await runtime.dispose()
+  await runProvisioner(Effect.flatMap(EngineProvisioner, (p) => Effect.all([p.destroy(sourceId), p.destroy(engineId)]))).catch(() => undefined)
+  await rm(dataDir, { recursive: true, force: true })
+}, 120_000)
+
+describe("branches on a real engine", () => {
+  it("creates a branch whose URL works with psql over TLS, writable, independent of mirror and source", async () => {
+    await runtime.runPromise(Effect.flatMap(Branches, (b) => b.setMaskingRules(user, engineId, [
+      { schema: "public", table: "customers", column: "email", method: "email" },
+      { schema: "public", table: "orders", column: "customer_email", method: "email" },
+      { schema: "public", table: "customers", column: "nope", method: "hash" }
+    ])))
+    const started = Date.now()
+    const { handle, result } = await createBranch("feature-a")
+    const elapsed = Date.now() - started
+    expect(result).toMatchObject({ branch_id: handle.branchId, name: "feature-a", connector_id: engineId, service_type: "postgres", status: "active" })
+    for (const field of ["created_at", "read_ready_at", "write_ready_at", "masked_ready_at"]) expect(typeof result[field]).toBe("string")
+    expect(result.branch_url).toMatch(/^postgresql:\/\/scion_br_[0-9a-z]+_owner:[^@]+@127\.0\.0\.1:\d+\/scion_br_[0-9a-z]+\?sslmode=require&channel_binding=disable$/)
+    expect(result.pooled_branch_url).toBeNull()
+    expect(result.pooled_branch_prisma_url).toBeNull()
+    expect(elapsed).toBeLessThan(15_000)
+    const url = result.branch_url as string
+
+    // Read over TLS with the branch role.
+    expect(psql(url, "select count(*) from orders")).toBe("1000")
+    expect(psql(url, "select ssl from pg_stat_ssl where pid = pg_backend_pid()")).toBe("t")
+    expect(psql(url, "select current_user")).toMatch(/_owner$/)
+    // Masked deterministically: emails replaced, the join on the masked columns still matches.
+    expect(psql(url, "select count(*) from customers where email like '%@example.com'")).toBe("0")
+    expect(psql(url, "select count(*) from orders o join customers c on c.email = o.customer_email")).toBe("1000")
+    // Writable (it owns the tables), DDL too.
+    psql(url, "insert into customers values (100001, 'new@x.io', 'New'); update orders set total = 0; create table scratch (x int)")
+    expect(psql(url, "select sum(total) from orders")).toBe("0")
+    // Mirror and source untouched.
+    expect((await query(engine, "mirror", "select sum(total)::text as s from orders"))[0].s).not.toBe("0")
+    expect((await query(source, "app", "select count(*)::int as n from customers"))[0].n).toBe(200)
+    expect((await query(engine, "mirror", "select count(*)::int as n from customers where email like '%@example.com'"))[0].n).toBe(200)
+    // The subscription was resumed: a new source row reaches the mirror.
+    await query(source, "app", "insert into customers values (5000, 'late@example.com', 'Late')")
+    const deadline = Date.now() + 20_000
+    let replicated = 0
+    while (Date.now() < deadline && replicated === 0) {
+      replicated = (await query(engine, "mirror", "select count(*)::int as n from customers where id = 5000"))[0].n
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    expect(replicated).toBe(1)
+
+    // GET answers the URL again; a stranger sees nothing.
+    const view = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.get(user, handle.branchId)))
+    expect(view.urls.branchUrl).toBe(url)
+    const refused = await runtime.runPromise(Effect.flip(Effect.flatMap(Branches, (b) => b.get(stranger, handle.branchId))))
+    expect(refused._tag).toBe("BranchNotFound")
+  }, 120_000)
+
+  it("keeps two branches independent, unable to open each other; redelivery of a completed job answers the same branch", async () => {
+    const [b, c] = await Promise.all([createBranch("two-b"), createBranch("two-c")])
+    psql(b.result.branch_url, "delete from orders")
+    expect(psql(b.result.branch_url, "select count(*) from orders")).toBe("0")
+    expect(psql(c.result.branch_url, "select count(*) from orders")).toBe("1000")
+    // A branch role cannot connect to another branch's database.
+    const other = (b.result.branch_url as string).replace(/\/scion_br_[0-9a-z]+\?/, `/${new URL(c.result.branch_url).pathname.slice(1)}?`)
+    expect(() => psql(other, "select 1")).toThrow()
+    const again = await runtime.runPromise(createJob.run(jobOf(b.handle.operationId, b.handle.branchId, 2)))
+    expect(again).toMatchObject({ branch_id: b.handle.branchId, branch_url: b.result.branch_url, status: "active" })
+  }, 120_000)
+
+  it("runs the copies waiting on one engine under one pause", async () => {
+    const outcome = await runtime.runPromise(
+      Effect.gen(function* () {
+        const copier = yield* Copier
+        const before = yield* copier.stats
+        const names = Array.from({ length: 6 }, (_, i) => `scion_coalesce_${i}_${randomBytes(3).toString("hex")}`)
+        yield* Effect.all(names.map((name) => copier.copy(branching, name)), { concurrency: "unbounded" })
+        const after = yield* copier.stats
+        return { names, pauses: after.pauses - before.pauses, copies: after.copies - before.copies }
+      })
+    )
+    expect(outcome.copies).toBe(6)
+    // The first copy starts a batch alone; the five that arrive while it runs share the next pause.
+    expect(outcome.pauses).toBeLessThanOrEqual(2)
+    for (const name of outcome.names) await query(engine, "postgres", `drop database "${name}"`)
+    expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
+  }, 120_000)
+
+  it("refuses a second live branch of the same name, and a create in flight", async () => {
+    const error = await runtime.runPromise(
+      Effect.flip(Effect.flatMap(Branches, (b) => b.create(user, { connectorId: engineId, name: "feature-a", serviceType: "postgres", idempotencyKey: undefined })))
+    )
+    expect(error._tag).toBe("BranchNameTaken")
+  })
+
+  it("resumes after a crash between steps, and a failed create leaves no database or role", async () => {
+    const handle = await runtime.runPromise(
+      Effect.flatMap(Branches, (b) => b.create(user, { connectorId: engineId, name: "crashy", serviceType: "postgres", idempotencyKey: undefined }))
+    )
+    const names = (await runtime.runPromise(Effect.flatMap(BranchesRepo, (r) => r.find(handle.branchId)))).pipe(Option.getOrThrow)
+    // A previous attempt copied the database and died before recording it: the redelivery resumes.
+    await query(engine, "postgres", `alter subscription scion_sub disable`).catch(() => undefined)
+    await query(engine, "mirror", `alter subscription scion_sub disable`)
+    await new Promise((r) => setTimeout(r, 500))
+    await query(engine, "postgres", `create database "${names.databaseName}" template mirror strategy file_copy`)
+    const result = (await runtime.runPromise(createJob.run(jobOf(handle.operationId, handle.branchId, 2)))) as Record<string, any>
+    expect(result.status).toBe("active")
+    expect(psql(result.branch_url, "select count(*) from customers")).toBe("201")
+    // The subscription is enabled again after the batch.
+    expect((await query(engine, "mirror", "select subenabled from pg_subscription"))[0].subenabled).toBe(true)
+
+    // A create whose engine stops being branchable fails and leaves nothing behind.
+    const doomed = await runtime.runPromise(
+      Effect.flatMap(Branches, (b) => b.create(user, { connectorId: engineId, name: "doomed", serviceType: "postgres", idempotencyKey: undefined }))
+    )
+    const doomedRow = (await runtime.runPromise(Effect.flatMap(BranchesRepo, (r) => r.find(doomed.branchId)))).pipe(Option.getOrThrow)
+    const saved = branching
+    branching = { ...branching, mirrorDatabase: "no_such_mirror" }
+    const failure = await runtime.runPromise(Effect.flip(createJob.run({ ...jobOf(doomed.operationId, doomed.branchId, 3) })))
+    branching = saved
+    expect(failure).toBeInstanceOf(JobFailed)
+    expect((await query(engine, "postgres", `select count(*)::int as n from pg_database where datname = '${doomedRow.databaseName}'`))[0].n).toBe(0)
+    expect((await query(engine, "postgres", `select count(*)::int as n from pg_roles where rolname = '${doomedRow.roleName}'`))[0].n).toBe(0)
+    const after = (await runtime.runPromise(Effect.flatMap(BranchesRepo, (r) => r.find(doomed.branchId)))).pipe(Option.getOrThrow)
+    expect(after.status).toBe("failed")
+  }, 120_000)
+
+  it("deletes a branch: database and role dropped, reads answer not found; connector cleanup drops the rest", async () => {
+    const { handle, result } = await createBranch("to-delete")
+    const started = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.delete(user, handle.branchId)))
+    const done = await runtime.runPromise(deleteJob.run(jobOf(started.operationId, handle.branchId)))
+    expect(done).toMatchObject({ branch_id: handle.branchId, deleted: true })
+    expect(() => psql(result.branch_url, "select 1")).toThrow()
+    const gone = await runtime.runPromise(Effect.flip(Effect.flatMap(Branches, (b) => b.get(user, handle.branchId))))
+    expect(gone._tag).toBe("BranchNotFound")
+
+    const service = new Principal({ kind: "service", service: "connector", userId: null, sessionId: null, apiKeyId: null, orgId: null, roleKey: null, permissions: [], exp: 2e9 })
+    const deleted = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.removeConnectorBranches(service, engineId)))
+    expect(deleted).toBeGreaterThanOrEqual(3)
+    expect(await runtime.runPromise(Effect.flatMap(Branches, (b) => b.removeConnectorBranches(service, engineId)))).toBe(0)
+    const leftovers = await query(engine, "postgres", "select count(*)::int as n from pg_database where datname like 'scion_br_%'")
+    expect(leftovers[0].n).toBe(0)
+    const roles = await query(engine, "postgres", "select count(*)::int as n from pg_roles where rolname like 'scion_br_%'")
+    expect(roles[0].n).toBe(0)
+  }, 120_000)
+})

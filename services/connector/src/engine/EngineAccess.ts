@@ -1,0 +1,66 @@
+import { SqlClient } from "@effect/sql"
+import type { Principal } from "@scion/kit"
+import { Effect, Option, Redacted } from "effect"
+import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
+import { ConnectorNotFound, EngineUnavailable, PermissionDenied } from "../domain/errors.js"
+import { EngineProvisioner } from "./EngineProvisioner.js"
+
+export interface BranchingEngineView {
+  readonly connectorId: string
+  readonly orgId: string
+  readonly branchingEngineStatus: string
+  readonly host: string
+  readonly port: number
+  readonly superuserUsername: string
+  readonly superuserPassword: Redacted.Redacted<string>
+  readonly mirrorDatabase: string
+  readonly subscriptionNames: ReadonlyArray<string>
+  readonly fileCopyClone: boolean
+}
+
+/**
+ * Other units' access to a connector's engine (EngineAccessService): only service principals, as
+ * the answer carries the engine's superuser credentials. An engine that is set up is started when
+ * it is not running (an engine outlives the unit that made it).
+ */
+export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connector/EngineAccess", {
+  effect: Effect.gen(function* () {
+    const repo = yield* ConnectorsRepo
+    const provisioner = yield* EngineProvisioner
+    const sql = yield* SqlClient.SqlClient
+
+    const get = Effect.fn("EngineAccess.get")(function* (principal: Principal, connectorId: string) {
+      if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: principal.orgId ?? "", permission: "engines.access (service principals only)" })
+      const found = yield* repo.find(connectorId)
+      if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
+      const connector = found.value
+      const [row] = yield* sql<{ readonly mirror_database: string; readonly subscription_name: string; readonly host: string | null }>`
+        select mirror_database, subscription_name, host from engines where connector_id = ${connector.id}`
+      const base = { connectorId: connector.id, orgId: connector.orgId, branchingEngineStatus: connector.branchingEngineStatus }
+      if (row === undefined || row.host === null) {
+        return { ...base, host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false } satisfies BranchingEngineView
+      }
+      const engine = yield* provisioner.start(connector.id).pipe(
+        Effect.map(Option.some),
+        Effect.catchTag("EngineError", (e) => new EngineUnavailable({ connectorId: connector.id, reason: e.message })),
+        // Set up once, gone since (destroyed by hand): report it as not branchable.
+        Effect.catchTag("EngineNotFound", () => Effect.succeed(Option.none()))
+      )
+      if (Option.isNone(engine)) {
+        return { ...base, branchingEngineStatus: "failed", host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false } satisfies BranchingEngineView
+      }
+      return {
+        ...base,
+        host: engine.value.host,
+        port: engine.value.port,
+        superuserUsername: engine.value.superuser.username,
+        superuserPassword: engine.value.superuser.password,
+        mirrorDatabase: row.mirror_database,
+        subscriptionNames: [row.subscription_name],
+        fileCopyClone: engine.value.fileCopyClone === true
+      } satisfies BranchingEngineView
+    })
+
+    return { get: (principal: Principal, connectorId: string) => get(principal, connectorId).pipe(Effect.catchTag("SqlError", (e) => Effect.die(e))) } as const
+  })
+}) {}

@@ -1,0 +1,41 @@
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Option } from "effect"
+import { quoteIdent } from "../connectors/GrantScript.js"
+import { EngineProvisioner } from "./EngineProvisioner.js"
+import { engineSession } from "./PgSession.js"
+
+/** The engine record of a connector: where its subscription lives. */
+export const engineRecord = (connectorId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ readonly mirror_database: string; readonly subscription_name: string }>`
+      select mirror_database, subscription_name from engines where connector_id = ${connectorId}`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+  )
+
+/**
+ * Enables or disables the connector's subscription on its engine. Answers false when there is no
+ * engine or subscription to change (nothing set up, or the engine is gone); an engine that cannot
+ * be reached is an error.
+ */
+export const setSubscriptionEnabled = (connectorId: string, enabled: boolean) =>
+  Effect.gen(function* () {
+    const record = yield* engineRecord(connectorId)
+    if (Option.isNone(record)) return false
+    const provisioner = yield* EngineProvisioner
+    const engine = yield* provisioner.start(connectorId).pipe(
+      Effect.map(Option.some),
+      Effect.catchTag("EngineNotFound", () => Effect.succeed(Option.none()))
+    )
+    if (Option.isNone(engine)) return false
+    return yield* Effect.scoped(
+      Effect.gen(function* () {
+        const session = yield* engineSession(engine.value, record.value.mirror_database, {
+          applicationName: "scion-connector",
+          connectMillis: Duration.toMillis(Duration.seconds(10))
+        })
+        const [row] = yield* session.query("select 1 from pg_subscription where subname = $1", [record.value.subscription_name])
+        if (row === undefined) return false
+        yield* session.query(`alter subscription ${quoteIdent(record.value.subscription_name)} ${enabled ? "enable" : "disable"}`)
+        return true
+      })
+    )
+  }).pipe(Effect.withSpan("EngineReplication.setSubscriptionEnabled", { attributes: { connectorId, enabled } }))

@@ -1,0 +1,760 @@
+import type { JsonObject } from "@bufbuild/protobuf"
+import { SqlClient, type SqlError } from "@effect/sql"
+import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Principal, type RpcError, transactional } from "@scion/kit"
+import { randomBytes } from "node:crypto"
+import { Config, Duration, Effect, Either, Fiber, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { PostgresDetails } from "../connectors/ConnectionDetails.js"
+import { Connectors, connectorSecretAad, type ConnectorView } from "../connectors/Connectors.js"
+import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
+import { DiscoveryOperations, type StartedStatus } from "../connectors/Discovery.js"
+import { publicationName, quoteIdent } from "../connectors/GrantScript.js"
+import type { PreflightCheck } from "../connectors/Preflight.js"
+import type { Decision } from "../connectors/ReplicaIdentity.js"
+import { type DiscoveredTable, isStructure, tablesOf } from "../connectors/SchemaIntrospection.js"
+import { ConnectorStateInvalid, DeleteInProgress, EngineSetupInProgress, EngineSetupPrerequisitesFailed } from "../domain/errors.js"
+import type { Connector } from "../domain/models.js"
+import { SecretStore } from "../secrets/SecretStore.js"
+import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
+import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
+import { engineSession, PgStepFailed, sourceSession } from "./PgSession.js"
+
+/** Subject `jobs.connector.engine_setup`, durable `connector-engine_setup`: setups and rollouts. */
+export const ENGINE_SETUP_JOB = { unit: "connector", type: "engine_setup" } as const
+
+/** The database on every engine that holds the mirror; branches are template copies of it. */
+export const MIRROR_DATABASE = "mirror"
+
+/** branching_engine_status values (the interface names failed_validation; the rest are ours). */
+export type BranchingEngineStatus = "not_set_up" | "setting_up" | "ready" | "failed_validation" | "failed"
+
+export const EngineSetupPayload = Schema.Struct({
+  connector_id: Schema.String,
+  /** setup: POST …/engine-setup; rollout: POST …/index on a ready engine (the same steps, re-run). */
+  mode: Schema.Literal("setup", "rollout")
+})
+export type EngineSetupPayload = typeof EngineSetupPayload.Type
+
+/** What the 202 answers. */
+export interface SetupStarted {
+  readonly operationId: string
+  readonly connectorId: string
+  readonly status: StartedStatus
+  readonly type: "connector_engine_setup" | "connector_rollout"
+}
+
+/** POST …/engine-setup: a new operation, or the connector when its engine is already set up. */
+export type SetupOutcome = { readonly _tag: "Started"; readonly started: SetupStarted } | { readonly _tag: "AlreadySetUp"; readonly connector: ConnectorView; readonly message: string }
+
+/** POST …/index: a rollout operation, or the connector with the selection recorded. */
+export type IndexOutcome = { readonly _tag: "Started"; readonly started: SetupStarted } | { readonly _tag: "Recorded"; readonly connector: ConnectorView; readonly message: string }
+
+const pass = (id: string, message: string): PreflightCheck => ({ id, status: "pass", message, remedy: null })
+const fail = (id: string, message: string, remedy: string): PreflightCheck => ({ id, status: "fail", message, remedy })
+
+/** The names Scion uses for a connector on the source and the engine: one per connector. */
+export const replicationNames = (connectorId: string) => {
+  const name = publicationName(connectorId)
+  return { publication: name, slot: name, subscription: name }
+}
+
+/** The selected tables of the connector's database, and what was decided for each. */
+export interface MirrorPlan {
+  readonly database: string
+  /** Tables to mirror, with the decision that lets each replicate (none when it already can). */
+  readonly tables: ReadonlyArray<{ readonly table: DiscoveredTable; readonly decision: Decision | null }>
+  /** Selected tables left out by an `exclude` decision. */
+  readonly excluded: ReadonlyArray<string>
+}
+
+/**
+ * Engine setup's prerequisites, in order (services/connector/README.md, "Engine setup"): a
+ * discovery, a selection taken from the current schema, every selected table in the database of
+ * the connection details, and a decision for every selected table without a replica identity.
+ */
+export const setupPrerequisites = (connector: Connector, database: string): { readonly checks: ReadonlyArray<PreflightCheck>; readonly plan: Option.Option<MirrorPlan> } => {
+  const checks: Array<PreflightCheck> = []
+  if (!isStructure(connector.schemaStructure)) {
+    checks.push(fail("discovered", "The source has not been discovered", "Run POST /v1/connectors/{connector_id}/discover and wait for it to complete."))
+    return { checks, plan: Option.none() }
+  }
+  checks.push(pass("discovered", `Schema version ${connector.schemaVersion} discovered`))
+  const selected = isStructure(connector.selectedSchemaStructure) ? tablesOf(connector.selectedSchemaStructure) : []
+  if (selected.length === 0) {
+    checks.push(fail("selected", "No table is selected", "Choose tables with POST /v1/connectors/{connector_id}/selection."))
+    return { checks, plan: Option.none() }
+  }
+  checks.push(pass("selected", `${selected.length} table(s) selected`))
+  if (connector.selectionSchemaVersion !== null && connector.schemaVersion > connector.selectionSchemaVersion) {
+    checks.push(fail("selection_current", `The source's schema changed since the selection (schema_version ${connector.schemaVersion}, selected at ${connector.selectionSchemaVersion})`, "Select again with POST /v1/connectors/{connector_id}/selection."))
+    return { checks, plan: Option.none() }
+  }
+  checks.push(pass("selection_current", "The selection was taken from the current schema"))
+  const elsewhere = selected.filter((t) => t.path.split(".")[0] !== database)
+  if (elsewhere.length > 0) {
+    checks.push(
+      fail(
+        "one_database",
+        `An engine mirrors one database (${database}); selected tables of other databases: ${elsewhere.map((t) => t.path).join(", ")}`,
+        `Select tables of ${database} only, or create one connector per database.`
+      )
+    )
+    return { checks, plan: Option.none() }
+  }
+  checks.push(pass("one_database", `Every selected table is in ${database}`))
+  const decisions = ((connector.replicaIdentityPreflight as { decisions?: Record<string, Decision> } | null)?.decisions ?? {}) as Readonly<Record<string, Decision>>
+  const unresolved = selected.filter((t) => !t.has_replica_identity && decisions[t.path] === undefined).map((t) => t.path)
+  if (unresolved.length > 0) {
+    checks.push(
+      fail(
+        "replica_identity_decisions",
+        `Selected tables without a replica identity have no decision: ${unresolved.join(", ")}`,
+        "Decide exclude, add_pk or replica_identity_full for each with PUT /v1/connectors/{connector_id}/replica-identity-decisions."
+      )
+    )
+    return { checks, plan: Option.none() }
+  }
+  const tables = selected.flatMap((table): Array<MirrorPlan["tables"][number]> => {
+    if (table.has_replica_identity) return [{ table, decision: null }]
+    const decision = decisions[table.path]!
+    return decision === "exclude" ? [] : [{ table, decision }]
+  })
+  const excluded = selected.filter((t) => !t.has_replica_identity && decisions[t.path] === "exclude").map((t) => t.path)
+  if (tables.length === 0) {
+    checks.push(fail("replica_identity_decisions", "Every selected table is excluded", "Select tables that can replicate, or decide add_pk or replica_identity_full for some."))
+    return { checks, plan: Option.none() }
+  }
+  checks.push(pass("replica_identity_decisions", excluded.length === 0 ? "Every selected table can replicate" : `Excluded by decision: ${excluded.join(", ")}`))
+  return { checks, plan: Option.some({ database, tables, excluded }) }
+}
+
+/** The unit's own database failing is a defect (500), as in the repositories. */
+const dieOnSql = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.catchIf(self, (e): e is Extract<E, { readonly _tag: "SqlError" }> => (e as { readonly _tag?: unknown })?._tag === "SqlError", (e) => Effect.die(e))
+
+const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetails))
+
+const newOperationId = (mode: EngineSetupPayload["mode"]) => `op_${mode === "setup" ? "eng" : "roll"}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
+
+/**
+ * Starting engine setup (POST …/engine-setup) and applying a selection (POST …/index). The
+ * connector row is locked while deciding, so a setup, a rollout and a delete never start together.
+ */
+export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector/EngineSetup", {
+  effect: Effect.gen(function* () {
+    const repo = yield* ConnectorsRepo
+    const connectors = yield* Connectors
+    const secrets = yield* SecretStore
+    const operations = yield* DiscoveryOperations
+    const sql = yield* SqlClient.SqlClient
+    const transaction = transactional(sql)
+
+    const storedDetails = (connectorId: string) =>
+      Effect.gen(function* () {
+        const envelope = yield* repo.getDetails(connectorId)
+        if (Option.isNone(envelope)) return Either.left("no connection details are stored")
+        const plaintext = yield* Effect.either(secrets.decrypt(envelope.value, connectorSecretAad(connectorId)))
+        if (Either.isLeft(plaintext)) return Either.left(`the stored credentials cannot be decrypted (${plaintext.left.reason})`)
+        return Either.mapLeft(decodeDetails(Redacted.value(plaintext.right)), () => "the stored connection details are not readable")
+      })
+
+    const activeOperation = (operationId: string | null) =>
+      Effect.gen(function* () {
+        if (operationId === null) return Option.none<string>()
+        const status = yield* operations.status(operationId)
+        return Option.isSome(status) && (status.value === "pending" || status.value === "running") ? Option.some(operationId) : Option.none<string>()
+      })
+
+    /** Locks the row, refuses while a delete or another setup runs, then creates the operation and its job. */
+    const dispatch = (connector: Connector, mode: EngineSetupPayload["mode"]) =>
+      transaction(
+        Effect.gen(function* () {
+          const [row] = yield* sql<{ readonly setup_operation_id: string | null; readonly delete_operation_id: string | null }>`
+            select setup_operation_id, delete_operation_id from connectors where id = ${connector.id} for update`
+          const deleting = yield* activeOperation(row?.delete_operation_id ?? null)
+          if (Option.isSome(deleting)) return yield* new DeleteInProgress({ connectorId: connector.id, operationId: deleting.value })
+          const setting = yield* activeOperation(row?.setup_operation_id ?? null)
+          if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId: connector.id, operationId: setting.value })
+          const operationId = newOperationId(mode)
+          const type = mode === "setup" ? "connector_engine_setup" : "connector_rollout"
+          yield* operations.create({ id: operationId, orgId: connector.orgId, connectorId: connector.id, type })
+          yield* sql`update connectors set setup_operation_id = ${operationId}, updated_at = now(),
+                       branching_engine_status = case when ${mode} = 'setup' then 'setting_up' else branching_engine_status end,
+                       indexing_status = 'indexing'
+                     where id = ${connector.id}`
+          yield* enqueueJob({ ...ENGINE_SETUP_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id, mode } }).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql)
+          )
+          return { operationId, connectorId: connector.id, status: "pending", type } satisfies SetupStarted
+        })
+      )
+
+    /** The checks of the 422, or the plan: the stored details decide which database is mirrored. */
+    const checkPrerequisites = (connector: Connector) =>
+      Effect.gen(function* () {
+        if (connector.serviceName !== "postgresql") {
+          return yield* new ConnectorStateInvalid({ connectorId: connector.id, reason: `engines mirror PostgreSQL sources; this connector is ${connector.serviceName}` })
+        }
+        const details = yield* storedDetails(connector.id)
+        if (Either.isLeft(details)) {
+          return yield* new EngineSetupPrerequisitesFailed({
+            checks: [fail("credentials", `The connector's credentials cannot be used: ${details.left}`, "Send the connection details again with PUT /v1/connectors/{connector_id}.")]
+          })
+        }
+        const checked = setupPrerequisites(connector, details.right.database)
+        if (Option.isNone(checked.plan)) return yield* new EngineSetupPrerequisitesFailed({ checks: checked.checks })
+        return checked.plan.value
+      })
+
+    /**
+     * POST …/engine-setup (connectors.update): 200 with a message when the engine is ready and
+     * mirrors the latest selection; otherwise the prerequisites (422) and a new operation.
+     */
+    const setUp = Effect.fn("EngineSetup.setUp")(function* (principal: Principal, connectorId: string) {
+      const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
+      yield* checkPrerequisites(connector)
+      if (connector.branchingEngineStatus === "ready" && connector.lastIndexedVersion >= connector.selectedSchemaVersion) {
+        return { _tag: "AlreadySetUp", connector: yield* connectors.get(principal, connector.id), message: "The engine is already set up and mirrors the current selection" } satisfies SetupOutcome
+      }
+      // A ready engine with a newer selection is brought up to date by the same steps.
+      const started = yield* dispatch(connector, connector.branchingEngineStatus === "ready" ? "rollout" : "setup")
+      yield* Effect.logInfo("engine setup started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId, type: started.type }))
+      return { _tag: "Started", started } satisfies SetupOutcome
+    }, dieOnSql)
+
+    /**
+     * POST …/index (connectors.update): applies the selection. On a ready engine that is behind
+     * the selection, a connector_rollout operation; while no engine is set up, the selection is
+     * recorded as the one engine setup will mirror; when nothing changed, the connector as it is.
+     */
+    const index = Effect.fn("EngineSetup.index")(function* (principal: Principal, connectorId: string) {
+      const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
+      if (!isStructure(connector.selectedSchemaStructure)) {
+        return yield* new ConnectorStateInvalid({ connectorId: connector.id, reason: "nothing is selected: choose tables with POST /v1/connectors/{connector_id}/selection first" })
+      }
+      if (connector.branchingEngineStatus === "setting_up") {
+        const [row] = yield* sql<{ readonly setup_operation_id: string | null }>`select setup_operation_id from connectors where id = ${connector.id}`
+        const setting = yield* activeOperation(row?.setup_operation_id ?? null)
+        if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId: connector.id, operationId: setting.value })
+      }
+      if (connector.branchingEngineStatus === "ready") {
+        if (connector.lastIndexedVersion >= connector.selectedSchemaVersion) {
+          return { _tag: "Recorded", connector: yield* connectors.get(principal, connector.id), message: "The engine already mirrors the current selection" } satisfies IndexOutcome
+        }
+        yield* checkPrerequisites(connector)
+        const started = yield* dispatch(connector, "rollout")
+        yield* Effect.logInfo("selection rollout started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId }))
+        return { _tag: "Started", started } satisfies IndexOutcome
+      }
+      yield* sql`update connectors set last_indexed_version = selected_schema_version, indexing_status = 'indexed', updated_at = now()
+                 where id = ${connector.id} and last_indexed_version < selected_schema_version`
+      return {
+        _tag: "Recorded",
+        connector: yield* connectors.get(principal, connector.id),
+        message: "Selection recorded: engine setup will mirror it (POST /v1/connectors/{connector_id}/engine-setup)"
+      } satisfies IndexOutcome
+    }, dieOnSql)
+
+    /**
+     * Starts a setup for the quarantine monitor (no caller: the monitor restores a pipeline the
+     * engine set up before). A setup or delete in progress is answered as a failure.
+     */
+    const restart = Effect.fn("EngineSetup.restart")(function* (connectorId: string) {
+      const found = yield* repo.find(connectorId)
+      if (Option.isNone(found)) return yield* new ConnectorStateInvalid({ connectorId, reason: "the connector no longer exists" })
+      return yield* dispatch(found.value, "setup")
+    }, dieOnSql)
+
+    return { setUp, index, restart } as const
+  })
+}) {}
+
+// ---------------------------------------------------------------------------------------------
+// The job.
+// ---------------------------------------------------------------------------------------------
+
+export interface EngineSetupOptions {
+  readonly connectTimeout: Duration.Duration
+  /** Statement timeout on the source (publication, slot, catalog reads). */
+  readonly queryTimeout: Duration.Duration
+  /** How long the initial copy may take before the setup fails. */
+  readonly syncTimeout: Duration.Duration
+  /** Table-sync errors the engine may report before the setup gives up. */
+  readonly maxSyncErrors: number
+  /** How long readiness waits for the mirror to catch up with the source before counting rows. */
+  readonly catchUpTimeout: Duration.Duration
+}
+
+export class EngineSetupConfig extends Effect.Tag("@scion/connector/EngineSetupConfig")<EngineSetupConfig, EngineSetupOptions>() {
+  /** ENGINE_SETUP_* (services/connector/README.md, "Engine setup"). */
+  static readonly layerConfig: Layer.Layer<EngineSetupConfig> = Layer.effect(
+    EngineSetupConfig,
+    Config.all({
+      connectTimeout: Config.duration("PREFLIGHT_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+      queryTimeout: Config.duration("ENGINE_SETUP_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.minutes(5))),
+      syncTimeout: Config.duration("ENGINE_SETUP_SYNC_TIMEOUT").pipe(Config.withDefault(Duration.hours(2))),
+      maxSyncErrors: Config.integer("ENGINE_SETUP_MAX_SYNC_ERRORS").pipe(Config.withDefault(5)),
+      catchUpTimeout: Config.duration("ENGINE_SETUP_CATCH_UP_TIMEOUT").pipe(Config.withDefault(Duration.seconds(60)))
+    }).pipe(Effect.orDie)
+  )
+}
+
+const quoteLiteral = (value: string) => `'${value.replaceAll("'", "''")}'`
+/** A libpq conninfo value: single-quoted, with quotes and backslashes escaped. */
+const conninfoValue = (value: string | number) => `'${String(value).replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`
+
+/** The source's conninfo for the engine's subscription (stored in the engine's catalog, superuser-only). */
+export const subscriptionConninfo = (details: PostgresDetails, password: string) =>
+  [
+    `host=${conninfoValue(details.host)}`,
+    `port=${conninfoValue(details.port)}`,
+    `dbname=${conninfoValue(details.database)}`,
+    `user=${conninfoValue(details.username)}`,
+    `password=${conninfoValue(password)}`,
+    `sslmode=${conninfoValue(details.sslmode)}`,
+    "connect_timeout='10'",
+    "application_name='scion-engine'"
+  ].join(" ")
+
+/** setup_status: the steps in order and where each is. */
+const STEPS = [
+  ["source_checks", "Checking the source"],
+  ["replica_identity", "Applying replica-identity decisions on the source"],
+  ["publication", "Creating the publication on the source"],
+  ["slot", "Creating the replication slot on the source"],
+  ["engine", "Provisioning the engine"],
+  ["schema", "Creating the mirror's tables"],
+  ["subscription", "Subscribing the mirror to the source"],
+  ["initial_copy", "Copying the selected tables"],
+  ["readiness", "Checking the mirror's readiness"]
+] as const
+type StepName = (typeof STEPS)[number][0]
+
+const setupStatus = (current: StepName | "done", extra: JsonObject = {}): JsonObject => {
+  const index = current === "done" ? STEPS.length : STEPS.findIndex(([name]) => name === current)
+  return {
+    current_step: current,
+    steps: STEPS.map(([name, label], i) => ({ name, label, status: i < index ? "completed" : i === index ? "running" : "pending" })),
+    ...extra
+  }
+}
+
+/** A failure of a step a human can act on: the operation fails with it. */
+const stepFailed = (step: string, error: PgStepFailed | UnsupportedDdl | string) =>
+  new JobFailed({ message: `${step}: ${typeof error === "string" ? error : error.message}` })
+
+const PRIVILEGE_ERRORS = new Set(["42501"])
+
+export type EngineSetupJobError = JobFailed | OperationEnded | RpcError | SqlError.SqlError
+
+/**
+ * The engine setup (and rollout) job (ARCHITECTURE.md, "The branching engine"). Every step is
+ * idempotent, so a redelivery re-runs them and resumes where the work stopped: source checks →
+ * replica-identity decisions on the source → publication → slot → engine → mirror DDL →
+ * subscription (created, or refreshed for a rollout) → initial copy → readiness evidence →
+ * branching_engine_status ready (or failed_validation).
+ */
+export const engineSetupJob: JobHandler<
+  EngineSetupPayload,
+  typeof EngineSetupPayload.Encoded,
+  EngineSetupJobError,
+  ConnectorsRepo | SecretStore | EngineProvisioner | EngineSetupConfig | SqlClient.SqlClient
+> = {
+  ...ENGINE_SETUP_JOB,
+  payload: EngineSetupPayload,
+  run: (job) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const { connector_id: connectorId, mode } = job.payload
+      const setEngineStatus = (status: BranchingEngineStatus) =>
+        sql`update connectors set branching_engine_status = ${status}, updated_at = now() where id = ${connectorId}`.pipe(Effect.asVoid)
+      return yield* runSetup(job.operationId, connectorId, mode, job.report).pipe(
+        Effect.tapError((error) =>
+          error._tag === "JobFailed"
+            ? Effect.gen(function* () {
+                // failed_validation is set by the readiness step itself; anything else is a failed setup.
+                const [row] = yield* sql<{ readonly branching_engine_status: string }>`select branching_engine_status from connectors where id = ${connectorId}`
+                if (row !== undefined && row.branching_engine_status !== "failed_validation") {
+                  yield* setEngineStatus(mode === "setup" ? "failed" : (row.branching_engine_status as BranchingEngineStatus))
+                }
+                yield* sql`update connectors set indexing_status = 'failed', updated_at = now() where id = ${connectorId}`
+              }).pipe(Effect.catchAll(() => Effect.void))
+            : Effect.void
+        )
+      )
+    }).pipe(Effect.withSpan("engineSetupJob.run", { attributes: { operationId: job.operationId } }))
+}
+
+const runSetup = (
+  operationId: string,
+  connectorId: string,
+  mode: EngineSetupPayload["mode"],
+  report: (update: { stage?: string; stageLabel?: string; progress?: number; setupStatus?: JsonObject }) => Effect.Effect<void, OperationEnded | RpcError>
+) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* ConnectorsRepo
+    const secrets = yield* SecretStore
+    const provisioner = yield* EngineProvisioner
+    const options = yield* EngineSetupConfig
+    const names = replicationNames(connectorId)
+    const step = (name: StepName, progress: number, extra: JsonObject = {}) => {
+      const label = STEPS.find(([n]) => n === name)![1]
+      // setup_status belongs to connector_engine_setup operations only (the interface).
+      return report({ stage: name, stageLabel: label, progress, ...(mode === "setup" ? { setupStatus: setupStatus(name, extra) } : {}) })
+    }
+
+    const found = yield* repo.find(connectorId)
+    if (Option.isNone(found)) return yield* new JobFailed({ message: `Connector ${connectorId} no longer exists` })
+    const connector = found.value
+    if (connector.setupOperationId !== null && connector.setupOperationId !== operationId) {
+      return yield* new JobFailed({ message: `Superseded by operation ${connector.setupOperationId}` })
+    }
+
+    // Credentials and plan.
+    yield* step("source_checks", 2)
+    const envelope = yield* repo.getDetails(connectorId)
+    if (Option.isNone(envelope)) return yield* stepFailed("source_checks", "the connector's connection details are missing")
+    const plaintext = yield* secrets.decrypt(envelope.value, connectorSecretAad(connectorId)).pipe(Effect.mapError((e) => stepFailed("source_checks", `the credentials cannot be read (${e.reason})`)))
+    const details = yield* Either.match(decodeDetails(Redacted.value(plaintext)), {
+      onLeft: () => Effect.fail(stepFailed("source_checks", "the stored connection details are not readable")),
+      onRight: Effect.succeed
+    })
+    const checked = setupPrerequisites(connector, details.database)
+    if (Option.isNone(checked.plan)) {
+      return yield* stepFailed("source_checks", checked.checks.filter((c) => c.status === "fail").map((c) => c.message).join("; "))
+    }
+    const plan = checked.plan.value
+    const refs: ReadonlyArray<TableRef> = plan.tables.map(({ table }) => ({ schema: table.path.split(".")[1]!, name: table.name }))
+    const sourceOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout), queryMillis: Duration.toMillis(options.queryTimeout) }
+
+    // The engine is provisioned while the source steps run (initdb and the certificate take
+    // seconds); its step is reported once the source side is done.
+    const provisioning = yield* Effect.fork(
+      Effect.gen(function* () {
+        const engine = yield* provisioner.provision(connectorId).pipe(Effect.mapError((e) => stepFailed("engine", e.message)))
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }).pipe(
+              Effect.mapError((e) => stepFailed("engine", e))
+            )
+            const [exists] = yield* admin.query("select 1 from pg_database where datname = $1", [MIRROR_DATABASE]).pipe(Effect.mapError((e) => stepFailed("engine", e)))
+            if (exists === undefined) yield* admin.query(`create database ${quoteIdent(MIRROR_DATABASE)}`).pipe(Effect.mapError((e) => stepFailed("engine", e)))
+          })
+        )
+        return engine
+      })
+    )
+
+    const ddl = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const source = yield* sourceSession(details, details.password, sourceOptions).pipe(Effect.mapError((e) => stepFailed("source_checks", e)))
+        const onSource = <R extends Record<string, unknown>>(stepName: StepName, text: string, values: ReadonlyArray<unknown> = []) =>
+          source.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed(stepName, e)))
+        const [wal] = yield* onSource<{ wal_level: string }>("source_checks", "select current_setting('wal_level') as wal_level")
+        if (wal?.wal_level !== "logical") {
+          return yield* stepFailed("source_checks", `the source's wal_level is ${wal?.wal_level ?? "unknown"}, not logical (set wal_level = logical and restart the source)`)
+        }
+
+        // Decisions: a key or REPLICA IDENTITY FULL on the source, where the role may.
+        yield* step("replica_identity", 5)
+        for (const { table, decision } of plan.tables) {
+          if (decision === null) continue
+          const name = qualified({ schema: table.path.split(".")[1]!, name: table.name })
+          const statement =
+            decision === "replica_identity_full"
+              ? `alter table ${name} replica identity full`
+              : `alter table ${name} add column if not exists scion_row_id bigint generated by default as identity, add constraint ${quoteIdent(`${table.name.slice(0, 50)}_scion_pk`)} primary key (scion_row_id)`
+          const [current] = yield* onSource<{ identity: string; has_pk: boolean }>(
+            "replica_identity",
+            "select c.relreplident as identity, exists (select 1 from pg_constraint where conrelid = c.oid and contype = 'p') as has_pk from pg_class c where c.oid = $1::regclass",
+            [name]
+          )
+          const done = decision === "replica_identity_full" ? current?.identity === "f" : current?.has_pk === true
+          if (done) continue
+          yield* source.query(statement).pipe(
+            Effect.mapError((e) =>
+              stepFailed(
+                "replica_identity",
+                PRIVILEGE_ERRORS.has(e.sqlstate ?? "")
+                  ? `the role ${details.username} may not change ${table.path} (decision ${decision}); run as the table's owner: ${statement};`
+                  : e.message
+              )
+            )
+          )
+        }
+
+        // The publication: created, or reset to the mirrored tables.
+        yield* step("publication", 8)
+        const list = refs.map(qualified).join(", ")
+        const [publication] = yield* onSource<{ pubname: string }>("publication", "select pubname from pg_publication where pubname = $1", [names.publication])
+        const publicationStatement =
+          publication === undefined
+            ? `create publication ${quoteIdent(names.publication)} for table ${list} with (publish_via_partition_root = true)`
+            : `alter publication ${quoteIdent(names.publication)} set table ${list}`
+        yield* source.query(publicationStatement).pipe(
+          Effect.mapError((e) =>
+            stepFailed(
+              "publication",
+              PRIVILEGE_ERRORS.has(e.sqlstate ?? "")
+                ? `the role ${details.username} may not publish the selected tables (${e.reason}); run the grant script (POST /v1/connectors/{connector_id}/grant-script) as an administrator, then retry`
+                : e.message
+            )
+          )
+        )
+
+        // The slot: made before the subscription so the subscription never has to create it.
+        yield* step("slot", 10)
+        const [slot] = yield* onSource<{ slot_name: string }>("slot", "select slot_name from pg_replication_slots where slot_name = $1", [names.slot])
+        if (slot === undefined) {
+          yield* onSource("slot", "select pg_create_logical_replication_slot($1, 'pgoutput')", [names.slot])
+        }
+
+        // The mirror's DDL, read now (after decisions changed the source's tables).
+        return yield* readMirrorDdl(source.query, refs).pipe(
+          Effect.mapError((e) => (e instanceof UnsupportedDdl ? stepFailed("schema", e) : e instanceof PgStepFailed ? stepFailed("schema", e) : stepFailed("schema", String(e))))
+        )
+      })
+    )
+
+    yield* step("engine", 15)
+    const engine = yield* Fiber.join(provisioning)
+    const instance = engine.instanceName ?? `engine-${connectorId}`
+    yield* sql`
+      insert into engines (connector_id, host, port, instance_name, mirror_database, publication_name, slot_name, subscription_name)
+      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${MIRROR_DATABASE}, ${names.publication}, ${names.slot}, ${names.subscription})
+      on conflict (connector_id) do update set host = excluded.host, port = excluded.port, instance_name = excluded.instance_name, updated_at = now()`
+    const engineOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }
+
+    const tablesTotal = ddl.tables.length
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        const mirror = yield* engineSession(engine, MIRROR_DATABASE, engineOptions).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+        const onMirror = <R extends Record<string, unknown>>(stepName: StepName, text: string, values: ReadonlyArray<unknown> = []) =>
+          mirror.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed(stepName, e)))
+
+        yield* step("schema", 20, { tables_total: tablesTotal })
+        for (const schema of ddl.schemas) yield* onMirror("schema", `create schema if not exists ${quoteIdent(schema)}`)
+        for (const statement of ddl.prelude) yield* onMirror("schema", statement)
+        for (const table of ddl.tables) {
+          const [present] = yield* onMirror("schema", "select to_regclass($1) is not null as present", [qualified(table.table)])
+          if (present?.present === true) continue
+          // One transaction per table: a crash leaves it wholly made or not at all.
+          yield* onMirror("schema", `begin; ${table.create.join("; ")}; commit`).pipe(Effect.tapError(() => mirror.query("rollback").pipe(Effect.ignore)))
+        }
+        for (const table of ddl.tables) {
+          for (const key of table.foreignKeys) {
+            const [present] = yield* onMirror("schema", "select 1 from pg_constraint where conrelid = $1::regclass and conname = $2", [qualified(table.table), key.name])
+            if (present === undefined) yield* onMirror("schema", key.statement)
+          }
+        }
+
+        yield* step("subscription", 30, { tables_total: tablesTotal })
+        const [subscription] = yield* onMirror<{ enabled: boolean }>("subscription", "select subenabled as enabled from pg_subscription where subname = $1", [names.subscription])
+        if (subscription === undefined) {
+          yield* onMirror(
+            "subscription",
+            `create subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
+             publication ${quoteIdent(names.publication)}
+             with (create_slot = false, slot_name = ${quoteLiteral(names.slot)}, copy_data = true, enabled = true)`
+          )
+        } else {
+          if (!subscription.enabled) yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} enable`)
+          // Credentials may have changed (PUT …), and the publication's table set may have.
+          yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}`)
+          yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} refresh publication with (copy_data = true)`)
+        }
+        // Tables no longer selected leave the mirror (the refresh stopped replicating them).
+        const [previous] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
+        const keep = new Set(plan.tables.map(({ table }) => table.path))
+        for (const path of previous?.mirrored_tables ?? []) {
+          if (keep.has(path)) continue
+          const [, schema, name] = path.split(".")
+          yield* onMirror("subscription", `drop table if exists ${qualified({ schema: schema!, name: name! })} cascade`)
+        }
+
+        // The initial copy: every table of the subscription ready, progress moving with them.
+        const started = Date.now()
+        let lastReady = -1
+        for (;;) {
+          const [state] = yield* onMirror<{ ready: number; total: number; sync_errors: number }>(
+            "initial_copy",
+            `select count(*) filter (where r.srsubstate = 'r')::int as ready, count(*)::int as total,
+                    coalesce((select sync_error_count from pg_stat_subscription_stats st where st.subname = s.subname), 0)::int as sync_errors
+             from pg_subscription s left join pg_subscription_rel r on r.srsubid = s.oid
+             where s.subname = $1 group by s.subname`,
+            [names.subscription]
+          )
+          const ready = state?.ready ?? 0
+          const total = state?.total ?? 0
+          if (ready !== lastReady) {
+            lastReady = ready
+            yield* step("initial_copy", 35 + Math.floor((50 * ready) / Math.max(total, 1)), { tables_total: total, tables_ready: ready })
+          }
+          if (total > 0 && ready === total) break
+          if ((state?.sync_errors ?? 0) > options.maxSyncErrors) {
+            return yield* stepFailed("initial_copy", `the engine failed to copy a table ${state?.sync_errors} times; the source's tables may have changed since discovery (discover and select again)`)
+          }
+          if (Date.now() - started > Duration.toMillis(options.syncTimeout)) {
+            return yield* stepFailed("initial_copy", `the initial copy did not finish within ${Duration.format(options.syncTimeout)} (${ready} of ${total} tables ready)`)
+          }
+          yield* Effect.sleep(Duration.millis(100))
+        }
+      })
+    )
+
+    // Readiness evidence, then the verdict.
+    yield* step("readiness", 88, { tables_total: tablesTotal, tables_ready: tablesTotal })
+    const evidence = yield* recordReadiness({ connectorId, engine, instance, details, plan, sourceOptions, engineOptions, catchUpTimeout: options.catchUpTimeout })
+    const failed = evidence.checks.filter((c) => c.status === "fail")
+    if (failed.length > 0) {
+      yield* sql`update connectors set branching_engine_status = 'failed_validation', updated_at = now() where id = ${connectorId}`
+      return yield* new JobFailed({
+        message: `Engine validation failed: ${failed.length} of ${evidence.checks.length} readiness checks failed (attempt ${evidence.attemptId}: ${failed
+          .slice(0, 3)
+          .map((c) => `${c.check_name} on ${c.table_path}`)
+          .join(", ")}${failed.length > 3 ? ", …" : ""}); see GET /v1/connectors/${connectorId}/readiness-checks?attempt_id=${evidence.attemptId}&only_failed=true`
+      })
+    }
+    yield* sql.withTransaction(
+      Effect.gen(function* () {
+        yield* sql`update engines set mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, steps = ${JSON.stringify(STEPS.map(([n]) => n))}::jsonb, updated_at = now()
+                   where connector_id = ${connectorId}`
+        yield* sql`update connectors set branching_engine_status = 'ready', indexing_status = 'indexed',
+                     last_indexed_version = greatest(last_indexed_version, selected_schema_version), updated_at = now()
+                   where id = ${connectorId}`
+      })
+    )
+    yield* report({
+      stage: "ready",
+      stageLabel: "The engine is ready to branch",
+      progress: 99,
+      ...(mode === "setup" ? { setupStatus: setupStatus("done", { tables_total: tablesTotal, tables_ready: tablesTotal }) } : {})
+    })
+    yield* Effect.logInfo(mode === "setup" ? "engine set up" : "selection rolled out").pipe(Effect.annotateLogs({ connector_id: connectorId, tables: tablesTotal, attempt_id: evidence.attemptId }))
+    return {
+      connector_id: connectorId,
+      branching_engine_status: "ready",
+      mirror_database: MIRROR_DATABASE,
+      tables: plan.tables.map(({ table }) => table.path),
+      excluded_tables: [...plan.excluded],
+      readiness_attempt_id: evidence.attemptId,
+      pod_name: instance
+    } satisfies JsonObject
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Readiness evidence.
+// ---------------------------------------------------------------------------------------------
+
+export interface ReadinessCheck {
+  readonly check_name: string
+  readonly table_path: string
+  readonly status: "pass" | "fail"
+  readonly message: string
+}
+
+const newAttemptId = () => `att_${Date.now().toString(36)}${randomBytes(6).toString("hex")}`
+
+/**
+ * One readiness attempt: per mirrored table, the table exists in the mirror, its initial copy is
+ * complete, it can replicate updates and deletes on the source, and — once the mirror has caught
+ * up with the source's current WAL position — it holds as many rows as the source. Rows are
+ * appended to readiness_checks (append-only evidence) with the engine instance as pod_name.
+ */
+const recordReadiness = (input: {
+  readonly connectorId: string
+  readonly engine: Engine
+  readonly instance: string
+  readonly details: PostgresDetails
+  readonly plan: MirrorPlan
+  readonly sourceOptions: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis: number }
+  readonly engineOptions: { readonly applicationName: string; readonly connectMillis: number }
+  readonly catchUpTimeout: Duration.Duration
+}) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const names = replicationNames(input.connectorId)
+      const attemptId = newAttemptId()
+      const checks: Array<ReadinessCheck> = []
+      const sessionFailure = (e: PgStepFailed) => stepFailed("readiness", e)
+      const source = yield* sourceSession(input.details, input.details.password, input.sourceOptions).pipe(Effect.mapError(sessionFailure))
+      const mirror = yield* engineSession(input.engine, MIRROR_DATABASE, input.engineOptions).pipe(Effect.mapError(sessionFailure))
+
+      // Catch up: the slot has confirmed everything the source had written when we looked.
+      const [position] = yield* source.query<{ lsn: string }>("select pg_current_wal_lsn()::text as lsn").pipe(Effect.mapError(sessionFailure))
+      const caughtUp = source
+        .query<{ caught_up: boolean }>("select coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) as caught_up from pg_replication_slots where slot_name = $1", [names.slot, position?.lsn ?? "0/0"])
+        .pipe(
+          Effect.mapError(sessionFailure),
+          Effect.flatMap(([row]) => (row?.caught_up === true ? Effect.void : Effect.fail("behind" as const))),
+          Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(input.catchUpTimeout))),
+          Effect.either
+        )
+      const lag = yield* caughtUp
+
+      const subscribed = yield* mirror
+        .query<{ relation: string; state: string }>(
+          `select r.srrelid::regclass::text as relation, r.srsubstate::text as state from pg_subscription_rel r join pg_subscription s on s.oid = r.srsubid where s.subname = $1`,
+          [names.subscription]
+        )
+        .pipe(Effect.mapError(sessionFailure))
+      const stateOf = new Map<string, string>()
+      for (const row of subscribed) {
+        const [regclass] = yield* mirror.query<{ oid: string }>("select $1::regclass::oid::text as oid", [row.relation]).pipe(Effect.mapError(sessionFailure))
+        if (regclass !== undefined) stateOf.set(regclass.oid, row.state)
+      }
+
+      for (const { table } of input.plan.tables) {
+        const name = qualified({ schema: table.path.split(".")[1]!, name: table.name })
+        const [present] = yield* mirror.query<{ oid: string | null }>("select to_regclass($1)::oid::text as oid", [name]).pipe(Effect.mapError(sessionFailure))
+        const oid = present?.oid ?? null
+        checks.push(
+          oid !== null
+            ? { check_name: "mirror_table_present", table_path: table.path, status: "pass", message: "The table exists in the mirror" }
+            : { check_name: "mirror_table_present", table_path: table.path, status: "fail", message: "The table is missing from the mirror" }
+        )
+        const state = oid === null ? undefined : stateOf.get(oid)
+        checks.push(
+          state === "r"
+            ? { check_name: "initial_copy_complete", table_path: table.path, status: "pass", message: "Initial copy complete; the table is streaming changes" }
+            : { check_name: "initial_copy_complete", table_path: table.path, status: "fail", message: `The table's subscription state is ${state ?? "absent"}, not ready` }
+        )
+        const [identity] = yield* source
+          .query<{ ok: boolean }>(
+            `select c.relreplident = 'f' or (c.relreplident = 'i' and exists (select 1 from pg_index where indrelid = c.oid and indisreplident))
+                    or (c.relreplident = 'd' and exists (select 1 from pg_constraint where conrelid = c.oid and contype = 'p')) as ok
+             from pg_class c where c.oid = $1::regclass`,
+            [name]
+          )
+          .pipe(Effect.mapError(sessionFailure))
+        checks.push(
+          identity?.ok === true
+            ? { check_name: "replica_identity", table_path: table.path, status: "pass", message: "Updates and deletes on the source replicate" }
+            : { check_name: "replica_identity", table_path: table.path, status: "fail", message: "The source table has no replica identity: its updates and deletes cannot replicate" }
+        )
+        if (oid !== null) {
+          // Both sides count at once: on large tables these scans are most of the readiness time.
+          const [[sourceCount], [mirrorCount]] = yield* Effect.all(
+            [source.query<{ n: string }>(`select count(*)::text as n from ${name}`), mirror.query<{ n: string }>(`select count(*)::text as n from ${name}`)],
+            { concurrency: 2 }
+          ).pipe(Effect.mapError(sessionFailure))
+          const equal = sourceCount?.n === mirrorCount?.n
+          checks.push({
+            check_name: "row_count_matches",
+            table_path: table.path,
+            status: equal ? "pass" : "fail",
+            message: equal
+              ? `${mirrorCount?.n} rows on both sides`
+              : `source ${sourceCount?.n} rows, mirror ${mirrorCount?.n}${Either.isLeft(lag) ? " (the mirror had not caught up with the source)" : ""}`
+          })
+        }
+      }
+
+      for (const check of checks) {
+        yield* sql`insert into readiness_checks (connector_id, attempt_id, check_name, table_path, status, message, pod_name)
+                   values (${input.connectorId}, ${attemptId}, ${check.check_name}, ${check.table_path}, ${check.status}, ${check.message}, ${input.instance})`
+      }
+      return { attemptId, checks }
+    })
+  )

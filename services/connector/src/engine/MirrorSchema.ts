@@ -1,0 +1,202 @@
+import { Effect } from "effect"
+import { quoteIdent } from "../connectors/GrantScript.js"
+
+/**
+ * The mirror's DDL, read from the source's catalog (ARCHITECTURE.md, "The branching engine"):
+ * schemas, enum and domain types, sequences named by column defaults, columns with types,
+ * defaults, identity and generated expressions, primary/unique/check/exclusion constraints,
+ * indexes, and foreign keys among the mirrored tables only. The source session runs with
+ * `search_path = pg_catalog`, so every name Postgres prints is schema-qualified.
+ */
+
+export interface TableRef {
+  readonly schema: string
+  readonly name: string
+}
+
+/** One mirrored table's DDL: `create` builds it with its keys and indexes; `foreignKeys` come after every table exists. */
+export interface TableDdl {
+  readonly table: TableRef
+  readonly create: ReadonlyArray<string>
+  readonly foreignKeys: ReadonlyArray<{ readonly name: string; readonly statement: string }>
+}
+
+export interface MirrorDdl {
+  readonly schemas: ReadonlyArray<string>
+  /** Types and sequences, in dependency order, each guarded so a rerun changes nothing. */
+  readonly prelude: ReadonlyArray<string>
+  readonly tables: ReadonlyArray<TableDdl>
+}
+
+/** A type or object the mirror cannot reproduce; the message names it. */
+export class UnsupportedDdl {
+  readonly _tag = "UnsupportedDdl"
+  constructor(readonly message: string) {}
+}
+
+export type SourceQuery = <R extends Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, unknown>
+
+const quoteLiteral = (value: string) => `'${value.replaceAll("'", "''")}'`
+export const qualified = (table: TableRef) => `${quoteIdent(table.schema)}.${quoteIdent(table.name)}`
+
+interface ColumnRow extends Record<string, unknown> {
+  readonly name: string
+  readonly type: string
+  readonly not_null: boolean
+  readonly default_expr: string | null
+  readonly identity: string
+  readonly generated: string
+  readonly type_oid: number
+  readonly elem_oid: number
+  readonly collation: string | null
+}
+
+interface UserTypeRow extends Record<string, unknown> {
+  readonly oid: number
+  readonly schema: string
+  readonly name: string
+  readonly typtype: string
+  readonly base_oid: number
+  readonly base_type: string | null
+  readonly not_null: boolean
+  readonly elem_oid: number
+}
+
+const COLUMNS_SQL = `
+  select a.attname as name, format_type(a.atttypid, a.atttypmod) as type, a.attnotnull as not_null,
+         pg_get_expr(d.adbin, d.adrelid) as default_expr, a.attidentity as identity, a.attgenerated as generated,
+         a.atttypid::int as type_oid, t.typelem::int as elem_oid,
+         case when a.attcollation <> t.typcollation and a.attcollation <> 0
+              then (select quote_ident(n.nspname) || '.' || quote_ident(c.collname) from pg_collation c join pg_namespace n on n.oid = c.collnamespace where c.oid = a.attcollation)
+         end as collation
+  from pg_attribute a
+  join pg_type t on t.oid = a.atttypid
+  left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+  where a.attrelid = $1::regclass and a.attnum > 0 and not a.attisdropped
+  order by a.attnum`
+
+const CONSTRAINTS_SQL = `
+  select c.conname as name, c.contype as kind, pg_get_constraintdef(c.oid) as definition,
+         c.confrelid::regclass::text as referenced
+  from pg_constraint c
+  where c.conrelid = $1::regclass and c.contype in ('p', 'u', 'c', 'x', 'f')
+  order by case c.contype when 'p' then 0 when 'u' then 1 when 'x' then 2 when 'c' then 3 else 4 end, c.conname`
+
+const INDEXES_SQL = `
+  select pg_get_indexdef(i.indexrelid) as definition
+  from pg_index i
+  where i.indrelid = $1::regclass
+    and not exists (select 1 from pg_constraint c where c.conindid = i.indexrelid and c.conrelid = i.indrelid)
+  order by i.indexrelid`
+
+const TYPE_SQL = `
+  select t.oid::int as oid, n.nspname as schema, t.typname as name, t.typtype, t.typbasetype::int as base_oid,
+         case when t.typtype = 'd' then format_type(t.typbasetype, t.typtypmod) end as base_type,
+         t.typnotnull as not_null, t.typelem::int as elem_oid
+  from pg_type t join pg_namespace n on n.oid = t.typnamespace
+  where t.oid = $1 and n.nspname not in ('pg_catalog', 'information_schema')`
+
+/** The regclass text Postgres prints for `nextval('…'::regclass)` defaults. */
+const sequencesIn = (expression: string): ReadonlyArray<string> =>
+  [...expression.matchAll(/nextval\('((?:[^']|'')+)'::regclass\)/g)].map((m) => m[1]!.replaceAll("''", "'"))
+
+/**
+ * Reads the DDL of `tables` from a source session. `query` runs on the source database the
+ * tables live in; it is set to `search_path = pg_catalog` first.
+ */
+export const readMirrorDdl = (query: SourceQuery, tables: ReadonlyArray<TableRef>) =>
+  Effect.gen(function* () {
+    yield* query("set search_path = pg_catalog")
+    // Foreign keys are kept among mirrored tables only: compare catalog oids, not printed names.
+    const selectedOids = new Map<number, TableRef>()
+    for (const table of tables) {
+      const [row] = yield* query<{ oid: number }>("select $1::regclass::oid::int as oid", [qualified(table)])
+      if (row !== undefined) selectedOids.set(row.oid, table)
+    }
+
+    const prelude: Array<string> = []
+    const madeTypes = new Set<number>()
+    const ensureType = (oid: number): Effect.Effect<void, unknown> =>
+      Effect.gen(function* () {
+        if (oid === 0 || madeTypes.has(oid)) return
+        madeTypes.add(oid)
+        const [type] = yield* query<UserTypeRow>(TYPE_SQL, [oid])
+        if (type === undefined) return // built in
+        const name = `${quoteIdent(type.schema)}.${quoteIdent(type.name)}`
+        const guard = (statement: string) =>
+          `do $scion$ begin if not exists (select from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = ${quoteLiteral(type.schema)} and t.typname = ${quoteLiteral(type.name)}) then ${statement}; end if; end $scion$`
+        switch (type.typtype) {
+          case "e": {
+            const labels = yield* query<{ label: string }>("select enumlabel as label from pg_enum where enumtypid = $1 order by enumsortorder", [oid])
+            prelude.push(`create schema if not exists ${quoteIdent(type.schema)}`)
+            prelude.push(guard(`create type ${name} as enum (${labels.map((l) => quoteLiteral(l.label)).join(", ")})`))
+            return
+          }
+          case "d": {
+            yield* ensureType(type.base_oid)
+            const checks = yield* query<{ definition: string; name: string }>(
+              "select conname as name, pg_get_constraintdef(oid) as definition from pg_constraint where contypid = $1 order by conname",
+              [oid]
+            )
+            const parts = [`create domain ${name} as ${type.base_type}`, ...(type.not_null ? ["not null"] : []), ...checks.map((c) => `constraint ${quoteIdent(c.name)} ${c.definition}`)]
+            prelude.push(`create schema if not exists ${quoteIdent(type.schema)}`)
+            prelude.push(guard(parts.join(" ")))
+            return
+          }
+          case "b":
+            // An array of a user type: make its element type.
+            if (type.elem_oid !== 0) yield* ensureType(type.elem_oid)
+            return
+          default:
+            return yield* Effect.fail(new UnsupportedDdl(`type ${type.schema}.${type.name} (${type.typtype === "c" ? "composite" : type.typtype === "r" ? "range" : type.typtype}) cannot be mirrored yet`))
+        }
+      })
+
+    const ddl: Array<TableDdl> = []
+    const schemas = new Set<string>()
+    for (const table of tables) {
+      const name = qualified(table)
+      schemas.add(table.schema)
+      const columns = yield* query<ColumnRow>(COLUMNS_SQL, [name])
+      if (columns.length === 0) return yield* Effect.fail(new UnsupportedDdl(`table ${table.schema}.${table.name} no longer exists on the source (run discovery again)`))
+      const definitions: Array<string> = []
+      for (const column of columns) {
+        yield* ensureType(column.type_oid)
+        if (column.elem_oid !== 0) yield* ensureType(column.elem_oid)
+        let definition = `${quoteIdent(column.name)} ${column.type}`
+        if (column.collation !== null) definition += ` collate ${column.collation}`
+        if (column.generated === "s" || column.generated === "v") {
+          definition += ` generated always as (${column.default_expr}) ${column.generated === "s" ? "stored" : "virtual"}`
+        } else if (column.identity === "a" || column.identity === "d") {
+          definition += ` generated ${column.identity === "a" ? "always" : "by default"} as identity`
+        } else if (column.default_expr !== null) {
+          for (const sequence of sequencesIn(column.default_expr)) {
+            prelude.push(`create sequence if not exists ${sequence}`)
+          }
+          definition += ` default ${column.default_expr}`
+        }
+        if (column.not_null) definition += " not null"
+        definitions.push(definition)
+      }
+      const constraints = yield* query<{ name: string; kind: string; definition: string; referenced: string | null }>(CONSTRAINTS_SQL, [name])
+      const foreignKeys: Array<{ name: string; statement: string }> = []
+      for (const constraint of constraints) {
+        if (constraint.kind === "f") {
+          const [target] = yield* query<{ oid: number }>("select confrelid::int as oid from pg_constraint where conrelid = $1::regclass and conname = $2", [name, constraint.name])
+          // Only among mirrored tables: a key to a table left out of the selection is dropped.
+          if (target !== undefined && selectedOids.has(target.oid)) {
+            foreignKeys.push({ name: constraint.name, statement: `alter table ${name} add constraint ${quoteIdent(constraint.name)} ${constraint.definition}` })
+          }
+          continue
+        }
+        definitions.push(`constraint ${quoteIdent(constraint.name)} ${constraint.definition}`)
+      }
+      const indexes = yield* query<{ definition: string }>(INDEXES_SQL, [name])
+      ddl.push({ table, create: [`create table ${name} (\n  ${definitions.join(",\n  ")}\n)`, ...indexes.map((i) => i.definition)], foreignKeys })
+    }
+    return {
+      schemas: [...schemas],
+      prelude: [...new Set(prelude)],
+      tables: ddl
+    } satisfies MirrorDdl
+  })

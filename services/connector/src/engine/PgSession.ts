@@ -1,0 +1,98 @@
+import type { ConnectionOptions } from "node:tls"
+import pg from "pg"
+import { Effect, Redacted, Schema, type Scope } from "effect"
+import type { PostgresDetails } from "../connectors/ConnectionDetails.js"
+import { reasonOf, tlsFor } from "../connectors/Preflight.js"
+import { connectSource } from "../connectors/SourceConnection.js"
+import type { Engine } from "./EngineProvisioner.js"
+
+/**
+ * A step of engine setup talking to the source or the engine failed. `reason` is safe to show
+ * (the driver's message with connection strings removed, never a password).
+ */
+export class PgStepFailed extends Schema.TaggedError<PgStepFailed>()("PgStepFailed", {
+  target: Schema.Literal("source", "engine"),
+  database: Schema.String,
+  reason: Schema.String,
+  sqlstate: Schema.optional(Schema.String)
+}) {
+  override get message() {
+    return `${this.target} database ${this.database}: ${this.reason}`
+  }
+}
+
+/** One open connection: queries answer rows or a PgStepFailed. */
+export interface PgSession {
+  readonly database: string
+  readonly query: <R extends Record<string, unknown> = Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, PgStepFailed>
+}
+
+const sessionOf = (client: pg.Client, target: "source" | "engine", database: string): PgSession => ({
+  database,
+  query: <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) =>
+    Effect.tryPromise({
+      try: () => client.query<R>(text, [...values]).then((r) => r.rows),
+      catch: (error) => failure(target, database, error)
+    })
+})
+
+const failure = (target: "source" | "engine", database: string, error: unknown) => {
+  const code = (error as { code?: unknown })?.code
+  return new PgStepFailed({ target, database, reason: reasonOf(error), ...(typeof code === "string" && /^[A-Z0-9]{5}$/.test(code) ? { sqlstate: code } : {}) })
+}
+
+/**
+ * A session on a source database with the connector's credentials, in the caller's scope. Like
+ * libpq, sslmode=prefer falls back to a plain connection when the server has no TLS.
+ */
+export const sourceSession = (
+  details: PostgresDetails,
+  password: string,
+  options: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis: number }
+): Effect.Effect<PgSession, PgStepFailed, Scope.Scope> => {
+  const connect = (ssl: false | ConnectionOptions) => connectSource(details, password, ssl, options)
+  return connect(tlsFor(details.sslmode)).pipe(
+    Effect.catchAll((error) =>
+      details.sslmode === "prefer" && /does not support SSL/i.test((error as { message?: string })?.message ?? "") ? connect(false) : Effect.fail(error)
+    ),
+    Effect.mapError((error) => failure("source", details.database, error)),
+    Effect.map((client) => sessionOf(client, "source", details.database))
+  )
+}
+
+/**
+ * A session on an engine database as its superuser, over TLS (the engine refuses anything else;
+ * its certificate is self-signed, so the chain is not verified, like sslmode=require).
+ */
+export const engineSession = (
+  engine: Engine,
+  database: string,
+  options: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis?: number }
+): Effect.Effect<PgSession, PgStepFailed, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.tryPromise({
+      try: async () => {
+        const client = new pg.Client({
+          host: engine.host,
+          port: engine.port,
+          database,
+          user: engine.superuser.username,
+          password: Redacted.value(engine.superuser.password),
+          ssl: { rejectUnauthorized: false },
+          connectionTimeoutMillis: options.connectMillis,
+          application_name: options.applicationName,
+          ...(options.queryMillis !== undefined ? { query_timeout: options.queryMillis } : {})
+        })
+        client.on("error", () => {})
+        try {
+          await client.connect()
+        } catch (error) {
+          await client.end().catch(() => {})
+          throw error
+        }
+        return client
+      },
+      catch: (error) => failure("engine", database, error)
+    }),
+    (client) => Effect.promise(() => client.end().catch(() => {}))
+  ).pipe(Effect.map((client) => sessionOf(client, "engine", database)))

@@ -1,0 +1,203 @@
+import { SqlClient } from "@effect/sql"
+import { randomBytes } from "node:crypto"
+import { Config, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { PostgresDetails } from "../connectors/ConnectionDetails.js"
+import { connectorSecretAad } from "../connectors/Connectors.js"
+import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
+import { quoteIdent } from "../connectors/GrantScript.js"
+import { SecretStore } from "../secrets/SecretStore.js"
+import { EngineProvisioner } from "./EngineProvisioner.js"
+import { EngineSetup } from "./EngineSetup.js"
+import { engineSession, type PgSession, sourceSession } from "./PgSession.js"
+
+/** Why replication was quarantined (the entry's reason). */
+export type QuarantineReason = "slot_lost" | "subscription_error" | "subscription_stopped" | "lag_exceeded"
+
+export interface QuarantineMonitorOptions {
+  /** How often every ready engine is checked (the interface leaves the interval open). */
+  readonly interval: Duration.Duration
+  /** Lag beyond this many bytes of source WAL quarantines the replication. */
+  readonly maxLagBytes: number
+  /** How long one replica holds an engine's check (a lease; other replicas skip it meanwhile). */
+  readonly lease: Duration.Duration
+}
+
+const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetails))
+const newQuarantineId = () => `qua_${Date.now().toString(36)}${randomBytes(6).toString("hex")}`
+
+interface EngineRow {
+  readonly connector_id: string
+  readonly mirror_database: string
+  readonly subscription_name: string
+  readonly slot_name: string
+  readonly mirrored_tables: ReadonlyArray<string>
+  readonly last_apply_error_count: string | null
+}
+
+/**
+ * The quarantine monitor (services/connector/README.md, "Quarantine"): every interval, each ready
+ * engine's replication is checked — the slot still on the source, the subscription enabled with
+ * a running apply worker and no new apply errors, the lag within bounds. A break pauses the
+ * subscription and records a quarantined entry (one open entry per connector). After a release,
+ * the monitor restores the pipeline — re-enabling the subscription, or for a lost slot dropping
+ * the subscription, emptying the mirror and starting a new engine setup that re-creates the slot
+ * and copies again — and deletes the released row.
+ */
+export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* ConnectorsRepo
+    const secrets = yield* SecretStore
+    const provisioner = yield* EngineProvisioner
+    const setup = yield* EngineSetup
+    const connect = { applicationName: "scion-quarantine-monitor", connectMillis: 5_000 }
+
+    /** Takes the engine's lease for this round; false when another replica holds it. */
+    const lease = (connectorId: string) =>
+      sql<{ readonly connector_id: string }>`
+        update engines set monitor_lease_until = now() + make_interval(secs => ${Duration.toSeconds(options.lease)})
+        where connector_id = ${connectorId} and (monitor_lease_until is null or monitor_lease_until < now())
+        returning connector_id`.pipe(Effect.map((rows) => rows.length > 0))
+
+    const sourceOf = (connectorId: string) =>
+      Effect.gen(function* () {
+        const envelope = yield* repo.getDetails(connectorId)
+        if (Option.isNone(envelope)) return Option.none<PostgresDetails>()
+        const plaintext = yield* Effect.either(secrets.decrypt(envelope.value, connectorSecretAad(connectorId)))
+        if (Either.isLeft(plaintext)) return Option.none<PostgresDetails>()
+        return Either.getRight(decodeDetails(Redacted.value(plaintext.right)))
+      })
+
+    const quarantine = (engine: EngineRow, mirror: PgSession, reason: QuarantineReason, detail: string) =>
+      Effect.gen(function* () {
+        const id = newQuarantineId()
+        const inserted = yield* sql`
+          insert into quarantine_entries (id, connector_id, status, reason, detail) values (${id}, ${engine.connector_id}, 'quarantined', ${reason}, ${detail})
+          on conflict do nothing returning id`
+        if (inserted.length === 0) return
+        yield* mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`).pipe(Effect.ignore)
+        yield* Effect.logWarning("connector replication quarantined").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: id, reason, detail }))
+      })
+
+    /** The checks, in order; the first break found is the one recorded. */
+    const inspect = (engine: EngineRow, mirror: PgSession) =>
+      Effect.gen(function* () {
+        const details = yield* sourceOf(engine.connector_id)
+        if (Option.isSome(details)) {
+          const lag = yield* Effect.scoped(
+            Effect.gen(function* () {
+              const source = yield* sourceSession(details.value, details.value.password, { ...connect, queryMillis: 10_000 })
+              const [slot] = yield* source.query<{ lag: string | null }>(
+                "select pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text as lag from pg_replication_slots where slot_name = $1",
+                [engine.slot_name]
+              )
+              return Option.some(slot === undefined ? null : Number(slot.lag ?? 0))
+            })
+          ).pipe(
+            // An unreachable source is not a break of Scion's pipeline by itself: the subscription's errors say so.
+            Effect.catchAll(() => Effect.succeed(Option.none<number | null>()))
+          )
+          if (Option.isSome(lag) && lag.value === null) {
+            return Option.some({ reason: "slot_lost" as const, detail: `The replication slot ${engine.slot_name} no longer exists on the source` })
+          }
+          if (Option.isSome(lag) && lag.value !== null && lag.value > options.maxLagBytes) {
+            return Option.some({ reason: "lag_exceeded" as const, detail: `The mirror is ${lag.value} bytes of WAL behind the source (bound ${options.maxLagBytes})` })
+          }
+        }
+        const [state] = yield* mirror.query<{ enabled: boolean; worker: boolean; apply_errors: string }>(
+          `select s.subenabled as enabled,
+                  exists (select 1 from pg_stat_subscription w where w.subid = s.oid and w.relid is null and w.pid is not null) as worker,
+                  coalesce((select apply_error_count from pg_stat_subscription_stats st where st.subid = s.oid), 0)::text as apply_errors
+           from pg_subscription s where s.subname = $1`,
+          [engine.subscription_name]
+        )
+        if (state === undefined) return Option.some({ reason: "subscription_stopped" as const, detail: `The subscription ${engine.subscription_name} is missing from the engine` })
+        const previous = engine.last_apply_error_count === null ? null : Number(engine.last_apply_error_count)
+        yield* sql`update engines set last_apply_error_count = ${state.apply_errors} where connector_id = ${engine.connector_id}`
+        if (previous !== null && Number(state.apply_errors) > previous) {
+          return Option.some({ reason: "subscription_error" as const, detail: `The subscription reported ${Number(state.apply_errors) - previous} new apply error(s)` })
+        }
+        if (!state.enabled) return Option.some({ reason: "subscription_stopped" as const, detail: `The subscription ${engine.subscription_name} is disabled` })
+        return Option.none<{ reason: QuarantineReason; detail: string }>()
+      })
+
+    /** A released entry: put the pipeline back, then delete the row. */
+    const restore = (engine: EngineRow, mirror: PgSession, entry: { readonly id: string; readonly reason: string }) =>
+      Effect.gen(function* () {
+        if (entry.reason === "slot_lost") {
+          // The slot's position is gone: the mirror starts over from a new slot and a full copy.
+          const subscription = quoteIdent(engine.subscription_name)
+          const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [engine.subscription_name])
+          if (present !== undefined) {
+            yield* mirror.query(`alter subscription ${subscription} disable`)
+            yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
+            yield* mirror.query(`drop subscription ${subscription}`)
+          }
+          const tables = engine.mirrored_tables.map((path) => {
+            const [, schema, name] = path.split(".")
+            return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
+          })
+          if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
+          yield* sql`delete from quarantine_entries where id = ${entry.id}`
+          const started = yield* setup.restart(engine.connector_id)
+          yield* Effect.logInfo("quarantine released: engine setup restarted to re-create the slot").pipe(
+            Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id, operation_id: started.operationId })
+          )
+          return
+        }
+        yield* mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`)
+        yield* sql`update engines set last_apply_error_count = null where connector_id = ${engine.connector_id}`
+        yield* sql`delete from quarantine_entries where id = ${entry.id}`
+        yield* Effect.logInfo("quarantine released: replication resumed").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id }))
+      })
+
+    const checkOne = (engine: EngineRow) =>
+      Effect.gen(function* () {
+        if (!(yield* lease(engine.connector_id))) return
+        const running = yield* provisioner.start(engine.connector_id).pipe(Effect.option)
+        if (Option.isNone(running)) return
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const mirror = yield* engineSession(running.value, engine.mirror_database, connect)
+            const [open] = yield* sql<{ readonly id: string; readonly status: string; readonly reason: string }>`
+              select id, status, reason from quarantine_entries where connector_id = ${engine.connector_id} and status in ('quarantined', 'released')`
+            if (open !== undefined) {
+              if (open.status === "released") yield* restore(engine, mirror, open)
+              return
+            }
+            const broken = yield* inspect(engine, mirror)
+            if (Option.isSome(broken)) yield* quarantine(engine, mirror, broken.value.reason, broken.value.detail)
+          })
+        )
+      }).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("quarantine check failed", cause).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))),
+        Effect.withSpan("QuarantineMonitor.check", { attributes: { connectorId: engine.connector_id } })
+      )
+
+    /** One round over every ready engine (and the ones a released slot_lost entry left setting up). */
+    const round = Effect.gen(function* () {
+      const engines = yield* sql<EngineRow>`
+        select e.connector_id, e.mirror_database, e.subscription_name, e.slot_name, e.mirrored_tables, e.last_apply_error_count::text as last_apply_error_count
+        from engines e join connectors c on c.id = e.connector_id
+        where c.branching_engine_status = 'ready'`
+      yield* Effect.forEach(engines, checkOne, { concurrency: 4, discard: true })
+    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("quarantine round failed", cause)))
+
+    return { round } as const
+  })
+
+/** QUARANTINE_MONITOR_INTERVAL (default 30 s), QUARANTINE_MAX_LAG_BYTES (default 1 GiB). */
+export const QuarantineMonitorConfig: Config.Config<QuarantineMonitorOptions> = Config.all({
+  interval: Config.duration("QUARANTINE_MONITOR_INTERVAL").pipe(Config.withDefault(Duration.seconds(30))),
+  maxLagBytes: Config.integer("QUARANTINE_MAX_LAG_BYTES").pipe(Config.withDefault(1024 * 1024 * 1024)),
+  lease: Config.duration("QUARANTINE_MONITOR_LEASE").pipe(Config.withDefault(Duration.seconds(20)))
+})
+
+/** Runs the monitor for the life of the layer. */
+export const QuarantineMonitorLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const options = yield* QuarantineMonitorConfig.pipe(Effect.orDie)
+    const monitor = yield* makeQuarantineMonitor({ ...options, lease: Duration.min(options.lease, options.interval) })
+    yield* Effect.forkScoped(monitor.round.pipe(Effect.repeat(Schedule.spaced(options.interval))))
+  })
+)

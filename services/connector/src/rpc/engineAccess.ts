@@ -1,0 +1,37 @@
+import { Caller, effectService } from "@scion/kit"
+import { EngineAccessService } from "@scion/proto/scion/connector/v1/engine_pb"
+import { Effect, Option, Redacted } from "effect"
+import { type ConnectorError, toWireError, Unauthenticated } from "../domain/errors.js"
+import { EngineAccess } from "../engine/EngineAccess.js"
+
+const caller = Effect.flatMap(
+  Caller,
+  Option.match({ onNone: () => Effect.fail(new Unauthenticated()), onSome: ({ principal }) => Effect.succeed(principal) })
+)
+
+/** EngineAccessService as Connect routes: service principals only (EngineAccess enforces it). */
+export const engineAccessRoutes = Effect.gen(function* () {
+  const access = yield* EngineAccess
+  return yield* effectService<typeof EngineAccessService, ConnectorError, Caller>(
+    EngineAccessService,
+    {
+      getBranchingEngine: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => access.get(p, req.connectorId)), (engine) => ({
+          engine: {
+            connectorId: engine.connectorId,
+            orgId: engine.orgId,
+            branchingEngineStatus: engine.branchingEngineStatus,
+            host: engine.host,
+            port: engine.port,
+            superuserUsername: engine.superuserUsername,
+            // Unwrapped only here, onto the wire to a service principal.
+            superuserPassword: Redacted.value(engine.superuserPassword),
+            mirrorDatabase: engine.mirrorDatabase,
+            subscriptionNames: [...engine.subscriptionNames],
+            fileCopyClone: engine.fileCopyClone
+          }
+        }))
+    },
+    toWireError
+  )
+})

@@ -1,0 +1,267 @@
+/**
+ * pnpm bench:branch — what a branch costs, from POST /v1/branch/create to a completed operation
+ * whose branch_url answers a query, next to the raw template copy and a logical dump/restore of
+ * the same data, measured in the same run. Every unit is its own process (as in the e2e tests),
+ * the source is a throwaway Postgres 18 cluster with a generated pgbench-like table, the engine is
+ * the connector unit's local engine, set up through the REST API.
+ *
+ *   1. ~BENCH_SMALL_MB (300) MB on the default engine storage (ext4 here): branch vs
+ *      CREATE DATABASE … TEMPLATE vs dump | restore; prints the ratios (target: branch ≤ 1.2× the
+ *      template copy).
+ *   2. The engines' data directory on XFS made with reflink=1 (a loop device; needs root and
+ *      xfsprogs) and file_copy_method = clone, at ~BENCH_SMALL_MB and ~BENCH_LARGE_MB (3000) MB
+ *      (target: p50 under 300 ms at both sizes). Skipped, with the reason, when XFS cannot be made.
+ *
+ * BENCH_BRANCHES (5) creates per size; BENCH_SKIP_EXT4=1 skips part 1, BENCH_SKIP_XFS=1 part 2;
+ * BENCH_LARGE_MB=0 skips 3 GB.
+ */
+import { execFileSync, execSync } from "node:child_process"
+import { existsSync, mkdirSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { performance } from "node:perf_hooks"
+import pg from "pg"
+import { afterAll, expect, it } from "vitest"
+import { readyConnector } from "../support/engine.js"
+import { addMember, createOrg, settleOperation } from "../support/flows.js"
+import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
+import { type Scion, signUp, startScion, stopEngines } from "../support/system.js"
+
+const BRANCHES = Number(process.env.BENCH_BRANCHES ?? 5)
+const SMALL_MB = Number(process.env.BENCH_SMALL_MB ?? 300)
+const LARGE_MB = Number(process.env.BENCH_LARGE_MB ?? 3000)
+const XFS_IMAGE = process.env.BENCH_XFS_IMAGE ?? "/var/tmp/scion-bench-xfs.img"
+const XFS_MOUNT = process.env.BENCH_XFS_MOUNT ?? "/mnt/scion-bench-xfs"
+
+const out = (line = "") => process.stdout.write(`${line}\n`)
+const ms = (v: number) => `${v.toFixed(0)} ms`
+const p50 = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!
+
+interface EngineRecord {
+  readonly host: string
+  readonly port: number
+  readonly username: string
+  readonly password: string
+}
+
+const engineClient = async (record: EngineRecord, database: string) => {
+  const client = new pg.Client({ host: record.host, port: record.port, user: record.username, password: record.password, database, ssl: { rejectUnauthorized: false } })
+  await client.connect()
+  return client
+}
+
+/** A pgbench-like accounts table of about `mb` MB (table and primary key), plus a small branches table. */
+const generate = async (source: SourceCluster, mb: number) => {
+  const rows = Math.round((mb / 300) * 2_000_000)
+  const started = performance.now()
+  await source.query("create database app")
+  await source.query(
+    `create table branches_t (bid int primary key, bbalance int not null, filler char(88));
+     create table accounts (aid int primary key, bid int not null references branches_t (bid), abalance int not null, filler char(84));
+     insert into branches_t select g, 0, '' from generate_series(1, ${Math.max(1, Math.round(rows / 100_000))}) g;
+     insert into accounts select g, 1 + (g % ${Math.max(1, Math.round(rows / 100_000))}), 0, '' from generate_series(1, ${rows}) g;`,
+    "app"
+  )
+  await source.query("vacuum analyze", "app")
+  const size = (await source.query("select pg_database_size('app')::bigint as b", "app")).rows[0].b
+  out(`  source: ${rows.toLocaleString("en")} accounts rows, ${(Number(size) / 2 ** 20).toFixed(0)} MB (generated in ${ms(performance.now() - started)})`)
+  return Number(size)
+}
+
+/** POST → completed operation → the URL answers a query, BRANCHES times. */
+const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string) => {
+  const times: Array<number> = []
+  for (let i = 0; i < BRANCHES; i++) {
+    const started = performance.now()
+    const response = await scion.request("POST", "/v1/branch/create", { token, body: { connector_id: connectorId, name: `${label}-${i}`, service_type: "postgres" } })
+    if (response.status !== 202) throw new Error(`create: ${response.status} ${JSON.stringify(response.body)}`)
+    const operation = await settleOperation(scion, response.body.operation_id, token)
+    if (operation.status !== "completed" || !operation.result?.branch_url) throw new Error(`branch: ${JSON.stringify(operation)}`)
+    const url = new URL(operation.result.branch_url)
+    const client = new pg.Client({
+      host: url.hostname,
+      port: Number(url.port),
+      user: decodeURIComponent(url.username),
+      password: decodeURIComponent(url.password),
+      database: url.pathname.slice(1),
+      // sslmode=require: TLS, the engine's self-signed certificate not verified.
+      ssl: { rejectUnauthorized: false }
+    })
+    await client.connect()
+    await client.query("select count(*) from branches_t")
+    await client.end()
+    times.push(performance.now() - started)
+  }
+  return times
+}
+
+/** CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY alone (subscriptions paused around it, not timed). */
+const timeTemplateCopies = async (record: EngineRecord) => {
+  const times: Array<number> = []
+  const mirror = await engineClient(record, "mirror")
+  const subscriptions = (await mirror.query("select subname from pg_subscription")).rows.map((r) => r.subname as string)
+  for (const s of subscriptions) await mirror.query(`alter subscription "${s}" disable`)
+  await mirror.end()
+  const admin = await engineClient(record, "postgres")
+  try {
+    for (let i = 0; i < 50; i++) {
+      if ((await admin.query("select count(*)::int as n from pg_stat_activity where datname = 'mirror'")).rows[0].n === 0) break
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    for (let i = 0; i < BRANCHES; i++) {
+      const started = performance.now()
+      await admin.query(`create database bench_raw_${i} template mirror strategy file_copy`)
+      times.push(performance.now() - started)
+    }
+    for (let i = 0; i < BRANCHES; i++) await admin.query(`drop database bench_raw_${i}`)
+  } finally {
+    await admin.end()
+    const again = await engineClient(record, "mirror")
+    for (const s of subscriptions) await again.query(`alter subscription "${s}" enable`)
+    await again.end()
+  }
+  return times
+}
+
+/**
+ * pg_dump | pg_restore of the mirror into a new database on the engine when a pg_dump of the
+ * engine's major version is on PATH; otherwise the same work done the way pg_restore does it
+ * (schema, COPY of every table through a pipe, then primary keys, foreign keys and analyze), with
+ * psql's \copy (Debian 12 ships no PostgreSQL 18 client tools).
+ */
+const timeDumpRestore = async (record: EngineRecord) => {
+  const env = { ...process.env, PGPASSWORD: record.password, PGSSLMODE: "require" }
+  const conn = (db: string) => `host=${record.host} port=${record.port} user=${record.username} dbname=${db}`
+  const admin = await engineClient(record, "postgres")
+  await admin.query("drop database if exists bench_dump")
+  await admin.query("create database bench_dump template template0")
+  let how: string
+  const started = performance.now()
+  let dumpMajor = 0
+  try {
+    dumpMajor = Number(/(\d+)/.exec(execFileSync("pg_dump", ["--version"], { encoding: "utf8" }))?.[1] ?? 0)
+  } catch {}
+  if (dumpMajor >= 18) {
+    how = "pg_dump -Fc | pg_restore"
+    execSync(`pg_dump -Fc "${conn("mirror")}" | pg_restore --no-owner -d "${conn("bench_dump")}"`, { env, stdio: ["ignore", "ignore", "inherit"] })
+  } else {
+    how = "schema + COPY pipe + keys (psql 15 \\copy; no pg_dump 18 here)"
+    const target = await engineClient(record, "bench_dump")
+    await target.query(
+      "create table branches_t (bid int not null, bbalance int not null, filler char(88)); create table accounts (aid int not null, bid int not null, abalance int not null, filler char(84))"
+    )
+    for (const table of ["branches_t", "accounts"]) {
+      execSync(`psql -X -q "${conn("mirror")}" -c "\\copy ${table} to stdout" | psql -X -q "${conn("bench_dump")}" -c "\\copy ${table} from stdin"`, { env, stdio: ["ignore", "ignore", "inherit"] })
+    }
+    await target.query("alter table branches_t add primary key (bid); alter table accounts add primary key (aid); alter table accounts add foreign key (bid) references branches_t (bid); analyze")
+    await target.end()
+  }
+  const elapsed = performance.now() - started
+  await admin.query("drop database bench_dump")
+  await admin.end()
+  return { elapsed, how }
+}
+
+/** A system, a ready connector over a generated source of `mb` MB, and its engine record. */
+const setUp = async (mb: number, env: Record<string, string>, engineDir: string | undefined) => {
+  // Info logs: the branch unit's "branch ready" lines carry its step timings (read below).
+  const scion = await startScion({ env: { LOG_LEVEL: "Info", ...env } })
+  const owner = await signUp(scion, "bench-owner")
+  const orgId = (await createOrg(scion, owner.token, "Bench")).org_id
+  const member = await addMember(scion, owner.token, orgId, "member")
+  const source = await startSourceCluster()
+  const bytes = await generate(source, mb)
+  const started = performance.now()
+  const { connectorId } = await readyConnector(scion, { orgId, memberToken: member.token, adminToken: owner.token, source, database: "app" })
+  out(`  engine setup through the API (logical initial copy included): ${ms(performance.now() - started)}`)
+  const record = JSON.parse(readFileSync(join(engineDir ?? scion.engineDataDir, connectorId, "engine.json"), "utf8")) as EngineRecord
+  return {
+    scion,
+    source,
+    bytes,
+    token: member.token,
+    connectorId,
+    record,
+    stop: async () => {
+      await scion.stop()
+      if (engineDir !== undefined) await stopEngines(engineDir)
+      await source.stop()
+    }
+  }
+}
+
+/** The branch unit's own view: job steps and the subscription pause, from its log lines. */
+const unitTimings = (scion: Scion) => {
+  const lines = scion.branch.output().split("\n")
+  const values = (message: string, field: string) =>
+    lines.filter((l) => l.includes(message)).map((l) => Number(new RegExp(`"?${field}"?[=:]\\s*"?(\\d+)`).exec(l)?.[1] ?? NaN)).filter((v) => !Number.isNaN(v))
+  const show = (label: string, v: ReadonlyArray<number>) => (v.length > 0 ? `${label} p50 ${ms(p50(v))}` : `${label} n/a`)
+  out(
+    `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("pause+copy", values("branch ready", "copy_ms"))}; ${show("role", values("branch ready", "role_ms"))}; ${show("grant", values("branch ready", "grant_ms"))} (cumulative)`
+  )
+}
+
+const report = (label: string, branch: ReadonlyArray<number>, template: ReadonlyArray<number>, dump?: { elapsed: number; how: string }) => {
+  out(`  ${label}`)
+  out(`    branch, POST → working URL   p50 ${ms(p50(branch))}   (all: ${branch.map((v) => v.toFixed(0)).join(", ")} ms)`)
+  out(`    CREATE DATABASE … TEMPLATE   p50 ${ms(p50(template))}   (all: ${template.map((v) => v.toFixed(0)).join(", ")} ms)`)
+  out(`    branch / template copy       ${(p50(branch) / p50(template)).toFixed(2)}×`)
+  if (dump !== undefined) {
+    out(`    dump | restore               ${ms(dump.elapsed)}   (${dump.how})`)
+    out(`    branch / dump | restore      ${(p50(branch) / dump.elapsed).toFixed(2)}×`)
+  }
+}
+
+/** Part 1: the default engine storage, with the template copy and dump | restore baselines. */
+const defaultStorage = async () => {
+  out(`1. ~${SMALL_MB} MB, default engine storage`)
+  const small = await setUp(SMALL_MB, {}, undefined)
+  teardown.push(small.stop)
+  const branchTimes = await timeBranches(small.scion, small.token, small.connectorId, "ext4")
+  const templateTimes = await timeTemplateCopies(small.record)
+  const dump = await timeDumpRestore(small.record)
+  report(`${(small.bytes / 2 ** 20).toFixed(0)} MB`, branchTimes, templateTimes, dump)
+  unitTimings(small.scion)
+  await small.stop()
+  teardown.pop()
+  expect(branchTimes.length).toBe(BRANCHES)
+}
+
+const teardown: Array<() => Promise<void>> = []
+afterAll(async () => {
+  for (const stop of teardown.reverse()) await stop().catch((e) => out(`  cleanup: ${String(e)}`))
+})
+
+it("bench:branch", async () => {
+  out(`\nbench:branch — ${BRANCHES} branches per size\n`)
+  if (process.env.BENCH_SKIP_EXT4 === "1") out("1. default engine storage: skipped (BENCH_SKIP_EXT4=1)")
+  else await defaultStorage()
+  if (process.env.BENCH_SKIP_XFS === "1") return out("\n2. XFS reflink: skipped (BENCH_SKIP_XFS=1)")
+  out(`\n2. engines on XFS (reflink=1), file_copy_method = clone`)
+  try {
+    if (process.getuid?.() !== 0) throw new Error("needs root for the loop device")
+    if (!existsSync("/sbin/mkfs.xfs") && !existsSync("/usr/sbin/mkfs.xfs")) execSync("apt-get install -y xfsprogs", { stdio: "ignore" })
+    mkdirSync(XFS_MOUNT, { recursive: true })
+    try {
+      execSync(`umount ${XFS_MOUNT}`, { stdio: "ignore" })
+    } catch {}
+    const gb = Math.ceil(((Math.max(SMALL_MB, LARGE_MB) * 3) / 1024) + 4)
+    execSync(`rm -f ${XFS_IMAGE} && truncate -s ${gb}G ${XFS_IMAGE} && mkfs.xfs -q -f -m reflink=1 ${XFS_IMAGE} && mount -o loop ${XFS_IMAGE} ${XFS_MOUNT} && chmod 755 ${XFS_MOUNT}`)
+  } catch (error) {
+    return out(`  skipped: XFS could not be made (${String(error).split("\n")[0]})`)
+  }
+  teardown.push(async () => {
+    execSync(`umount ${XFS_MOUNT} && rm -f ${XFS_IMAGE}`)
+  })
+  for (const mb of [SMALL_MB, LARGE_MB].filter((v) => v > 0)) {
+    const dir = join(XFS_MOUNT, `engines-${mb}`)
+    mkdirSync(dir, { recursive: true, mode: 0o755 })
+    const sized = await setUp(mb, { ENGINE_DATA_DIR: dir, ENGINE_FILE_COPY_METHOD: "clone" }, dir)
+    teardown.push(sized.stop)
+    const times = await timeBranches(sized.scion, sized.token, sized.connectorId, `xfs${mb}`)
+    const template = await timeTemplateCopies(sized.record)
+    report(`${(sized.bytes / 2 ** 20).toFixed(0)} MB on XFS, clone (target p50 < 300 ms)`, times, template)
+    unitTimings(sized.scion)
+    await sized.stop()
+    teardown.pop()
+  }
+})

@@ -1,0 +1,231 @@
+/**
+ * Branches end to end, with every unit its own process (HTTP/2 gRPC, NATS JetStream), a real
+ * source cluster and the connector's real engine: the REST rules of POST /v1/branch/create and
+ * the branch endpoints, then branches cut from a ready engine and used with psql over TLS.
+ */
+import { execFileSync } from "node:child_process"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { readyConnector, queryEngine } from "../support/engine.js"
+import { addMember, createOrg, queryMetadata, settleOperation } from "../support/flows.js"
+import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
+import { respawn, signUp, type Scion, startScion, type UnitProcess, waitFor, healthServing } from "../support/system.js"
+
+let scion: Scion
+let owner: { token: string }
+let orgId: string
+let member: { token: string }
+let viewer: { token: string }
+let stranger: { token: string }
+/** A connector whose engine was never set up (not ready to branch). */
+let idleConnectorId: string
+
+const create = (token: string, body: unknown, headers: Record<string, string> = {}) => scion.request("POST", "/v1/branch/create", { token, body, headers })
+
+beforeAll(async () => {
+  scion = await startScion()
+  owner = await signUp(scion, "owner")
+  orgId = (await createOrg(scion, owner.token, "Branching")).org_id
+  member = await addMember(scion, owner.token, orgId, "member")
+  viewer = await addMember(scion, owner.token, orgId, "viewer")
+  stranger = await signUp(scion, "stranger")
+  await createOrg(scion, stranger.token, "Elsewhere")
+  const connector = await scion.request("POST", "/v1/connectors", {
+    token: owner.token,
+    body: {
+      org_id: orgId,
+      service_name: "postgresql",
+      name: "idle",
+      byoc: "self_managed",
+      connection_details: { host: "127.0.0.1", port: 1, database: "app", username: "u", password: "p" }
+    }
+  })
+  expect(connector.status, JSON.stringify(connector.body)).toBe(200)
+  idleConnectorId = connector.body.connector_id
+}, 120_000)
+
+afterAll(async () => {
+  await scion?.stop()
+})
+
+describe("POST /v1/branch/create: validation, visibility and state", () => {
+  it("answers 400 with a string detail for missing fields and postgresql", async () => {
+    for (const body of [{}, { name: "a", service_type: "postgres" }, { connector_id: idleConnectorId, service_type: "postgres" }, { connector_id: idleConnectorId, name: "a" }]) {
+      const response = await create(member.token, body)
+      expect(response.status, JSON.stringify(body)).toBe(400)
+      expect(typeof response.body.detail).toBe("string")
+      expect(response.body.detail).toMatch(/is required/)
+    }
+    const postgresql = await create(member.token, { connector_id: idleConnectorId, name: "a", service_type: "postgresql" })
+    expect(postgresql.status).toBe(400)
+    expect(postgresql.body.detail).toMatch(/"postgres"/)
+    const badName = await create(member.token, { connector_id: idleConnectorId, name: "Not A Name!", service_type: "postgres" })
+    expect(badName.status).toBe(400)
+    expect(badName.body.detail).toMatch(/name must be/)
+    const badKey = await create(member.token, { connector_id: idleConnectorId, name: "a", service_type: "postgres" }, { "x-idempotency-key": "has space" })
+    expect(badKey.status).toBe(400)
+    // Wrong JSON types are the interface's 422 validation shape.
+    const wrongType = await create(member.token, { connector_id: idleConnectorId, name: 5, service_type: "postgres" })
+    expect(wrongType.status).toBe(422)
+    expect(wrongType.body.detail[0].loc).toEqual(["body", "name"])
+  })
+
+  it("answers 401 without a token, 404 for unknown and other orgs' connectors, 403 for a viewer, 422 when the engine is not ready", async () => {
+    expect((await scion.request("POST", "/v1/branch/create", { body: { connector_id: idleConnectorId, name: "a", service_type: "postgres" } })).status).toBe(401)
+    const unknown = await create(member.token, { connector_id: "con_doesnotexist", name: "a", service_type: "postgres" })
+    expect(unknown.status, JSON.stringify(unknown.body)).toBe(404)
+    const otherOrg = await create(stranger.token, { connector_id: idleConnectorId, name: "a", service_type: "postgres" })
+    expect(otherOrg.status, JSON.stringify(otherOrg.body)).toBe(404)
+    const viewerCreate = await create(viewer.token, { connector_id: idleConnectorId, name: "a", service_type: "postgres" })
+    expect(viewerCreate.status, JSON.stringify(viewerCreate.body)).toBe(403)
+    const notReady = await create(member.token, { connector_id: idleConnectorId, name: "a", service_type: "postgres" })
+    expect(notReady.status, JSON.stringify(notReady.body)).toBe(422)
+    expect(notReady.body.detail).toMatch(/not ready to branch/)
+  })
+
+  it("reads, lists and deletes: 404 for unknown ids and other orgs, 422 without connector_id", async () => {
+    expect((await scion.request("GET", "/v1/branches/br_unknown", { token: member.token })).status).toBe(404)
+    expect((await scion.request("DELETE", "/v1/branches/br_unknown", { token: member.token })).status).toBe(404)
+    expect((await scion.request("GET", "/v1/branches", { token: member.token })).status).toBe(422)
+    expect((await scion.request("GET", `/v1/branches?connector_id=con_unknown`, { token: member.token })).status).toBe(404)
+    expect((await scion.request("GET", `/v1/branches?connector_id=${idleConnectorId}`, { token: stranger.token })).status).toBe(404)
+    const listed = await scion.request("GET", `/v1/branches?connector_id=${idleConnectorId}`, { token: viewer.token })
+    expect(listed.status).toBe(200)
+    expect(listed.body).toEqual({ branches: [] })
+  })
+
+  it("keeps masking rules per connector (connectors.update to write, branches.read to read)", async () => {
+    const rules = { rules: [{ schema: "public", table: "customers", column: "email", method: "email" }] }
+    expect((await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: viewer.token, body: rules })).status).toBe(403)
+    expect((await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: stranger.token, body: rules })).status).toBe(404)
+    const put = await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: member.token, body: rules })
+    expect(put.status, JSON.stringify(put.body)).toBe(200)
+    expect(put.body).toEqual(rules)
+    const got = await scion.request("GET", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: viewer.token })
+    expect(got.body).toEqual(rules)
+    const bad = await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: member.token, body: { rules: [{ schema: "s", table: "t", column: "c", method: "rot13" }] } })
+    expect(bad.status).toBe(422)
+  })
+})
+
+const psql = (url: string, sql: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], { encoding: "utf8", timeout: 30_000 }).trim()
+
+describe("branches of a ready engine", () => {
+  let source: SourceCluster
+  let connectorId: string
+  let respawned: UnitProcess | undefined
+
+  beforeAll(async () => {
+    source = await startSourceCluster()
+    await source.query("create database app")
+    await source.query(
+      `create table customers (id bigint primary key, email text not null, name text);
+       create table orders (id bigint primary key, customer_id bigint references customers(id), total numeric not null);
+       insert into customers select g, 'user' || g || '@example.com', 'Name ' || g from generate_series(1, 100) g;
+       insert into orders select g, 1 + g % 100, g from generate_series(1, 500) g;`,
+      "app"
+    )
+    const ready = await readyConnector(scion, { orgId, memberToken: member.token, adminToken: owner.token, source, database: "app" })
+    connectorId = ready.connectorId
+    const rules = { rules: [{ schema: "public", table: "customers", column: "email", method: "email" }] }
+    expect((await scion.request("PUT", `/v1/connectors/${connectorId}/masking-rules`, { token: member.token, body: rules })).status).toBe(200)
+  }, 400_000)
+
+  afterAll(async () => {
+    await respawned?.stop()
+    await source?.stop()
+  })
+
+  it("creates a branch through the REST API whose URL works with psql over TLS; writes stay in the branch", async () => {
+    const started = Date.now()
+    const response = await create(member.token, { connector_id: connectorId, name: "feature-1", service_type: "postgres" })
+    expect(response.status, JSON.stringify(response.body)).toBe(202)
+    expect(response.body).toMatchObject({ type: "branch_create", status: "pending" })
+    expect(response.body.resource_id).toMatch(/^br_/)
+    const operation = await settleOperation(scion, response.body.operation_id, member.token)
+    const elapsed = Date.now() - started
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    const branch = operation.result
+    expect(branch).toMatchObject({ branch_id: response.body.resource_id, name: "feature-1", connector_id: connectorId, service_type: "postgres", status: "active" })
+    expect(branch.branch_url).toMatch(/\?sslmode=require&channel_binding=disable$/)
+    expect(typeof branch.masked_ready_at).toBe("string")
+    expect(elapsed).toBeLessThan(10_000)
+    expect(psql(branch.branch_url, "select count(*) from orders")).toBe("500")
+    expect(psql(branch.branch_url, "select count(*) from customers where email like '%@example.com'")).toBe("0")
+    psql(branch.branch_url, "delete from orders")
+    expect(psql(branch.branch_url, "select count(*) from orders")).toBe("0")
+    expect((await queryEngine(scion, connectorId, "select count(*)::int as n from orders")).rows[0].n).toBe(500)
+    expect((await source.query("select count(*)::int as n from orders", "app")).rows[0].n).toBe(500)
+
+    // Read again (member: with the URL; viewer: without), listed, and 404 for other orgs.
+    const got = await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: member.token })
+    expect(got.status).toBe(200)
+    expect(got.body.branch_url).toBe(branch.branch_url)
+    const seen = await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: viewer.token })
+    expect(seen.body.branch_url).toBeNull()
+    expect((await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: stranger.token })).status).toBe(404)
+    const listed = await scion.request("GET", `/v1/branches?connector_id=${connectorId}`, { token: member.token })
+    expect(listed.body.branches.map((b: { branch_id: string }) => b.branch_id)).toContain(branch.branch_id)
+    // The same name again is 409.
+    expect((await create(member.token, { connector_id: connectorId, name: "feature-1", service_type: "postgres" })).status).toBe(409)
+  })
+
+  it("replays an idempotency key, refuses it for another request, and makes one branch of 50 concurrent identical requests", async () => {
+    const body = { connector_id: connectorId, name: "idem-1", service_type: "postgres" }
+    const first = await create(member.token, body, { "x-idempotency-key": "key-idem-1" })
+    expect(first.status).toBe(202)
+    expect(first.headers.get("x-idempotency-replay")).toBeNull()
+    const again = await create(member.token, body, { "idempotency-key": "key-idem-1" })
+    expect(again.status).toBe(202)
+    expect(again.headers.get("x-idempotency-replay")).toBe("true")
+    expect(again.body.operation_id).toBe(first.body.operation_id)
+    expect(again.body.resource_id).toBe(first.body.resource_id)
+    const reused = await create(member.token, { ...body, name: "idem-2" }, { "x-idempotency-key": "key-idem-1" })
+    expect(reused.status).toBe(409)
+    // The same create in flight without a key is 409.
+    const inFlight = await create(member.token, body)
+    expect([409]).toContain(inFlight.status)
+    await settleOperation(scion, first.body.operation_id, member.token)
+
+    const burst = { connector_id: connectorId, name: "burst", service_type: "postgres" }
+    const responses = await Promise.all(Array.from({ length: 50 }, () => create(member.token, burst, { "x-idempotency-key": "key-burst" })))
+    expect(responses.every((r) => r.status === 202), JSON.stringify(responses.map((r) => r.status))).toBe(true)
+    expect(new Set(responses.map((r) => r.body.resource_id)).size).toBe(1)
+    expect(responses.filter((r) => r.headers.get("x-idempotency-replay") === null).length).toBe(1)
+    const operation = await settleOperation(scion, responses[0]!.body.operation_id, member.token)
+    expect(operation.status).toBe("completed")
+    const rows = await queryMetadata(scion, "select count(*)::int as n from branch.branches where connector_id = $1 and name = 'burst'", [connectorId])
+    expect(rows[0].n).toBe(1)
+  })
+
+  it("keeps two branches independent and deletes one: database and role dropped", async () => {
+    const [a, b] = await Promise.all(["two-a", "two-b"].map((name) => create(member.token, { connector_id: connectorId, name, service_type: "postgres" })))
+    const [opA, opB] = await Promise.all([a!, b!].map((r) => settleOperation(scion, r.body.operation_id, member.token)))
+    psql(opA!.result.branch_url, "update customers set name = 'changed'")
+    expect(psql(opB!.result.branch_url, "select count(*) from customers where name = 'changed'")).toBe("0")
+    const deleted = await scion.request("DELETE", `/v1/branches/${opA!.result.branch_id}`, { token: member.token })
+    expect(deleted.status).toBe(202)
+    expect(deleted.body).toMatchObject({ type: "branch_delete", resource_id: opA!.result.branch_id })
+    expect((await settleOperation(scion, deleted.body.operation_id, member.token)).status).toBe("completed")
+    expect(() => psql(opA!.result.branch_url, "select 1")).toThrow()
+    expect((await scion.request("GET", `/v1/branches/${opA!.result.branch_id}`, { token: member.token })).status).toBe(404)
+    expect((await scion.request("DELETE", `/v1/branches/${opB!.result.branch_id}`, { token: viewer.token })).status).toBe(403)
+  })
+
+  it("SIGKILL of the branch worker mid-create: the operation ends and nothing is leaked", async () => {
+    const response = await create(member.token, { connector_id: connectorId, name: "killed", service_type: "postgres" })
+    expect(response.status).toBe(202)
+    await new Promise((resolve) => setTimeout(resolve, 250))
+    await scion.branch.stop("SIGKILL")
+    respawned = respawn(scion.branch)
+    await waitFor("the branch unit again", () => healthServing(scion.branchUrl), 30_000)
+    const operation = await settleOperation(scion, response.body.operation_id, member.token, 120_000)
+    expect(["completed", "failed"]).toContain(operation.status)
+    if (operation.status === "completed") expect(operation.result.branch_url).toMatch(/^postgresql:\/\//)
+    // Every branch database and role on the engine belongs to a live branch.
+    const live = await queryMetadata(scion, "select database_name, role_name from branch.branches where connector_id = $1 and status in ('active', 'creating')", [connectorId])
+    const databases = (await queryEngine(scion, connectorId, "select datname from pg_database where datname like 'scion_br_%'", [], "postgres")).rows.map((r) => r.datname).sort()
+    const roles = (await queryEngine(scion, connectorId, "select rolname from pg_roles where rolname like 'scion_br_%'", [], "postgres")).rows.map((r) => r.rolname).sort()
+    expect(databases).toEqual(live.map((r) => r.database_name).sort())
+    expect(roles).toEqual(live.map((r) => r.role_name).sort())
+  })
+})

@@ -1,0 +1,421 @@
+/**
+ * Engine setup through the gateway, with every unit a separate process, the machine's NATS and
+ * Postgres, and throwaway source clusters: preflight → create → discover → select → decisions →
+ * engine setup → ready, then a change on the source shows up in the mirror; readiness evidence and
+ * its filters and limits; index (a rollout of a new selection); quarantine reads; a role that may
+ * not replicate fails the setup with a message that says what to do; delete leaves nothing on the
+ * source and destroys the engine.
+ */
+import { existsSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { queryEngine, readyConnector } from "../support/engine.js"
+import { queryMetadata, type RoleKey, settleOperation, teamOrg } from "../support/flows.js"
+import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
+import { startScion, waitFor, type Scion } from "../support/system.js"
+
+let scion: Scion
+let source: SourceCluster
+let orgId: string
+const tokens = {} as Record<RoleKey, string>
+let strangerToken: string
+
+beforeAll(async () => {
+  // The quarantine monitor checks every second here (30 s by default).
+  ;[scion, source] = await Promise.all([startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds" } }), startSourceCluster({ logical: true })])
+  await source.query(`
+    create type public.status as enum ('new', 'paid', 'void');
+    create table public.accounts (id int primary key, email text not null unique, created_at timestamptz not null default now());
+    create table public.invoices (
+      id serial primary key,
+      account_id int not null references public.accounts (id),
+      status public.status not null default 'new',
+      amount numeric(12, 2) check (amount >= 0),
+      tags text[]
+    );
+    create index invoices_account on public.invoices (account_id);
+    create table public.events (payload jsonb, at timestamptz default now());
+    create table public.notes (body text);
+    create table public.scratch (v int);
+    create schema audit;
+    create table audit.log (id bigint generated always as identity primary key, line text);
+    insert into public.accounts (id, email) select g, 'user' || g || '@example.com' from generate_series(1, 2000) g;
+    insert into public.invoices (account_id, amount, tags) select 1 + g % 2000, g % 1000, array['t' || (g % 7)] from generate_series(1, 300000) g;
+    insert into public.events (payload) select jsonb_build_object('n', g) from generate_series(1, 1000) g;
+    insert into public.notes select 'note ' || g from generate_series(1, 100) g;
+    insert into audit.log (line) select 'line ' || g from generate_series(1, 50) g;`)
+  const org = await teamOrg(scion, "Engine Org")
+  orgId = org.orgId
+  Object.assign(tokens, org.tokens)
+  strangerToken = org.strangerToken
+}, 180_000)
+afterAll(async () => {
+  await Promise.all([scion?.stop(), source?.stop()])
+})
+
+const createConnector = async (details: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => {
+  const response = await scion.request("POST", "/v1/connectors", {
+    token: tokens.member,
+    body: { org_id: orgId, service_name: "postgresql", connection_details: source.details(details), ...extra }
+  })
+  expect(response.status, JSON.stringify(response.body)).toBe(200)
+  return response.body.connector_id as string
+}
+const setUp = (id: string, token = tokens.member) => scion.request("POST", `/v1/connectors/${id}/engine-setup`, { token })
+const getConnector = (id: string) => scion.request("GET", `/v1/connectors/${id}`, { token: tokens.member })
+const settle = (operationId: string) => settleOperation(scion, operationId, tokens.member, 300_000)
+const discover = async (id: string) => {
+  const started = await scion.request("POST", `/v1/connectors/${id}/discover`, { token: tokens.member })
+  expect(started.status, JSON.stringify(started.body)).toBe(202)
+  expect((await settle(started.body.operation_id)).status).toBe("completed")
+}
+const select = (id: string, selected_paths: ReadonlyArray<string>) =>
+  scion.request("POST", `/v1/connectors/${id}/selection`, { token: tokens.admin, body: { selected_paths } })
+const decide = (id: string, decisions: Record<string, string>) =>
+  scion.request("PUT", `/v1/connectors/${id}/replica-identity-decisions`, { token: tokens.admin, body: { decisions } })
+
+/** The probe's first defined answer. */
+const eventually = async <A>(what: string, probe: () => Promise<A | undefined>, timeoutMs: number): Promise<A> => {
+  let value: A | undefined
+  await waitFor(what, async () => {
+    value = await probe()
+    return value !== undefined
+  }, timeoutMs)
+  return value as A
+}
+
+const DECISIONS = { "postgres.public.events": "replica_identity_full", "postgres.public.notes": "add_pk", "postgres.public.scratch": "exclude" }
+const MIRRORED = ["postgres.audit.log", "postgres.public.accounts", "postgres.public.events", "postgres.public.invoices", "postgres.public.notes"]
+
+describe("POST /v1/connectors/{id}/engine-setup: refusals", () => {
+  it("422 with the failed prerequisite before discovery, nothing selected, and with unresolved decisions; no operation starts", async () => {
+    const id = await createConnector()
+    const early = await setUp(id)
+    expect(early.status, JSON.stringify(early.body)).toBe(422)
+    expect(early.body.detail).toMatch(/not been discovered/)
+    expect(early.body.prerequisites.map((c: { id: string; status: string }) => [c.id, c.status])).toEqual([["discovered", "fail"]])
+
+    await discover(id)
+    const unselected = await setUp(id)
+    expect(unselected.status).toBe(422)
+    expect(unselected.body.prerequisites.at(-1)).toMatchObject({ id: "selected", status: "fail" })
+
+    expect((await select(id, ["*"])).status).toBe(200)
+    const undecided = await setUp(id)
+    expect(undecided.status).toBe(422)
+    const last = undecided.body.prerequisites.at(-1)
+    expect(last).toMatchObject({ id: "replica_identity_decisions", status: "fail" })
+    expect(last.message).toContain("postgres.public.events")
+    expect(last.remedy).toContain("replica-identity-decisions")
+    expect((await getConnector(id)).body).toMatchObject({ branching_engine_status: "not_set_up" })
+    const operations = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.member })
+    expect(operations.body).toEqual({ attempts: [] })
+  })
+
+  it("400 for a connector that cannot have an engine; 403 without connectors.update; 404 for other orgs and unknown ids", async () => {
+    const code = await scion.request("POST", "/v1/connectors", {
+      token: tokens.member,
+      body: { org_id: orgId, service_name: "github", connection_details: { organization: "scion-dev", access_token: "ghp_engineTestToken" } }
+    })
+    expect(code.status).toBe(200)
+    const refused = await setUp(code.body.connector_id)
+    expect(refused.status).toBe(400)
+    expect(typeof refused.body.detail).toBe("string")
+    expect(refused.body.detail).toMatch(/PostgreSQL/)
+
+    const id = await createConnector()
+    expect((await setUp(id, tokens.viewer)).status).toBe(403)
+    expect((await setUp(id, strangerToken)).status).toBe(404)
+    expect((await setUp("con_does_not_exist")).status).toBe(404)
+    expect((await scion.request("POST", `/v1/connectors/${id}/engine-setup`, {})).status).toBe(401)
+  })
+})
+
+describe("engine setup end to end", () => {
+  let id: string
+  let operationId: string
+
+  it("202 at once; a second call while it runs is 409; the job sets the engine up and the connector is ready", async () => {
+    id = await createConnector()
+    await discover(id)
+    expect((await select(id, ["*"])).status).toBe(200)
+    expect((await decide(id, DECISIONS)).status).toBe(200)
+
+    const started = await setUp(id)
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.body).toMatchObject({ resource_id: id, type: "connector_engine_setup", status: "pending" })
+    operationId = started.body.operation_id
+    expect((await getConnector(id)).body.branching_engine_status).toBe("setting_up")
+    const again = await setUp(id)
+    expect(again.status, JSON.stringify(again.body)).toBe(409)
+
+    const operation = await settle(operationId)
+    expect(operation, JSON.stringify(operation)).toMatchObject({
+      status: "completed",
+      type: "connector_engine_setup",
+      resource_id: id,
+      progress: 100,
+      stage_label: "The engine is ready to branch",
+      result: { connector_id: id, branching_engine_status: "ready", mirror_database: "mirror", tables: MIRRORED, excluded_tables: ["postgres.public.scratch"], pod_name: `local-engine-${id}` }
+    })
+    expect(operation.setup_status.current_step).toBe("done")
+    expect(operation.setup_status.steps.map((s: { name: string; status: string }) => s.status)).toEqual(Array(9).fill("completed"))
+    expect(operation.setup_status.steps.map((s: { name: string }) => s.name)).toEqual([
+      "source_checks", "replica_identity", "publication", "slot", "engine", "schema", "subscription", "initial_copy", "readiness"
+    ])
+
+    const connector = (await getConnector(id)).body
+    expect(connector).toMatchObject({ branching_engine_status: "ready", indexing_status: "indexed", needs_reindex: false })
+    expect(connector.last_indexed_version).toBe(connector.selected_schema_version)
+  }, 300_000)
+
+  it("the decisions were applied on the source, and the publication and slot are there", async () => {
+    const identity = await source.query(`select relname, relreplident from pg_class where oid in ('public.events'::regclass, 'public.notes'::regclass) order by relname`)
+    expect(identity.rows).toEqual([{ relname: "events", relreplident: "f" }, { relname: "notes", relreplident: "d" }])
+    const key = await source.query(`select pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'public.notes'::regclass and contype = 'p'`)
+    expect(key.rows).toEqual([{ def: "PRIMARY KEY (scion_row_id)" }])
+    const published = await source.query(`select schemaname || '.' || tablename as t from pg_publication_tables where pubname = $1 order by 1`.replace("$1", `'scion_${id.toLowerCase()}'`))
+    expect(published.rows.map((r) => r.t)).toEqual(["audit.log", "public.accounts", "public.events", "public.invoices", "public.notes"])
+    const slots = await source.query(`select slot_name, plugin, slot_type from pg_replication_slots where slot_name = 'scion_${id.toLowerCase()}'`)
+    expect(slots.rows).toEqual([{ slot_name: `scion_${id.toLowerCase()}`, plugin: "pgoutput", slot_type: "logical" }])
+  })
+
+  it("the mirror holds the selected tables with their keys, types and rows, over TLS only", async () => {
+    const tables = await queryEngine(scion, id, `select table_schema || '.' || table_name as t from information_schema.tables where table_schema in ('public', 'audit') order by 1`)
+    expect(tables.rows.map((r) => r.t)).toEqual(["audit.log", "public.accounts", "public.events", "public.invoices", "public.notes"])
+    const counts = await queryEngine(
+      scion,
+      id,
+      `select (select count(*) from public.invoices)::int as invoices, (select count(*) from public.accounts)::int as accounts, (select count(*) from public.events)::int as events,
+              (select count(*) from public.notes)::int as notes, (select count(*) from audit.log)::int as log`
+    )
+    expect(counts.rows[0]).toEqual({ invoices: 300000, accounts: 2000, events: 1000, notes: 100, log: 50 })
+    const constraints = await queryEngine(
+      scion,
+      id,
+      `select conrelid::regclass::text as t, contype, pg_get_constraintdef(oid) as def from pg_constraint where connamespace in ('public'::regnamespace, 'audit'::regnamespace) and contype in ('p', 'f', 'c', 'u') order by 1, 2, 3`
+    )
+    expect(constraints.rows).toEqual(
+      expect.arrayContaining([
+        { t: "invoices", contype: "f", def: "FOREIGN KEY (account_id) REFERENCES accounts(id)" },
+        { t: "invoices", contype: "c", def: "CHECK ((amount >= (0)::numeric))" },
+        { t: "accounts", contype: "u", def: "UNIQUE (email)" },
+        { t: "notes", contype: "p", def: "PRIMARY KEY (scion_row_id)" }
+      ])
+    )
+    const enums = await queryEngine(scion, id, `select enum_range(null::public.status)::text as labels`)
+    expect(enums.rows[0].labels).toBe("{new,paid,void}")
+    const indexes = await queryEngine(scion, id, `select indexname from pg_indexes where tablename = 'invoices' order by 1`)
+    expect(indexes.rows.map((r) => r.indexname)).toContain("invoices_account")
+    const record = JSON.parse(await (await import("node:fs/promises")).readFile(join(scion.engineDataDir, id, "engine.json"), "utf8"))
+    const pg = (await import("pg")).default
+    const plain = new pg.Client({ host: record.host, port: record.port, user: record.username, password: record.password, database: "mirror", ssl: false })
+    await expect(plain.connect()).rejects.toThrow(/no encryption|pg_hba/)
+  })
+
+  it("a row inserted, updated and deleted on the source shows up in the mirror", async () => {
+    await source.query(`insert into public.invoices (account_id, status, amount) values (7, 'paid', 12.50); update public.events set payload = '{"n": -1}' where payload->>'n' = '1'; delete from public.notes where body = 'note 3'`)
+    await waitFor("the change to reach the mirror", async () => {
+      const rows = await queryEngine(
+        scion,
+        id,
+        `select (select count(*) from public.invoices where status = 'paid' and amount = 12.50)::int as paid,
+                (select count(*) from public.events where payload->>'n' = '-1')::int as updated,
+                (select count(*) from public.notes)::int as notes`
+      )
+      return rows.rows[0].paid === 1 && rows.rows[0].updated === 1 && rows.rows[0].notes === 99
+    }, 30_000)
+  })
+
+  it("engine setup again is 200 with the connector and a message", async () => {
+    const again = await setUp(id)
+    expect(again.status, JSON.stringify(again.body)).toBe(200)
+    expect(again.body).toMatchObject({ connector_id: id, branching_engine_status: "ready", message: expect.stringMatching(/already set up/) })
+  })
+
+  it("readiness attempts and checks: evidence per table and check, with filters, limits and offsets", async () => {
+    const attempts = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.viewer })
+    expect(attempts.status).toBe(200)
+    expect(attempts.body.attempts).toHaveLength(1)
+    const [attempt] = attempts.body.attempts
+    expect(attempt).toMatchObject({ total_checks: 20, passed_checks: 20, failed_checks: 0, pod_name: `local-engine-${id}` })
+    expect(Date.parse(attempt.latest_checked_at)).not.toBeNaN()
+
+    const all = await scion.request("GET", `/v1/connectors/${id}/readiness-checks`, { token: tokens.viewer })
+    expect(all.status).toBe(200)
+    expect(all.body.checks).toHaveLength(20)
+    expect(new Set(all.body.checks.map((c: { check_name: string }) => c.check_name))).toEqual(new Set(["mirror_table_present", "initial_copy_complete", "replica_identity", "row_count_matches"]))
+    expect(all.body.checks.every((c: { attempt_id: string; status: string; pod_name: string }) => c.attempt_id === attempt.attempt_id && c.status === "pass" && c.pod_name === `local-engine-${id}`)).toBe(true)
+    const rowCount = all.body.checks.find((c: { check_name: string; table_path: string }) => c.check_name === "row_count_matches" && c.table_path === "postgres.public.invoices")
+    expect(rowCount.message).toBe("300000 rows on both sides")
+
+    const byName = await scion.request("GET", `/v1/connectors/${id}/readiness-checks?check_name=row_count_matches`, { token: tokens.member })
+    expect(byName.body.checks.map((c: { table_path: string }) => c.table_path).sort()).toEqual(MIRRORED)
+    expect((await scion.request("GET", `/v1/connectors/${id}/readiness-checks?only_failed=true`, { token: tokens.member })).body.checks).toEqual([])
+    const page = await scion.request("GET", `/v1/connectors/${id}/readiness-checks?limit=3&offset=3`, { token: tokens.member })
+    expect(page.body.checks).toEqual(all.body.checks.slice(3, 6))
+    expect((await scion.request("GET", `/v1/connectors/${id}/readiness-checks?attempt_id=${attempt.attempt_id}&limit=5000`, { token: tokens.member })).body.checks).toHaveLength(20)
+    expect((await scion.request("GET", `/v1/connectors/${id}/readiness-checks?attempt_id=att_unknown`, { token: tokens.member })).body.checks).toEqual([])
+    expect((await scion.request("GET", `/v1/connectors/${id}/readiness-attempts?limit=1`, { token: tokens.member })).body.attempts).toHaveLength(1)
+
+    for (const query of ["limit=0", "limit=5001", "limit=ten", "offset=-1", "only_failed=maybe"]) {
+      const invalid = await scion.request("GET", `/v1/connectors/${id}/readiness-checks?${query}`, { token: tokens.member })
+      expect(invalid.status, query).toBe(422)
+      expect(invalid.body.detail[0].loc[0]).toBe("query")
+    }
+    for (const query of ["limit=0", "limit=5001"]) {
+      expect((await scion.request("GET", `/v1/connectors/${id}/readiness-attempts?${query}`, { token: tokens.member })).status, query).toBe(422)
+    }
+    expect((await scion.request("GET", `/v1/connectors/${id}/readiness-checks`, { token: strangerToken })).status).toBe(404)
+    expect((await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: strangerToken })).status).toBe(404)
+  })
+
+  it("quarantine: an empty list while replication is healthy; release of an unknown entry is 404, without connectors.update 403", async () => {
+    const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })
+    expect(list.status).toBe(200)
+    expect(list.body).toEqual({ entries: [] })
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/qua_unknown/release`, { token: tokens.member })).status).toBe(404)
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/qua_unknown/release`, { token: tokens.viewer })).status).toBe(403)
+    expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: strangerToken })).status).toBe(404)
+  })
+
+  it("quarantine: a stopped subscription is quarantined; release resumes it and the monitor deletes the released row", async () => {
+    await queryEngine(scion, id, `alter subscription "scion_${id.toLowerCase()}" disable`)
+    const entry = await eventually("the monitor to quarantine the stopped subscription", async () => {
+      const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })
+      return list.body.entries.length === 1 ? list.body.entries[0] : undefined
+    }, 30_000)
+    expect(entry).toMatchObject({ connector_id: id, status: "quarantined", reason: "subscription_stopped", released_at: null })
+    expect(entry.quarantine_id).toMatch(/^qua_/)
+
+    const released = await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })
+    expect(released.status, JSON.stringify(released.body)).toBe(200)
+    expect(released.body).toMatchObject({ quarantine_id: entry.quarantine_id, status: "released" })
+    await waitFor("the monitor to resume replication and delete the released row", async () => {
+      const rows = await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])
+      const subscription = await queryEngine(scion, id, "select subenabled from pg_subscription")
+      return rows.length === 0 && subscription.rows[0].subenabled === true
+    }, 30_000)
+    expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })).body).toEqual({ entries: [] })
+  }, 60_000)
+
+  it("quarantine: a lost slot is quarantined and the subscription paused; release is idempotent; the monitor re-creates the slot and copies again", async () => {
+    const slot = `scion_${id.toLowerCase()}`
+    await waitFor("the slot to be dropped on the source", async () => {
+      try {
+        await source.query(`select pg_terminate_backend(active_pid, 5000) from pg_replication_slots where slot_name = '${slot}' and active_pid is not null`)
+        await source.query(`select pg_drop_replication_slot('${slot}')`)
+        return true
+      } catch {
+        return false
+      }
+    }, 30_000)
+    const entry = await eventually("the monitor to quarantine the lost slot", async () => {
+      const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+      return list.body.entries.find((e: { reason: string }) => e.reason === "slot_lost")
+    }, 30_000)
+    expect(entry).toMatchObject({ status: "quarantined", detail: expect.stringContaining(slot) })
+    expect((await queryEngine(scion, id, "select subenabled from pg_subscription")).rows[0].subenabled).toBe(false)
+
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.viewer })).status).toBe(403)
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: strangerToken })).status).toBe(404)
+    const released = await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })
+    const again = await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })
+    // The monitor may restore and delete the row between the two calls; otherwise the same answer.
+    expect(released.status).toBe(200)
+    expect([200, 404]).toContain(again.status)
+    if (again.status === 200) expect(again.body).toEqual(released.body)
+
+    await source.query(`insert into public.accounts (id, email) values (900001, 'after-quarantine@example.com')`)
+    await waitFor("the pipeline to be restored: the slot re-created, the mirror copied again and streaming", async () => {
+      const connector = (await getConnector(id)).body
+      if (connector.branching_engine_status !== "ready") return false
+      const slots = await source.query(`select count(*)::int as n from pg_replication_slots where slot_name = '${slot}'`)
+      const rows = await queryEngine(scion, id, "select (select count(*) from public.accounts)::int as accounts, (select count(*) from public.invoices)::int as invoices")
+      return slots.rows[0].n === 1 && rows.rows[0].accounts === 2001 && rows.rows[0].invoices === 300001
+    }, 120_000)
+    expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
+  }, 180_000)
+
+  it("index: a new selection rolls out to the ready engine (connector_rollout); nothing left to apply is 200", async () => {
+    expect((await select(id, ["postgres.public.*"])).status).toBe(200)
+    expect((await decide(id, DECISIONS)).status).toBe(200)
+    expect((await getConnector(id)).body.needs_reindex).toBe(true)
+    expect((await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.viewer })).status).toBe(403)
+    const started = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.body).toMatchObject({ resource_id: id, type: "connector_rollout" })
+    const operation = await settle(started.body.operation_id)
+    expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", type: "connector_rollout" })
+    const tables = await queryEngine(scion, id, `select to_regclass('audit.log') is null as gone, (select count(*) from public.invoices)::int as invoices`)
+    expect(tables.rows[0]).toEqual({ gone: true, invoices: 300001 })
+    const connector = (await getConnector(id)).body
+    expect(connector).toMatchObject({ branching_engine_status: "ready", needs_reindex: false, indexing_status: "indexed" })
+    const published = await source.query(`select count(*)::int as n from pg_publication_tables where pubname = 'scion_${id.toLowerCase()}' and schemaname = 'audit'`)
+    expect(published.rows[0].n).toBe(0)
+
+    const nothing = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
+    expect(nothing.status).toBe(200)
+    expect(nothing.body).toMatchObject({ connector_id: id, message: expect.stringMatching(/already mirrors/) })
+    const attempts = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.member })
+    // The setup, the restore after the lost slot, and this rollout.
+    expect(attempts.body.attempts).toHaveLength(3)
+    expect(attempts.body.attempts[0].total_checks).toBe(16)
+  }, 300_000)
+
+  it("deleting the connector drops the subscription's slot and publication on the source and destroys the engine", async () => {
+    const removed = await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })
+    expect(removed.status, JSON.stringify(removed.body)).toBe(202)
+    const operation = await settle(removed.body.operation_id)
+    expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", result: { engine: { status: "destroyed" } } })
+    const leftovers = await source.query(
+      `select (select count(*) from pg_publication where pubname like 'scion_${id.toLowerCase()}%')::int as publications,
+              (select count(*) from pg_replication_slots where slot_name like 'scion_${id.toLowerCase()}%')::int as slots`
+    )
+    expect(leftovers.rows[0]).toEqual({ publications: 0, slots: 0 })
+    expect(existsSync(join(scion.engineDataDir, id))).toBe(false)
+  }, 120_000)
+})
+
+describe("index before an engine, and a role that may not replicate", () => {
+  it("index records the selection for engine setup; with nothing selected it is 400", async () => {
+    const id = await createConnector()
+    await discover(id)
+    const empty = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
+    expect(empty.status).toBe(400)
+    expect(typeof empty.body.detail).toBe("string")
+    expect((await select(id, ["postgres.public.accounts"])).status).toBe(200)
+    const recorded = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
+    expect(recorded.status, JSON.stringify(recorded.body)).toBe(200)
+    expect(recorded.body).toMatchObject({ indexing_status: "indexed", needs_reindex: false, branching_engine_status: "not_set_up", message: expect.stringMatching(/engine setup/) })
+  })
+
+  it("a self-managed connector whose role may not replicate fails the setup with what to do, and the connector says failed", async () => {
+    await source.query(`create role reader login password 'reader-pass'; grant select on all tables in schema public to reader;`)
+    const id = await createConnector({ username: "reader", password: "reader-pass" }, { byoc: "self_managed" })
+    await discover(id)
+    expect((await select(id, ["postgres.public.accounts"])).status).toBe(200)
+    const started = await setUp(id)
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    const operation = await settle(started.body.operation_id)
+    expect(operation.status).toBe("failed")
+    expect(operation.error).toMatch(/^publication: the role reader may not publish the selected tables .*grant script/)
+    expect((await getConnector(id)).body).toMatchObject({ branching_engine_status: "failed", indexing_status: "failed" })
+    // A failed setup can be started again (and fails the same way until the grants change).
+    const retried = await setUp(id)
+    expect(retried.status).toBe(202)
+    expect((await settle(retried.body.operation_id)).status).toBe("failed")
+  }, 120_000)
+
+  it("the ready-connector flow works with a role whose password needs quoting in the subscription's conninfo", async () => {
+    // Quotes, a backslash and spaces: the engine's subscription must pass it to libpq intact.
+    const password = `it's a \\ "tricky" pass`
+    await source.query(`create role tricky superuser login password '${password.replaceAll("'", "''")}'`)
+    const tricky = { ...source, details: (overrides: Record<string, unknown> = {}) => source.details({ username: "tricky", password, ...overrides }) }
+    const ready = await readyConnector(scion, { orgId, memberToken: tokens.member, adminToken: tokens.admin, source: tricky, selectedPaths: ["postgres.public.accounts", "postgres.public.invoices"] })
+    expect(ready.setupOperation.result.tables).toEqual(["postgres.public.accounts", "postgres.public.invoices"])
+    const rows = await queryEngine(scion, ready.connectorId, "select count(*)::int as n from public.accounts")
+    const onSource = await source.query("select count(*)::int as n from public.accounts")
+    expect(rows.rows[0].n).toBe(onSource.rows[0].n)
+  }, 300_000)
+})
