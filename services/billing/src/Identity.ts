@@ -1,6 +1,6 @@
-import { authorizeInOrg, IdentityClient, type Principal } from "@scion/kit"
+import { IdentityClient, requireInOrg, type Principal } from "@scion/kit"
 import { Context, Effect, Layer } from "effect"
-import { type AccessError, IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated } from "./domain/errors.js"
+import { type AccessError, PermissionDenied } from "./domain/errors.js"
 
 /** The identity calls this unit makes (kit's, shared by every unit). */
 export { IdentityClient, VerifierFromIdentity } from "@scion/kit"
@@ -28,18 +28,7 @@ export class OrgAccess extends Context.Tag("@scion/billing/OrgAccess")<
       OrgAccess.of({
         require: (principal, orgId, permission) => {
           if (principal.kind === "service") return permission === BILLING_READ ? Effect.void : Effect.fail(new PermissionDenied({ orgId, permission }))
-          return authorizeInOrg(principal, orgId, permission).pipe(
-            Effect.catchTags({
-              AccessRefused: (refused): Effect.Effect<never, AccessError> =>
-                Effect.fail(
-                  refused.reason === "unauthenticated"
-                    ? new Unauthenticated()
-                    : refused.reason === "permission_denied"
-                      ? new PermissionDenied({ orgId, permission })
-                      : new NotAMember({ orgId })
-                ),
-              IdentityUnreachable: (unreachable) => Effect.fail(new IdentityUnavailable({ cause: unreachable.cause }))
-            }),
+          return requireInOrg(principal, orgId, permission).pipe(
             Effect.provideService(IdentityClient, identity)
           )
         }

@@ -1,6 +1,6 @@
-import { authorizeInOrg, IdentityClient, type Principal } from "@scion/kit"
+import { IdentityClient, requireInOrg, type Principal } from "@scion/kit"
 import { Context, Effect, Layer } from "effect"
-import { type AccessError, IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated } from "./domain/errors.js"
+import type { AccessError } from "./domain/errors.js"
 
 export type BranchPermission = "branches.read" | "branches.create" | "branches.delete" | "connectors.update"
 
@@ -19,18 +19,7 @@ export class OrgAccess extends Context.Tag("@scion/branch/OrgAccess")<
     Effect.map(IdentityClient, (identity) =>
       OrgAccess.of({
         require: (principal, orgId, permission) =>
-          authorizeInOrg(principal, orgId, permission).pipe(
-            Effect.catchTags({
-              AccessRefused: (refused): Effect.Effect<never, AccessError> =>
-                Effect.fail(
-                  refused.reason === "unauthenticated"
-                    ? new Unauthenticated()
-                    : refused.reason === "permission_denied"
-                      ? new PermissionDenied({ orgId, permission })
-                      : new NotAMember({ orgId })
-                ),
-              IdentityUnreachable: (unreachable) => Effect.fail(new IdentityUnavailable({ cause: unreachable.cause }))
-            }),
+          requireInOrg(principal, orgId, permission).pipe(
             Effect.provideService(IdentityClient, identity)
           )
       })

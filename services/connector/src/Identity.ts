@@ -1,6 +1,6 @@
-import { authorizeInOrg, IdentityClient, type Principal } from "@scion/kit"
+import { IdentityClient, requireInOrg, type Principal } from "@scion/kit"
 import { Context, Effect, Layer } from "effect"
-import { IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated } from "./domain/errors.js"
+import { type AccessError, NotAMember } from "./domain/errors.js"
 
 /** The identity calls this unit makes (kit's, shared by every unit). */
 export { IdentityClient, VerifierFromIdentity } from "@scion/kit"
@@ -10,7 +10,7 @@ export type EnvironmentPermission = "environments.read" | "environments.manage"
 /** ARCHITECTURE.md's connector permissions (admin: selection and decisions; delete joins with deletion). */
 export type ConnectorPermission = "connectors.read" | "connectors.create" | "connectors.update" | "connectors.delete" | "connectors.admin"
 
-export type AccessError = Unauthenticated | NotAMember | PermissionDenied | IdentityUnavailable
+export type { AccessError }
 
 /**
  * Whether a principal holds a permission in an org: identity answers (kit's authorizeInOrg) for
@@ -29,18 +29,7 @@ export class OrgAccess extends Context.Tag("@scion/connector/OrgAccess")<
       OrgAccess.of({
         require: (principal, orgId, permission) => {
           if (principal.kind === "service") return Effect.fail(new NotAMember({ orgId }))
-          return authorizeInOrg(principal, orgId, permission).pipe(
-            Effect.catchTags({
-              AccessRefused: (refused): Effect.Effect<never, AccessError> =>
-                Effect.fail(
-                  refused.reason === "unauthenticated"
-                    ? new Unauthenticated()
-                    : refused.reason === "permission_denied"
-                      ? new PermissionDenied({ orgId, permission })
-                      : new NotAMember({ orgId })
-                ),
-              IdentityUnreachable: (unreachable) => Effect.fail(new IdentityUnavailable({ cause: unreachable.cause }))
-            }),
+          return requireInOrg(principal, orgId, permission).pipe(
             Effect.provideService(IdentityClient, identity)
           )
         }

@@ -1,25 +1,9 @@
 import { Code, wireErrorFrom, type WireTable } from "@scion/kit"
 import { Schema } from "effect"
 
-export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {
-  override get message() {
-    return "Authentication required: send a principal token issued by identity"
-  }
-}
-
-/** The caller is not a member of the org (or an API key of another org). */
-export class NotAMember extends Schema.TaggedError<NotAMember>()("NotAMember", { orgId: Schema.String }) {
-  override get message() {
-    return `You are not a member of org ${this.orgId}`
-  }
-}
-
-/** A member without the permission the action needs (billing.manage: owners only). */
-export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()("PermissionDenied", { orgId: Schema.String, permission: Schema.String }) {
-  override get message() {
-    return `Missing permission ${this.permission} in org ${this.orgId}`
-  }
-}
+// The refusals of identity, shared by every unit (kit/org-access.ts).
+import { accessWireErrors, type AccessError, IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated } from "@scion/kit"
+export { type AccessError, IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated }
 
 export class UnknownPlan extends Schema.TaggedError<UnknownPlan>()("UnknownPlan", { planId: Schema.String, known: Schema.Array(Schema.String) }) {
   override get message() {
@@ -59,14 +43,6 @@ export class PaymentProviderUnavailable extends Schema.TaggedError<PaymentProvid
   }
 }
 
-/** Identity could not answer an authorization question; safe to retry. */
-export class IdentityUnavailable extends Schema.TaggedError<IdentityUnavailable>()("IdentityUnavailable", { cause: Schema.String }) {
-  override get message() {
-    return "Authorization is temporarily unavailable; retry shortly"
-  }
-}
-
-export type AccessError = Unauthenticated | NotAMember | PermissionDenied | IdentityUnavailable
 
 export type BillingError =
   | AccessError
@@ -80,10 +56,7 @@ export type BillingError =
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
-  Unauthenticated: { code: Code.Unauthenticated, reason: "UNAUTHENTICATED" },
-  NotAMember: { code: Code.PermissionDenied, reason: "NOT_A_MEMBER", metadata: (e) => ({ org_id: e.orgId }) },
-  PermissionDenied: { code: Code.PermissionDenied, reason: "PERMISSION_DENIED", metadata: (e) => ({ org_id: e.orgId, permission: e.permission }) },
-  IdentityUnavailable: { code: Code.Unavailable, reason: "IDENTITY_UNAVAILABLE" },
+  ...accessWireErrors,
   UnknownPlan: { code: Code.InvalidArgument, reason: "UNKNOWN_PLAN", metadata: (e) => ({ plan_id: e.planId }) },
   InvalidArgument: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", metadata: (e) => ({ field: e.field }) },
   ContradictoryUpdate: { code: Code.InvalidArgument, reason: "CONTRADICTORY_UPDATE" },

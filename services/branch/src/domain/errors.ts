@@ -1,23 +1,9 @@
 import { BillingUnavailable, Code, PlanLimitReached, planLimitWireErrors, wireErrorFrom, type WireTable } from "@scion/kit"
 import { Schema } from "effect"
 
-export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {
-  override get message() {
-    return "Authentication required: send a principal token issued by identity"
-  }
-}
-
-export class NotAMember extends Schema.TaggedError<NotAMember>()("NotAMember", { orgId: Schema.String }) {
-  override get message() {
-    return `You are not a member of org ${this.orgId}`
-  }
-}
-
-export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()("PermissionDenied", { orgId: Schema.String, permission: Schema.String }) {
-  override get message() {
-    return `Permission ${this.permission} is required in org ${this.orgId}`
-  }
-}
+// The refusals of identity, shared by every unit (kit/org-access.ts).
+import { accessWireErrors, type AccessError, IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated } from "@scion/kit"
+export { type AccessError, IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated }
 
 /** A missing or invalid field: the interface's 400 with a string detail. */
 export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("InvalidArgument", { field: Schema.String, message: Schema.String }) {}
@@ -86,12 +72,6 @@ export class EngineAccessUnavailable extends Schema.TaggedError<EngineAccessUnav
   }
 }
 
-export class IdentityUnavailable extends Schema.TaggedError<IdentityUnavailable>()("IdentityUnavailable", { cause: Schema.String }) {
-  override get message() {
-    return "Authorization is temporarily unavailable; retry shortly"
-  }
-}
-
 export class SecretStoreFailure extends Schema.TaggedError<SecretStoreFailure>()("SecretStoreFailure", { reason: Schema.String }) {
   override get message() {
     return `Secret store failure: ${this.reason}`
@@ -101,7 +81,6 @@ export class SecretStoreFailure extends Schema.TaggedError<SecretStoreFailure>()
 // Plan limits are shared by every creating unit (kit/plan-limits.ts).
 export { BillingUnavailable, PlanLimitReached }
 
-export type AccessError = Unauthenticated | NotAMember | PermissionDenied | IdentityUnavailable
 
 export type BranchError =
   | AccessError
@@ -120,10 +99,7 @@ export type BranchError =
   | BillingUnavailable
 
 const table: WireTable<BranchError> = {
-  Unauthenticated: { code: Code.Unauthenticated, reason: "UNAUTHENTICATED" },
-  NotAMember: { code: Code.PermissionDenied, reason: "NOT_A_MEMBER", metadata: (e) => ({ org_id: e.orgId }) },
-  PermissionDenied: { code: Code.PermissionDenied, reason: "PERMISSION_DENIED", metadata: (e) => ({ org_id: e.orgId, permission: e.permission }) },
-  IdentityUnavailable: { code: Code.Unavailable, reason: "IDENTITY_UNAVAILABLE" },
+  ...accessWireErrors,
   InvalidArgument: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", metadata: (e) => ({ field: e.field }) },
   ConnectorNotFound: { code: Code.NotFound, reason: "CONNECTOR_NOT_FOUND", metadata: (e) => ({ connector_id: e.connectorId }) },
   BranchNotFound: { code: Code.NotFound, reason: "BRANCH_NOT_FOUND", metadata: (e) => ({ branch_id: e.branchId }) },

@@ -1,24 +1,9 @@
 import { BillingUnavailable, Code, PlanLimitReached, planLimitWireErrors, wireErrorFrom, type WireTable } from "@scion/kit"
 import { Schema } from "effect"
 
-export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {
-  override get message() {
-    return "Authentication required: send a principal token issued by identity"
-  }
-}
-
-/** Acting in an org the caller does not belong to (lists and creates; single resources are NOT_FOUND). */
-export class NotAMember extends Schema.TaggedError<NotAMember>()("NotAMember", { orgId: Schema.String }) {
-  override get message() {
-    return `You are not a member of org ${this.orgId}`
-  }
-}
-
-export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()("PermissionDenied", { orgId: Schema.String, permission: Schema.String }) {
-  override get message() {
-    return `Permission ${this.permission} is required in org ${this.orgId}`
-  }
-}
+// The refusals of identity, shared by every unit (kit/org-access.ts).
+import { accessWireErrors, type AccessError, IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated } from "@scion/kit"
+export { type AccessError, IdentityUnavailable, NotAMember, PermissionDenied, Unauthenticated }
 
 export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("InvalidArgument", { field: Schema.String, message: Schema.String }) {}
 
@@ -68,13 +53,6 @@ export class ExternalIdMismatch extends Schema.TaggedError<ExternalIdMismatch>()
 // Plan limits are shared by every creating unit (kit/plan-limits.ts).
 export { BillingUnavailable, PlanLimitReached }
 
-
-/** Identity could not answer an authorization question; safe to retry. */
-export class IdentityUnavailable extends Schema.TaggedError<IdentityUnavailable>()("IdentityUnavailable", { cause: Schema.String }) {
-  override get message() {
-    return "Authorization is temporarily unavailable; retry shortly"
-  }
-}
 
 /**
  * Encryption or decryption failed: an unknown key id, a tampered envelope, the wrong associated
@@ -258,9 +236,7 @@ export type ConnectorError =
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
-  Unauthenticated: { code: Code.Unauthenticated, reason: "UNAUTHENTICATED" },
-  NotAMember: { code: Code.PermissionDenied, reason: "NOT_A_MEMBER", metadata: (e) => ({ org_id: e.orgId }) },
-  PermissionDenied: { code: Code.PermissionDenied, reason: "PERMISSION_DENIED", metadata: (e) => ({ org_id: e.orgId, permission: e.permission }) },
+  ...accessWireErrors,
   InvalidArgument: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", metadata: (e) => ({ field: e.field }) },
   EnvironmentNotFound: { code: Code.NotFound, reason: "ENVIRONMENT_NOT_FOUND", metadata: (e) => ({ environment_id: e.environmentId }) },
   EnvironmentNameTaken: { code: Code.AlreadyExists, reason: "ENVIRONMENT_NAME_TAKEN", metadata: (e) => ({ org_id: e.orgId, name: e.name }) },
@@ -273,7 +249,6 @@ export const wireErrors = {
   AwsAccountMismatch: { code: Code.InvalidArgument, reason: "AWS_ACCOUNT_MISMATCH", metadata: (e) => ({ expected: e.expected, actual: e.actual }) },
   ExternalIdMismatch: { code: Code.InvalidArgument, reason: "EXTERNAL_ID_MISMATCH" },
   ...planLimitWireErrors,
-  IdentityUnavailable: { code: Code.Unavailable, reason: "IDENTITY_UNAVAILABLE" },
   SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE", metadata: (e) => ({ reason: e.reason }) },
   ConnectorNotFound: { code: Code.NotFound, reason: "CONNECTOR_NOT_FOUND", metadata: (e) => ({ connector_id: e.connectorId }) },
   UnsupportedService: { code: Code.InvalidArgument, reason: "UNSUPPORTED_SERVICE", metadata: (e) => ({ service_name: e.serviceName }) },
