@@ -330,6 +330,15 @@ export const stopEngines = async (engineDataDir: string): Promise<void> => {
   const entries = await readdir(engineDataDir).catch(() => [] as Array<string>)
   await Promise.all(
     entries.map(async (entry) => {
+      // The engine's PgBouncer, when there is one, then its postmaster.
+      const poolerPid = Number((await readFile(join(engineDataDir, entry, "pooler", "pgbouncer.pid"), "utf8").catch(() => "")).trim())
+      if (Number.isInteger(poolerPid) && poolerPid > 0) {
+        try {
+          process.kill(poolerPid, "SIGINT")
+        } catch {
+          // Already gone.
+        }
+      }
       const pidFile = await readFile(join(engineDataDir, entry, "pgdata", "postmaster.pid"), "utf8").catch(() => "")
       const pid = Number(pidFile.split("\n")[0])
       if (!Number.isInteger(pid) || pid <= 0) return

@@ -16,6 +16,7 @@ import pg from "pg"
 import { type Engine, EngineNotFound, EngineProvisioner } from "../src/engine/EngineProvisioner.js"
 import { LocalEngineProvisionerLive } from "../src/engine/LocalEngineProvisioner.js"
 
+const hasPgbouncer = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer", "/usr/local/sbin/pgbouncer"].some((path) => existsSync(path))
 const dataDir = join(tmpdir(), `scion-engines-test-${randomBytes(5).toString("hex")}`)
 const connectorId = `con_${randomBytes(6).toString("hex")}`
 
@@ -138,10 +139,38 @@ describe("LocalEngineProvisioner", () => {
     expect((await query(engine, "select count(*)::int as n from kept")).rows).toEqual([{ n: 1 }])
   })
 
+  // PgBouncer is optional (Debian's package; .ci/run installs it): without it engines have no pooler.
+  it.skipIf(!hasPgbouncer)("a PgBouncer in front of the engine: TLS and SCRAM for roles made later, stopped and started with it", async () => {
+    expect(engine.pooler).toEqual({ host: engine.host, port: expect.any(Number) })
+    const pooler = engine.pooler!
+    expect(pooler.port).not.toBe(engine.port)
+    await query(engine, "create role pooled login password 'pooled-pass'")
+    const through = (password: string, ssl: pg.ClientConfig["ssl"]) =>
+      new pg.Client({ host: pooler.host, port: pooler.port, user: "pooled", password, database: "postgres", ssl, connectionTimeoutMillis: 10_000 })
+    const ok = through("pooled-pass", { rejectUnauthorized: false })
+    await ok.connect()
+    expect((await ok.query("select current_user as who, (select ssl from pg_stat_ssl where pid = pg_backend_pid()) as server_tls")).rows).toEqual([{ who: "pooled", server_tls: true }])
+    await ok.end()
+    await expect(through("wrong", { rejectUnauthorized: false }).connect()).rejects.toThrow()
+    await expect(through("pooled-pass", false).connect()).rejects.toThrow()
+    // The pooler's files hold the superuser's password: only the server's user may read them.
+    expect((await stat(join(dataDir, connectorId, "pooler", "userlist.txt"))).mode & 0o777).toBe(0o600)
+
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.stop(connectorId)))
+    expect(await portIsFree(pooler.port)).toBe(true)
+    const restarted = await run(Effect.flatMap(EngineProvisioner, (p) => p.start(connectorId)))
+    expect(restarted.pooler).toEqual(pooler)
+    const again = through("pooled-pass", { rejectUnauthorized: false })
+    await again.connect()
+    expect((await again.query("select 1 as one")).rows).toEqual([{ one: 1 }])
+    await again.end()
+  })
+
   it("destroy removes the data directory and frees the port; unknown engines are not found", async () => {
     await run(Effect.flatMap(EngineProvisioner, (p) => p.destroy(connectorId)))
     expect(existsSync(join(dataDir, connectorId))).toBe(false)
     expect(await portIsFree(engine.port)).toBe(true)
+    if (engine.pooler !== undefined) expect(await portIsFree(engine.pooler.port)).toBe(true)
     // Idempotent.
     await run(Effect.flatMap(EngineProvisioner, (p) => p.destroy(connectorId)))
 

@@ -16,6 +16,7 @@ export interface BranchingEngineView {
   readonly mirrorDatabase: string
   readonly subscriptionNames: ReadonlyArray<string>
   readonly fileCopyClone: boolean
+  readonly pooler: { readonly host: string; readonly port: number } | null
 }
 
 /**
@@ -38,7 +39,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         select mirror_database, subscription_name, host from engines where connector_id = ${connector.id}`
       const base = { connectorId: connector.id, orgId: connector.orgId, branchingEngineStatus: connector.branchingEngineStatus }
       if (row === undefined || row.host === null) {
-        return { ...base, host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false } satisfies BranchingEngineView
+        return { ...base, host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false, pooler: null } satisfies BranchingEngineView
       }
       const engine = yield* provisioner.start(connector.id).pipe(
         Effect.map(Option.some),
@@ -47,7 +48,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         Effect.catchTag("EngineNotFound", () => Effect.succeed(Option.none()))
       )
       if (Option.isNone(engine)) {
-        return { ...base, branchingEngineStatus: "failed", host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false } satisfies BranchingEngineView
+        return { ...base, branchingEngineStatus: "failed", host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false, pooler: null } satisfies BranchingEngineView
       }
       return {
         ...base,
@@ -57,7 +58,8 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         superuserPassword: engine.value.superuser.password,
         mirrorDatabase: row.mirror_database,
         subscriptionNames: [row.subscription_name],
-        fileCopyClone: engine.value.fileCopyClone === true
+        fileCopyClone: engine.value.fileCopyClone === true,
+        pooler: engine.value.pooler ?? null
       } satisfies BranchingEngineView
     })
 

@@ -23,6 +23,8 @@ export interface Engine {
    * a template copy (a branch) then clones files instead of copying them.
    */
   readonly fileCopyClone?: boolean
+  /** A connection pooler (PgBouncer) in front of the engine, when one is configured. */
+  readonly pooler?: { readonly host: string; readonly port: number }
 }
 
 export type EngineState = "running" | "stopped"

@@ -22,10 +22,10 @@ import { randomBytes } from "node:crypto"
 import { existsSync } from "node:fs"
 import { appendFile, chmod, chown, mkdir, readFile, rm, writeFile } from "node:fs/promises"
 import { createRequire } from "node:module"
-import { createServer, isIP } from "node:net"
+import { connect, createServer, isIP } from "node:net"
 import { arch, platform, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
-import { Config, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Config, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { type Engine, EngineError, EngineNotFound, EngineProvisioner, type EngineStatus } from "./EngineProvisioner.js"
 
 export interface LocalEngineOptions {
@@ -48,6 +48,11 @@ export interface LocalEngineOptions {
    * then clones a template database's files (branches in milliseconds). Default `copy`.
    */
   readonly fileCopyMethod: "copy" | "clone"
+  /**
+   * The PgBouncer executable put in front of each engine (transaction pooling, TLS, SCRAM), or
+   * none. Default: Debian's `/usr/sbin/pgbouncer` (or `pgbouncer` on PATH) when installed.
+   */
+  readonly pgbouncer: Option.Option<string>
 }
 
 /** ENGINE_* configuration of the local adapter (see the unit's README, "Engines (groundwork)"). */
@@ -60,8 +65,19 @@ export const LocalEngineConfig: Config.Config<LocalEngineOptions> = Config.all({
   binDir: Config.option(Config.string("ENGINE_PG_BIN_DIR")),
   osUser: Config.string("ENGINE_OS_USER").pipe(Config.withDefault("postgres")),
   openssl: Config.string("ENGINE_OPENSSL").pipe(Config.withDefault("openssl")),
-  fileCopyMethod: Config.literal("copy", "clone")("ENGINE_FILE_COPY_METHOD").pipe(Config.withDefault("copy" as const))
+  fileCopyMethod: Config.literal("copy", "clone")("ENGINE_FILE_COPY_METHOD").pipe(Config.withDefault("copy" as const)),
+  // auto: Debian's package when installed; off: no pooler; anything else: the executable's path.
+  pgbouncer: Config.string("ENGINE_PGBOUNCER").pipe(
+    Config.withDefault("auto"),
+    Config.map((value) => (value === "off" ? Option.none() : value === "auto" ? findPgbouncer() : Option.some(value)))
+  )
 })
+
+/** Debian installs PgBouncer in /usr/sbin (not on every PATH). */
+const findPgbouncer = (): Option.Option<string> =>
+  Option.fromNullable(
+    ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer", "/usr/local/sbin/pgbouncer"].find((candidate) => existsSync(candidate))
+  )
 
 /** The engine record, engine.json. The password is plaintext on disk (0600), like a pgpass file. */
 const EngineRecord = Schema.Struct({
@@ -71,7 +87,9 @@ const EngineRecord = Schema.Struct({
   port: Schema.Int,
   username: Schema.String,
   password: Schema.Redacted(Schema.String),
-  createdAt: Schema.String
+  createdAt: Schema.String,
+  /** The PgBouncer in front of the engine, when one is configured. */
+  poolerPort: Schema.optional(Schema.Int)
 })
 type EngineRecord = typeof EngineRecord.Type
 const EngineRecordJson = Schema.parseJson(EngineRecord)
@@ -229,7 +247,8 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       tls: true,
       // One local cluster per connector: named like the pod of the Kubernetes adapter would be.
       instanceName: `local-engine-${record.connectorId}`,
-      fileCopyClone: options.fileCopyMethod === "clone"
+      fileCopyClone: options.fileCopyMethod === "clone",
+      ...(record.poolerPort !== undefined && Option.isSome(options.pgbouncer) ? { pooler: { host: record.host, port: record.poolerPort } } : {})
     })
 
     /** pg_ctl status: 0 running, 3 not running. */
@@ -264,6 +283,124 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       Effect.gen(function* () {
         if (!(yield* isRunning(connectorId, user))) return
         yield* runOk(connectorId, "stop", pgCtl, ["stop", "-w", "-t", "60", "-m", mode, "-D", paths(connectorId).pgdata], user)
+      })
+
+    // -----------------------------------------------------------------------------------------
+    // The pooler: one PgBouncer per engine, run as the server's user, detached like the server.
+    // Clients connect with TLS (the engine's certificate) and SCRAM; PgBouncer looks their
+    // secrets up in the engine (auth_query as the superuser), so branch roles made later work
+    // without touching its configuration, and logs in to the engine with the same SCRAM keys.
+    // -----------------------------------------------------------------------------------------
+
+    const poolerPaths = (connectorId: string) => {
+      const dir = join(paths(connectorId).engineDir, "pooler")
+      return { dir, ini: join(dir, "pgbouncer.ini"), users: join(dir, "userlist.txt"), pid: join(dir, "pgbouncer.pid"), log: join(dir, "pgbouncer.log") }
+    }
+
+    const poolerIni = (record: EngineRecord, poolerPort: number) => {
+      const { pgdata } = paths(record.connectorId)
+      const p = poolerPaths(record.connectorId)
+      return [
+        "; Written by Scion's local engine provisioner.",
+        "[databases]",
+        `* = host=${record.host} port=${record.port}`,
+        "",
+        "[pgbouncer]",
+        `listen_addr = ${record.host}`,
+        `listen_port = ${poolerPort}`,
+        "unix_socket_dir =",
+        "auth_type = scram-sha-256",
+        `auth_file = ${p.users}`,
+        `auth_user = ${SUPERUSER}`,
+        "auth_query = SELECT usename, passwd FROM pg_catalog.pg_shadow WHERE usename = $1",
+        "pool_mode = transaction",
+        "max_client_conn = 1000",
+        "default_pool_size = 10",
+        "client_tls_sslmode = require",
+        `client_tls_key_file = ${join(pgdata, "server.key")}`,
+        `client_tls_cert_file = ${join(pgdata, "server.crt")}`,
+        "server_tls_sslmode = require",
+        "ignore_startup_parameters = extra_float_digits,options",
+        `pidfile = ${p.pid}`,
+        `logfile = ${p.log}`,
+        ""
+      ].join("\n")
+    }
+
+    const pidAlive = (pidFile: string) =>
+      Effect.promise(async () => {
+        const pid = Number((await readFile(pidFile, "utf8").catch(() => "")).trim())
+        if (!Number.isInteger(pid) || pid <= 0) return Option.none<number>()
+        try {
+          process.kill(pid, 0)
+          return Option.some(pid)
+        } catch {
+          return Option.none<number>()
+        }
+      })
+
+    const portOpen = (host: string, port: number) =>
+      Effect.async<boolean>((resume) => {
+        const socket = connect({ host, port })
+        socket.once("connect", () => {
+          socket.destroy()
+          resume(Effect.succeed(true))
+        })
+        socket.once("error", () => resume(Effect.succeed(false)))
+        return Effect.sync(() => void socket.destroy())
+      })
+
+    /** Writes the pooler's files (the record gets its port on first use) and starts it unless running. */
+    const startPooler = (record: EngineRecord, user: OsUser | undefined) =>
+      Effect.gen(function* () {
+        if (Option.isNone(options.pgbouncer)) return record
+        const p = poolerPaths(record.connectorId)
+        let entry = record
+        if (entry.poolerPort === undefined) {
+          const poolerPort = yield* attempt(record.connectorId, "allocate pooler port", freePort)
+          entry = { ...record, poolerPort }
+          const json = yield* Schema.encode(EngineRecordJson)(entry).pipe(Effect.mapError((cause) => fail(record.connectorId, "write record", cause)))
+          yield* attempt(record.connectorId, "write record", () => writeFile(paths(record.connectorId).record, json, { mode: 0o600 }))
+        }
+        if (Option.isSome(yield* pidAlive(p.pid))) return entry
+        yield* attempt(record.connectorId, "configure pooler", async () => {
+          await mkdir(p.dir, { recursive: true, mode: 0o700 })
+          await writeFile(p.ini, poolerIni(entry, entry.poolerPort!), { mode: 0o600 })
+          // The superuser's password, for auth_query's own login (0600, like the record).
+          await writeFile(p.users, `"${SUPERUSER}" "${Redacted.value(entry.password).replaceAll('"', '""')}"\n`, { mode: 0o600 })
+        })
+        for (const path of [p.dir, p.ini, p.users]) yield* give(record.connectorId, path, user)
+        yield* runOk(record.connectorId, "start pooler", options.pgbouncer.value, ["-d", p.ini], user).pipe(
+          Effect.catchAll((error) =>
+            Effect.promise(() => readFile(p.log, "utf8").catch(() => "")).pipe(
+              Effect.flatMap((log) => Effect.fail(new EngineError({ connectorId: record.connectorId, step: "start pooler", message: `${error.message}\n${log.trim().split("\n").slice(-10).join("\n")}` })))
+            )
+          )
+        )
+        // Daemonized: ready once it accepts connections.
+        yield* portOpen(entry.host, entry.poolerPort!).pipe(
+          Effect.filterOrFail((open) => open, () => new EngineError({ connectorId: record.connectorId, step: "start pooler", message: "the pooler did not start listening" })),
+          Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds")))
+        )
+        return entry
+      })
+
+    const stopPooler = (connectorId: string) =>
+      Effect.gen(function* () {
+        const pid = yield* pidAlive(poolerPaths(connectorId).pid)
+        if (Option.isNone(pid)) return
+        yield* Effect.sync(() => {
+          try {
+            process.kill(pid.value, "SIGINT")
+          } catch {
+            // Already gone.
+          }
+        })
+        yield* pidAlive(poolerPaths(connectorId).pid).pipe(
+          Effect.filterOrFail(Option.isNone, () => "running" as const),
+          Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds"))),
+          Effect.ignore
+        )
       })
 
     const serverConf = (port: number) =>
@@ -359,8 +496,9 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       yield* validate(connectorId)
       const user = yield* serverUser(connectorId)
       const existing = yield* readRecord(connectorId)
-      const entry = Option.isSome(existing) ? existing.value : yield* create(connectorId, user)
+      const created = Option.isSome(existing) ? existing.value : yield* create(connectorId, user)
       yield* startServer(connectorId, user)
+      const entry = yield* startPooler(created, user)
       yield* Effect.logInfo(Option.isSome(existing) ? "engine already provisioned" : "engine provisioned").pipe(
         Effect.annotateLogs({ connectorId, host: entry.host, port: entry.port, dataDir: paths(connectorId).pgdata })
       )
@@ -370,15 +508,17 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
     const start = Effect.fn("LocalEngineProvisioner.start")(function* (connectorId: string) {
       yield* Effect.annotateCurrentSpan("connector.id", connectorId)
       yield* validate(connectorId)
-      const entry = yield* requireRecord(connectorId)
-      yield* startServer(connectorId, yield* serverUser(connectorId))
-      return engineOf(entry)
+      const user = yield* serverUser(connectorId)
+      const record = yield* requireRecord(connectorId)
+      yield* startServer(connectorId, user)
+      return engineOf(yield* startPooler(record, user))
     }, (effect, connectorId) => locked(connectorId)(effect))
 
     const stop = Effect.fn("LocalEngineProvisioner.stop")(function* (connectorId: string) {
       yield* Effect.annotateCurrentSpan("connector.id", connectorId)
       yield* validate(connectorId)
       yield* requireRecord(connectorId)
+      yield* stopPooler(connectorId)
       yield* stopServer(connectorId, yield* serverUser(connectorId), "fast")
       yield* Effect.logInfo("engine stopped").pipe(Effect.annotateLogs({ connectorId }))
     }, (effect, connectorId) => locked(connectorId)(effect))
@@ -388,6 +528,7 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       yield* validate(connectorId)
       const { engineDir, pgdata } = paths(connectorId)
       if (!existsSync(engineDir)) return
+      yield* stopPooler(connectorId)
       if (existsSync(join(pgdata, "PG_VERSION"))) yield* stopServer(connectorId, yield* serverUser(connectorId), "immediate")
       yield* attempt(connectorId, "remove data", () => rm(engineDir, { recursive: true, force: true }))
       yield* Effect.logInfo("engine destroyed").pipe(Effect.annotateLogs({ connectorId }))

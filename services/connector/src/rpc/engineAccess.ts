@@ -28,7 +28,8 @@ export const engineAccessRoutes = Effect.gen(function* () {
             superuserPassword: Redacted.value(engine.superuserPassword),
             mirrorDatabase: engine.mirrorDatabase,
             subscriptionNames: [...engine.subscriptionNames],
-            fileCopyClone: engine.fileCopyClone
+            fileCopyClone: engine.fileCopyClone,
+            ...(engine.pooler !== null ? { poolerHost: engine.pooler.host, poolerPort: engine.pooler.port } : {})
           }
         }))
     },
