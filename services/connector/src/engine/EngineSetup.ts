@@ -555,7 +555,7 @@ const runSetup = (
             "subscription",
             `create subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
              publication ${quoteIdent(names.publication)}
-             with (create_slot = false, slot_name = ${quoteLiteral(names.slot)}, copy_data = true, enabled = true)`
+             with (create_slot = false, slot_name = ${quoteLiteral(names.slot)}, copy_data = true, enabled = true, binary = true)`
           )
         } else {
           if (!subscription.enabled) yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} enable`)
