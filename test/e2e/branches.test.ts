@@ -236,4 +236,20 @@ describe("branches of a ready engine", () => {
     expect(databases).toEqual(live.map((r) => r.database_name).sort())
     expect(roles).toEqual(live.map((r) => r.role_name).sort())
   })
+
+  it("deleting the connector deletes its branches first: they read 404 and their URLs stop working", async () => {
+    const kept = await create(member.token, { connector_id: connectorId, name: "before-delete", service_type: "postgres" })
+    const branch = (await settleOperation(scion, kept.body.operation_id, member.token)).result
+    expect(psql(branch.branch_url, "select 1")).toBe("1")
+    const removed = await scion.request("DELETE", `/v1/connectors/${connectorId}?force=true`, { token: owner.token })
+    expect(removed.status, JSON.stringify(removed.body)).toBe(202)
+    const operation = await settleOperation(scion, removed.body.operation_id, owner.token, 120_000)
+    expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", result: { engine: { status: "destroyed" } } })
+    expect((await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: member.token })).status).toBe(404)
+    expect(await queryMetadata(scion, "select count(*)::int as n from branch.branches where connector_id = $1 and status <> 'deleted'", [connectorId])).toEqual([{ n: 0 }])
+    expect(() => psql(branch.branch_url, "select 1")).toThrow()
+    // Nothing of Scion's is left on the source.
+    const leftovers = await source.query(`select (select count(*) from pg_replication_slots)::int as slots, (select count(*) from pg_publication)::int as publications`, "app")
+    expect(leftovers.rows[0]).toEqual({ slots: 0, publications: 0 })
+  }, 180_000)
 })

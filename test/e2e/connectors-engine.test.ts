@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
 import { queryMetadata, type RoleKey, settleOperation, teamOrg } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
-import { startScion, waitFor, type Scion } from "../support/system.js"
+import { healthServing, respawn, startScion, type UnitProcess, waitFor, type Scion } from "../support/system.js"
 
 let scion: Scion
 let source: SourceCluster
@@ -418,4 +418,38 @@ describe("index before an engine, and a role that may not replicate", () => {
     const onSource = await source.query("select count(*)::int as n from public.accounts")
     expect(rows.rows[0].n).toBe(onSource.rows[0].n)
   }, 300_000)
+})
+
+describe("when the work cannot start", () => {
+  let respawned: UnitProcess | undefined
+  afterAll(async () => {
+    await respawned?.stop()
+  })
+
+  it("engine setup, index and delete answer 503 while the operation unit is down (nothing starts), and work again after", async () => {
+    const id = await createConnector()
+    await discover(id)
+    expect((await select(id, ["postgres.public.accounts"])).status).toBe(200)
+    const [operationUnit] = scion.operations
+    await operationUnit!.stop("SIGKILL")
+    try {
+      const setup = await setUp(id)
+      expect(setup.status, JSON.stringify(setup.body)).toBe(503)
+      expect(typeof setup.body.detail).toBe("string")
+      expect((await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })).status).toBe(503)
+      // Nothing changed: still not set up, no setup recorded.
+      expect((await getConnector(id)).body).toMatchObject({ branching_engine_status: "not_set_up" })
+      expect(await queryMetadata(scion, "select setup_operation_id from connector.connectors where id = $1", [id])).toEqual([{ setup_operation_id: null }])
+    } finally {
+      respawned = respawn(operationUnit!)
+      await waitFor("the operation unit to serve again", () => healthServing(scion.operationUrls[0]!), 60_000)
+    }
+    const started = await setUp(id)
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    // While that setup runs (provisioning alone takes a second), index is 409; another org's caller gets 404.
+    const during = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
+    expect(during.status, JSON.stringify(during.body)).toBe(409)
+    expect((await scion.request("POST", `/v1/connectors/${id}/index`, { token: strangerToken })).status).toBe(404)
+    expect((await settle(started.body.operation_id)).status).toBe("completed")
+  }, 180_000)
 })
