@@ -56,8 +56,20 @@ export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duratio
     JobWorker.layer({ ...discoveryJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
     JobWorker.layer({ ...deleteJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
     // Setup steps are idempotent, so a redelivery after a crash resumes; a step's own failure
-    // fails the operation (JobFailed) instead of being retried.
-    JobWorker.layer({ ...engineSetupJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(2), Duration.seconds(10)], ackWait: Duration.seconds(60) }),
+    // fails the operation (JobFailed) instead of being retried. ENGINE_SETUP_ACK_WAIT (default
+    // 60 s) is how long a crashed worker's setup waits for redelivery; heartbeats every third.
+    Layer.unwrapEffect(
+      Effect.map(Config.duration("ENGINE_SETUP_ACK_WAIT").pipe(Config.withDefault(Duration.seconds(60)), Effect.orDie), (ackWait) =>
+        JobWorker.layer({
+          ...engineSetupJob,
+          concurrency: 2,
+          maxAttempts: 3,
+          backoff: [Duration.seconds(2), Duration.seconds(10)],
+          ackWait,
+          heartbeatInterval: Duration.millis(Math.max(200, Duration.toMillis(ackWait) / 3))
+        })
+      )
+    ),
     OutboxRelay.layer(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {}),
     ProjectEventsConsumer,
     QuarantineMonitorLive
