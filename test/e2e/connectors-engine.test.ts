@@ -363,6 +363,22 @@ describe("engine setup end to end", () => {
     expect(attempts.body.attempts[0].total_checks).toBe(16)
   }, 300_000)
 
+  it("new connection details (PUT) reach the engine's subscription, and replication goes on with them", async () => {
+    await source.query("create role rotated superuser login password 'rotated-pass'")
+    const updated = await scion.request("PUT", `/v1/connectors/${id}`, {
+      token: tokens.member,
+      body: { connection_details: source.details({ username: "rotated", password: "rotated-pass" }) }
+    })
+    expect(updated.status, JSON.stringify(updated.body)).toBe(200)
+    const conninfo = (await queryEngine(scion, id, "select subconninfo from pg_subscription")).rows[0].subconninfo as string
+    expect(conninfo).toContain("user='rotated'")
+    await source.query("insert into public.accounts (id, email) values (900002, 'rotated@example.com')")
+    await waitFor("the row written after the rotation in the mirror", async () =>
+      (await queryEngine(scion, id, "select count(*)::int as n from public.accounts where id = 900002")).rows[0].n === 1, 30_000)
+    const sender = await source.query("select usename from pg_stat_replication where application_name = $1".replace("$1", `'scion_${id.toLowerCase()}'`))
+    expect(sender.rows.map((r) => r.usename)).toEqual(["rotated"])
+  }, 60_000)
+
   it("deleting the connector drops the subscription's slot and publication on the source and destroys the engine", async () => {
     const removed = await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })
     expect(removed.status, JSON.stringify(removed.body)).toBe(202)

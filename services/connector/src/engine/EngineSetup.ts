@@ -145,6 +145,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
     const connectors = yield* Connectors
     const secrets = yield* SecretStore
     const operations = yield* DiscoveryOperations
+    const provisioner = yield* EngineProvisioner
     const sql = yield* SqlClient.SqlClient
     const transaction = transactional(sql)
 
@@ -264,7 +265,38 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       return yield* dispatch(found.value, "setup")
     }, dieOnSql)
 
-    return { setUp, index, restart } as const
+    /**
+     * After new connection details (PUT …): the engine's subscription logs in with them from now
+     * on. Nothing to do without an engine; a failure is logged, not raised (the update stands,
+     * and the quarantine monitor reports replication that breaks).
+     */
+    const refreshCredentials = Effect.fn("EngineSetup.refreshCredentials")(function* (connectorId: string) {
+      const [record] = yield* sql<{ readonly mirror_database: string; readonly subscription_name: string }>`
+        select mirror_database, subscription_name from engines where connector_id = ${connectorId}`
+      if (record === undefined) return false
+      const details = yield* storedDetails(connectorId)
+      if (Either.isLeft(details)) return false
+      return yield* Effect.scoped(
+        Effect.gen(function* () {
+          const engine = yield* provisioner.start(connectorId)
+          const mirror = yield* engineSession(engine, record.mirror_database, { applicationName: "scion-connector", connectMillis: 10_000 })
+          const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [record.subscription_name])
+          if (present === undefined) return false
+          yield* mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`)
+          yield* Effect.logInfo("engine subscription given the new credentials").pipe(Effect.annotateLogs({ connector_id: connectorId }))
+          return true
+        })
+      ).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning("the engine's subscription could not be given the new credentials").pipe(
+            Effect.annotateLogs({ connector_id: connectorId, error: (error as { message?: string }).message ?? String(error) }),
+            Effect.as(false)
+          )
+        )
+      )
+    }, dieOnSql)
+
+    return { setUp, index, restart, refreshCredentials } as const
   })
 }) {}
 
@@ -311,8 +343,9 @@ export const subscriptionConninfo = (details: PostgresDetails, password: string)
     `user=${conninfoValue(details.username)}`,
     `password=${conninfoValue(password)}`,
     `sslmode=${conninfoValue(details.sslmode)}`,
-    "connect_timeout='10'",
-    "application_name='scion-engine'"
+    // No application_name: the walsender then carries the subscription's name (scion_<id>), which
+    // tells connectors apart on a shared source.
+    "connect_timeout='10'"
   ].join(" ")
 
 /** setup_status: the steps in order and where each is. */

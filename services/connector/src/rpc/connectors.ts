@@ -139,6 +139,8 @@ export const connectorServiceRoutes = Effect.gen(function* () {
             name: req.name,
             connectionDetails: req.connectionDetails === undefined ? undefined : Redacted.make<unknown>(req.connectionDetails)
           })
+          // The engine's subscription follows the connector's credentials.
+          if (req.connectionDetails !== undefined) yield* setup.refreshCredentials(view.connector.id)
           return { connector: connectorToProto(view, true) }
         }),
       getConnectionDetails: (req) =>
