@@ -1,4 +1,4 @@
-import { Context, type Effect, type Redacted, Schema } from "effect"
+import { Context, Effect, type Redacted, Schema } from "effect"
 
 /**
  * The branching engine of one connector: a Postgres cluster that will hold the mirror of the
@@ -65,3 +65,24 @@ export class EngineProvisioner extends Context.Tag("@scion/connector/EngineProvi
     readonly status: (connectorId: string) => Effect.Effect<EngineStatus, EngineError | EngineNotFound>
   }
 >() {}
+
+const CONNECTOR_ID = /^[A-Za-z0-9_-]{1,128}$/
+
+/** Connector ids name directories and Kubernetes objects: only safe characters get through. */
+export const validateConnectorId = (connectorId: string): Effect.Effect<void, EngineError> =>
+  CONNECTOR_ID.test(connectorId)
+    ? Effect.void
+    : Effect.fail(new EngineError({ connectorId, step: "validate", message: "connector id must match [A-Za-z0-9_-]{1,128}" }))
+
+/** One provisioning or lifecycle change at a time per connector in this process (adapters share it). */
+export const perConnectorLock = () => {
+  const locks = new Map<string, Effect.Semaphore>()
+  return (connectorId: string) => {
+    let lock = locks.get(connectorId)
+    if (!lock) {
+      lock = Effect.unsafeMakeSemaphore(1)
+      locks.set(connectorId, lock)
+    }
+    return lock.withPermits(1)
+  }
+}

@@ -22,7 +22,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http"
 import { request as httpsRequest } from "node:https"
 import { dirname, join } from "node:path"
 import { Config, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
-import { type Engine, EngineError, EngineNotFound, EngineProvisioner, type EngineStatus } from "./EngineProvisioner.js"
+import { type Engine, EngineError, EngineNotFound, EngineProvisioner, perConnectorLock, validateConnectorId, type EngineStatus } from "./EngineProvisioner.js"
 
 // ---------------------------------------------------------------------------------------------
 // Options and configuration
@@ -107,7 +107,6 @@ export const KubernetesEngineConfig: Config.Config<KubernetesEngineOptions> = Co
 // ---------------------------------------------------------------------------------------------
 // Names and labels
 
-const CONNECTOR_ID = /^[A-Za-z0-9_-]{1,128}$/
 const NAME_PREFIX = "scion-engine-"
 /**
  * The longest object name: a StatefulSet's pods carry `controller-revision-hash: <name>-<10 chars>`,
@@ -728,21 +727,8 @@ export const makeKubernetesEngineProvisioner = (options: KubernetesEngineOptions
       fileCopyClone: options.fileCopyMethod === "clone"
     })
 
-    // One provisioning or lifecycle change at a time per connector in this process.
-    const locks = new Map<string, Effect.Semaphore>()
-    const locked = (connectorId: string) => {
-      let lock = locks.get(connectorId)
-      if (!lock) {
-        lock = Effect.unsafeMakeSemaphore(1)
-        locks.set(connectorId, lock)
-      }
-      return lock.withPermits(1)
-    }
-
-    const validate = (connectorId: string) =>
-      CONNECTOR_ID.test(connectorId)
-        ? Effect.void
-        : Effect.fail(new EngineError({ connectorId, step: "validate", message: "connector id must match [A-Za-z0-9_-]{1,128}" }))
+    const locked = perConnectorLock()
+    const validate = validateConnectorId
 
     const provision = Effect.fn("KubernetesEngineProvisioner.provision")(function* (connectorId: string) {
       yield* Effect.annotateCurrentSpan("connector.id", connectorId)

