@@ -631,7 +631,7 @@ export class BranchesGroup extends HttpApiGroup.make("branches")
   .add(
     HttpApiEndpoint.get("getMaskingRules", "/connectors/:connector_id/masking-rules")
       .setPath(Br.MaskingConnectorPath)
-      .addSuccess(Br.MaskingRules)
+      .addSuccess(Br.MaskingRulesWithSuggestions)
       .annotate(OpenApi.Summary, "The connector's masking rules (branches.read)")
   )
   .add(

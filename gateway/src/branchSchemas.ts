@@ -79,6 +79,14 @@ export const MaskingRule = Schema.Struct({
 
 export const MaskingRules = Schema.Struct({ rules: Schema.Array(MaskingRule).pipe(Schema.maxItems(1000)) }).annotations({ identifier: "MaskingRules" })
 
+export const MaskingRulesWithSuggestions = Schema.Struct({
+  rules: Schema.Array(MaskingRule),
+  suggested_rules: Schema.Array(MaskingRule).annotations({
+    description:
+      "What discovery detected by column name (email, phone, names, addresses, secrets, …) in the selected tables that no rule covers yet. Not applied: PUT them as rules to mask them in new branches."
+  })
+}).annotations({ identifier: "MaskingRulesWithSuggestions" })
+
 /** The connector's engine cannot be branched yet: the interface's 422 with a string detail. */
 export class EngineNotReady extends Schema.Class<EngineNotReady>("EngineNotReady")(
   { detail: Schema.String.annotations({ description: "The engine's branching_engine_status and what to do" }) },

@@ -363,6 +363,16 @@ describe("engine setup end to end", () => {
     expect(attempts.body.attempts[0].total_checks).toBe(16)
   }, 300_000)
 
+  it("masking rules offer what discovery detected by column name; a rule covering it takes it off the suggestions", async () => {
+    const before = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
+    expect(before.status, JSON.stringify(before.body)).toBe(200)
+    expect(before.body).toEqual({ rules: [], suggested_rules: [{ schema: "public", table: "accounts", column: "email", method: "email" }] })
+    const rules = { rules: [{ schema: "public", table: "accounts", column: "email", method: "hash" }] }
+    expect((await scion.request("PUT", `/v1/connectors/${id}/masking-rules`, { token: tokens.member, body: rules })).status).toBe(200)
+    const after = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
+    expect(after.body).toEqual({ ...rules, suggested_rules: [] })
+  })
+
   it("new connection details (PUT) reach the engine's subscription, and replication goes on with them", async () => {
     await source.query("create role rotated superuser login password 'rotated-pass'")
     const updated = await scion.request("PUT", `/v1/connectors/${id}`, {

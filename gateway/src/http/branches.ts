@@ -83,7 +83,10 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
     )
     .handle("getMaskingRules", ({ path }) =>
       asCaller((u) => u.branches.getMaskingRules({ connectorId: path.connector_id })).pipe(
-        Effect.map((r) => ({ rules: r.rules.map((x) => ({ schema: x.schema, table: x.table, column: x.column, method: x.method as typeof Br.MaskingRule.Type.method })) }))
+        Effect.map((r) => ({
+          rules: r.rules.map((x) => ({ schema: x.schema, table: x.table, column: x.column, method: x.method as typeof Br.MaskingRule.Type.method })),
+          suggested_rules: r.suggestedRules.map((x) => ({ schema: x.schema, table: x.table, column: x.column, method: x.method as typeof Br.MaskingRule.Type.method }))
+        }))
       )
     )
     .handle("setMaskingRules", ({ path, payload }) =>

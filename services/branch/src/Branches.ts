@@ -243,7 +243,11 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
 
     const getMaskingRules = Effect.fn("Branches.getMaskingRules")(function* (principal: Principal, connectorId: string) {
       const engine = yield* visibleConnector(principal, connectorId, "branches.read")
-      return yield* repo.maskingRules(engine.connectorId)
+      const rules = yield* repo.maskingRules(engine.connectorId)
+      // Discovery's suggestions for columns no rule covers yet: shown, applied only once PUT as rules.
+      const covered = new Set(rules.map((r) => `${r.schema}.${r.table}.${r.column}`))
+      const suggested = engine.maskingSuggestions.filter((s) => !covered.has(`${s.schema}.${s.table}.${s.column}`))
+      return { rules, suggested }
     })
 
     const setMaskingRules = Effect.fn("Branches.setMaskingRules")(function* (

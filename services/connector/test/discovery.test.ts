@@ -201,9 +201,9 @@ describe("discovery and selection", () => {
         expect(customers.size_bytes).toBeGreaterThan(8192)
         expect(customers.unique_keys).toEqual([{ name: "customers_email_key", columns: ["email"] }])
         expect(customers.columns).toEqual([
-          { name: "id", type: "bigint", nullable: false, default: null, identity: "always", enum_values: null },
-          { name: "email", type: "text", nullable: false, default: null, identity: null, enum_values: null },
-          { name: "mood", type: "mood", nullable: true, default: "'happy'::mood", identity: null, enum_values: ["happy", "sad"] }
+          { name: "id", type: "bigint", nullable: false, default: null, identity: "always", enum_values: null, masking_suggestion: null },
+          { name: "email", type: "text", nullable: false, default: null, identity: null, enum_values: null, masking_suggestion: "email" },
+          { name: "mood", type: "mood", nullable: true, default: "'happy'::mood", identity: null, enum_values: ["happy", "sad"], masking_suggestion: null }
         ])
         expect(byPath.get("postgres.public.orders")!.foreign_keys).toEqual([
           { name: "orders_customer_id_fkey", columns: ["customer_id"], references: { schema: "public", table: "customers", columns: ["id"] } }

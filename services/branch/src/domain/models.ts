@@ -123,6 +123,7 @@ export const urlsOf = (branch: Pick<Branch, "databaseName" | "roleName" | "engin
 
 export type MaskingMethod = "hash" | "email" | "null" | "redact"
 export const MASKING_METHODS: ReadonlyArray<MaskingMethod> = ["hash", "email", "null", "redact"]
+export const isMaskingMethod = (value: string): value is MaskingMethod => (MASKING_METHODS as ReadonlyArray<string>).includes(value)
 
 export interface MaskingRule {
   readonly schema: string

@@ -3,6 +3,7 @@ import { asService, Code, isTransient, makeEffectClient, type RpcError, ServiceI
 import { EngineAccessService } from "@scion/proto/scion/connector/v1/engine_pb"
 import { Context, Effect, Layer, Option, Redacted, Schedule } from "effect"
 import { ConnectorNotFound, EngineAccessUnavailable } from "../domain/errors.js"
+import { isMaskingMethod, type MaskingRule } from "../domain/models.js"
 
 /** A connector's branching engine as the branch unit uses it (EngineAccessService.GetBranchingEngine). */
 export interface BranchingEngine {
@@ -17,6 +18,8 @@ export interface BranchingEngine {
   readonly subscriptionNames: ReadonlyArray<string>
   readonly fileCopyClone: boolean
   readonly pooler: Option.Option<{ readonly host: string; readonly port: number }>
+  /** What discovery suggests masking, by column name, for the selected tables. */
+  readonly maskingSuggestions: ReadonlyArray<MaskingRule>
 }
 
 export const isBranchable = (engine: BranchingEngine) => engine.status === "ready" && engine.host !== "" && engine.port > 0 && engine.mirrorDatabase !== ""
@@ -54,7 +57,10 @@ export class Engines extends Context.Tag("@scion/branch/Engines")<
                   mirrorDatabase: e.mirrorDatabase,
                   subscriptionNames: e.subscriptionNames,
                   fileCopyClone: e.fileCopyClone,
-                  pooler: e.poolerHost !== undefined && e.poolerHost !== "" && e.poolerPort !== undefined ? Option.some({ host: e.poolerHost, port: e.poolerPort }) : Option.none()
+                  pooler: e.poolerHost !== undefined && e.poolerHost !== "" && e.poolerPort !== undefined ? Option.some({ host: e.poolerHost, port: e.poolerPort }) : Option.none(),
+                  maskingSuggestions: e.maskingSuggestions.flatMap((m) =>
+                    isMaskingMethod(m.method) ? [{ schema: m.schema, table: m.table, column: m.column, method: m.method }] : []
+                  )
                 })
               }),
               Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<never, ConnectorNotFound | EngineAccessUnavailable> =>

@@ -61,7 +61,11 @@ export const branchRoutes = Effect.gen(function* () {
       deleteBranch: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => branches.delete(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: h.status })),
       deleteConnectorBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.removeConnectorBranches(p, req.connectorId)), (deleted) => ({ deleted })),
-      getMaskingRules: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.getMaskingRules(p, req.connectorId)), (rules) => ({ rules: rules.map(ruleToProto) })),
+      getMaskingRules: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => branches.getMaskingRules(p, req.connectorId)), ({ rules, suggested }) => ({
+          rules: rules.map(ruleToProto),
+          suggestedRules: suggested.map(ruleToProto)
+        })),
       setMaskingRules: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => branches.setMaskingRules(p, req.connectorId, req.rules)), (rules) => ({ rules: rules.map(ruleToProto) }))
     },

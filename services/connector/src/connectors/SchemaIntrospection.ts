@@ -23,6 +23,36 @@ export interface DiscoveredColumn {
   readonly identity: "always" | "by_default" | null
   /** The labels when the type is an enum, else null. */
   readonly enum_values: ReadonlyArray<string> | null
+  /**
+   * A masking method suggested by the column's name (maskingSuggestion), for branches' masking
+   * rules: `email`, `hash` or `redact` on text columns, `null` on a nullable birth date; null when
+   * the name says nothing.
+   */
+  readonly masking_suggestion: MaskingSuggestion | null
+}
+
+export type MaskingSuggestion = "email" | "hash" | "redact" | "null"
+
+const TEXT_TYPE = /^(text|citext|character varying|character|varchar|char)\b/
+/** Name patterns of personal or secret data, first match wins; names are compared lower-case. */
+const MASKING_PATTERNS: ReadonlyArray<readonly [RegExp, "email" | "hash" | "redact"]> = [
+  [/(^|_)e_?mail(_|$)|email/, "email"],
+  [/(^|_)(password|passwd|pwd|secret|token|api_key|apikey|ssn|social_security|tax_id|passport|national_id|iban|card_number|credit_card|cc_number|cvv)(_|$)/, "redact"],
+  [/(^|_)(phone|mobile|cell|telephone|tel|first_name|last_name|full_name|given_name|family_name|surname|maiden_name|street|address|address_line\d?|postcode|postal_code|zip|zip_code|birth_date|date_of_birth|dob|ip_address|ip)(_|$)/, "hash"]
+]
+
+/**
+ * What a column's name suggests masking with (discovery's detection by name patterns). Text
+ * columns get the pattern's method; a nullable non-text birth date `null`; anything else no
+ * suggestion.
+ */
+export const maskingSuggestion = (name: string, type: string, nullable: boolean): MaskingSuggestion | null => {
+  const lower = name.toLowerCase()
+  const match = MASKING_PATTERNS.find(([pattern]) => pattern.test(lower))
+  if (match === undefined) return null
+  if (TEXT_TYPE.test(type)) return match[1]
+  // Not text: only a birth date is worth nulling (a boolean email_verified is not personal data).
+  return nullable && /(birth|dob)/.test(lower) ? "null" : null
 }
 
 export interface DiscoveredTable {
@@ -195,7 +225,8 @@ export const tablesFromRows = (
           nullable: c.nullable,
           default: c.default_expr,
           identity: c.identity === "a" ? "always" : c.identity === "d" ? "by_default" : null,
-          enum_values: c.enum_values
+          enum_values: c.enum_values,
+          masking_suggestion: maskingSuggestion(c.name, c.type, c.nullable)
         })),
       primary_key: primary === undefined ? null : primary.columns,
       unique_keys: constraints.filter((c) => c.kind === "u").map((c) => ({ name: c.name, columns: c.columns })),

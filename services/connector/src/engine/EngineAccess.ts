@@ -2,6 +2,7 @@ import { SqlClient } from "@effect/sql"
 import type { Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
+import { isStructure } from "../connectors/SchemaIntrospection.js"
 import { ConnectorNotFound, EngineUnavailable, PermissionDenied } from "../domain/errors.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
 
@@ -17,7 +18,25 @@ export interface BranchingEngineView {
   readonly subscriptionNames: ReadonlyArray<string>
   readonly fileCopyClone: boolean
   readonly pooler: { readonly host: string; readonly port: number } | null
+  readonly maskingSuggestions: ReadonlyArray<{ readonly schema: string; readonly table: string; readonly column: string; readonly method: string }>
 }
+
+/** Discovery's masking suggestions for the selected tables (the structure's column hints). */
+const suggestionsOf = (selected: unknown) =>
+  isStructure(selected)
+    ? selected.databases.flatMap((database) =>
+        database.schemas.flatMap((schema) =>
+          schema.tables.flatMap((table) =>
+            table.columns.flatMap((column) =>
+              // Structures discovered before suggestions existed have none.
+              column.masking_suggestion === undefined || column.masking_suggestion === null
+                ? []
+                : [{ schema: schema.name, table: table.name, column: column.name, method: column.masking_suggestion }]
+            )
+          )
+        )
+      )
+    : []
 
 /**
  * Other units' access to a connector's engine (EngineAccessService): only service principals, as
@@ -37,7 +56,12 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
       const connector = found.value
       const [row] = yield* sql<{ readonly mirror_database: string; readonly subscription_name: string; readonly host: string | null }>`
         select mirror_database, subscription_name, host from engines where connector_id = ${connector.id}`
-      const base = { connectorId: connector.id, orgId: connector.orgId, branchingEngineStatus: connector.branchingEngineStatus }
+      const base = {
+        connectorId: connector.id,
+        orgId: connector.orgId,
+        branchingEngineStatus: connector.branchingEngineStatus,
+        maskingSuggestions: suggestionsOf(connector.selectedSchemaStructure)
+      }
       if (row === undefined || row.host === null) {
         return { ...base, host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false, pooler: null } satisfies BranchingEngineView
       }

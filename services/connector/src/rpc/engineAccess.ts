@@ -29,6 +29,7 @@ export const engineAccessRoutes = Effect.gen(function* () {
             mirrorDatabase: engine.mirrorDatabase,
             subscriptionNames: [...engine.subscriptionNames],
             fileCopyClone: engine.fileCopyClone,
+            maskingSuggestions: engine.maskingSuggestions.map((m) => ({ ...m })),
             ...(engine.pooler !== null ? { poolerHost: engine.pooler.host, poolerPort: engine.pooler.port } : {})
           }
         }))
