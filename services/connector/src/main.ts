@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Layer, Option } from "effect"
-import { Bus, unitTransport, LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { unitTransport, LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
 import { connectorLive, connectorRoutes, EventsBus, IdentityClient } from "./index.js"
 
 /**
@@ -10,7 +10,7 @@ import { connectorLive, connectorRoutes, EventsBus, IdentityClient } from "./ind
  * operation unit at OPERATION_URL (discovery, setup and delete operations), the branch unit at
  * BRANCH_URL (a connector's branches are deleted before it) and NATS at NATS_URL (its jobs;
  * subjects and streams prefixed with CONNECTOR_BUS_NAMESPACE when set, which tests use to share a
- * NATS). Identity's events are read unprefixed: with a namespace, over a second connection.
+ * NATS). Identity's events are read unprefixed, from the shared EVENTS stream.
  */
 const ConnectorProcess = Layer.unwrapScoped(
   Effect.gen(function* () {
@@ -23,13 +23,14 @@ const ConnectorProcess = Layer.unwrapScoped(
     const billing = yield* unitTransport(billingUrl)
     const operation = yield* unitTransport(operationUrl)
     const branch = yield* unitTransport(branchUrl)
-    const events = Option.isSome(namespace)
-      ? Layer.effect(EventsBus, Bus).pipe(Layer.provide(NatsBus.layer({ name: "scion-connector-events" })))
-      : EventsBus.fromBus
     return connectorLive({ identity, billing, operation, branch }).pipe(
       Layer.provide(IdentityClient.fromTransport(identity)),
-      Layer.provide(events),
-      Layer.provide(NatsBus.layer({ name: "scion-connector", ...(Option.isSome(namespace) ? { namespace: namespace.value } : {}) }))
+      Layer.provide(EventsBus.fromBus),
+      // The namespace covers the unit's own jobs (and their dead letters); identity's events are
+      // read from the shared EVENTS stream on the same connection.
+      Layer.provide(
+        NatsBus.layer({ name: "scion-connector", ...(Option.isSome(namespace) ? { namespace: namespace.value, namespacedStreams: ["JOBS", "DLQ"] as const } : {}) })
+      )
     )
   }).pipe(Effect.orDie)
 )

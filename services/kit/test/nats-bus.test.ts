@@ -1,5 +1,8 @@
+import { randomBytes } from "node:crypto"
+import { connect } from "nats"
+import { describe, expect, it } from "vitest"
 import { Effect, Layer, Logger, LogLevel } from "effect"
-import { NatsBus } from "../src/bus/NatsBus.js"
+import { makeNatsBus, NatsBus } from "../src/bus/NatsBus.js"
 import { busContract } from "./bus.contract.js"
 import { deleteNamespace, testNamespace } from "./support.js"
 
@@ -11,3 +14,37 @@ const layer = Layer.scopedDiscard(Effect.addFinalizer(() => deleteNamespace(name
 )
 
 busContract("NatsBus", layer)
+
+const natsUrl = process.env.NATS_URL ?? "nats://127.0.0.1:4222"
+
+describe("NatsBus with namespacedStreams", () => {
+  it("namespaces only the named streams: jobs stay the unit's own, events land on the shared stream", async () => {
+    const ns = testNamespace()
+    const marker = randomBytes(6).toString("hex")
+    try {
+      await Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const bus = yield* makeNatsBus(natsUrl, { namespace: ns, namespacedStreams: ["JOBS", "DLQ"] })
+            yield* bus.publish({ subject: `jobs.contract.${marker}`, payload: { kind: "job" } })
+            yield* bus.publish({ subject: `events.contract.${marker}`, payload: { kind: "event" } })
+          })
+        ).pipe(Effect.provide(Logger.minimumLogLevel(LogLevel.Error)))
+      )
+      const nc = await connect({ servers: natsUrl })
+      try {
+        const jsm = await nc.jetstreamManager()
+        const job = await jsm.streams.getMessage(`${ns}_JOBS`, { last_by_subj: `${ns}.jobs.contract.${marker}` })
+        expect(job.json()).toEqual({ kind: "job" })
+        const event = await jsm.streams.getMessage("EVENTS", { last_by_subj: `events.contract.${marker}` })
+        expect(event.json()).toEqual({ kind: "event" })
+        // No namespaced EVENTS stream was made.
+        await expect(jsm.streams.info(`${ns}_EVENTS`)).rejects.toThrow()
+      } finally {
+        await nc.close()
+      }
+    } finally {
+      await Effect.runPromise(deleteNamespace(ns))
+    }
+  })
+})

@@ -28,6 +28,7 @@ import {
   BusHeaders,
   type PublishInput,
   STREAMS,
+  streamOf,
   type StreamName
 } from "./Bus.js"
 
@@ -37,6 +38,11 @@ export interface NatsBusOptions {
    * they publish and filter logical subjects. Tests use a fresh one per run; production none.
    */
   readonly namespace?: string
+  /**
+   * The streams the namespace applies to (default all). A unit whose own jobs are namespaced but
+   * who reads other units' events names ["JOBS", "DLQ"]: EVENTS stays shared, on one connection.
+   */
+  readonly namespacedStreams?: ReadonlyArray<StreamName>
   /** How long a publish waits for the server's ack, or for the first connection (default 5 s). */
   readonly requestTimeout?: Duration.DurationInput
   /** Connection name shown by the server (default "scion"). */
@@ -63,8 +69,9 @@ const ms = (d: Duration.DurationInput) => Duration.toMillis(Duration.decode(d))
 export const makeNatsBus = (servers: string, options: NatsBusOptions = {}) =>
   Effect.gen(function* () {
     const ns = options.namespace
-    const streamName = (name: StreamName) => (ns ? `${ns}_${name}` : name)
-    const physical = (subject: string) => (ns ? `${ns}.${subject}` : subject)
+    const namespaced = (name: StreamName | undefined) => ns !== undefined && (options.namespacedStreams === undefined || (name !== undefined && options.namespacedStreams.includes(name)))
+    const streamName = (name: StreamName) => (namespaced(name) ? `${ns}_${name}` : name)
+    const physical = (subject: string) => (namespaced(streamOf(subject)?.name) ? `${ns}.${subject}` : subject)
     const logical = (subject: string) => (ns && subject.startsWith(`${ns}.`) ? subject.slice(ns.length + 1) : subject)
     const requestTimeout = ms(options.requestTimeout ?? Duration.seconds(5))
 
@@ -74,7 +81,7 @@ export const makeNatsBus = (servers: string, options: NatsBusOptions = {}) =>
           const name = streamName(spec.name)
           const wanted: Partial<StreamConfig> = {
             name,
-            subjects: [physical(spec.subjects)],
+            subjects: [namespaced(spec.name) ? `${ns}.${spec.subjects}` : spec.subjects],
             retention: spec.retention === "workqueue" ? RetentionPolicy.Workqueue : RetentionPolicy.Limits,
             storage: StorageType.File,
             discard: DiscardPolicy.Old,
