@@ -337,6 +337,26 @@ describe("engine setup end to end", () => {
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
+  it("quarantine: a subscription that keeps failing to apply is quarantined; after the conflict is fixed, release resumes it", async () => {
+    // A row written on the mirror directly collides with the next one from the source.
+    await queryEngine(scion, id, "insert into public.accounts (id, email) values (777777, 'mirror-only@example.com')")
+    await source.query("insert into public.accounts (id, email) values (777777, 'source@example.com')")
+    const entry = await eventually("the monitor to quarantine the failing subscription", async () => {
+      const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+      return list.body.entries.find((e: { reason: string }) => e.reason === "subscription_error")
+    }, 60_000)
+    expect(entry).toMatchObject({ status: "quarantined", detail: expect.stringMatching(/apply error/) })
+    expect((await queryEngine(scion, id, "select subenabled from pg_subscription")).rows[0].subenabled).toBe(false)
+
+    await queryEngine(scion, id, "delete from public.accounts where id = 777777")
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await waitFor("the source's row to arrive once replication resumed", async () => {
+      const rows = await queryEngine(scion, id, "select email from public.accounts where id = 777777")
+      const open = await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])
+      return rows.rows[0]?.email === "source@example.com" && open.length === 0
+    }, 60_000)
+  }, 120_000)
+
   it("index: a new selection rolls out to the ready engine (connector_rollout); nothing left to apply is 200", async () => {
     expect((await select(id, ["postgres.public.*"])).status).toBe(200)
     expect((await decide(id, DECISIONS)).status).toBe(200)
