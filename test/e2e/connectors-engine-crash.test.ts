@@ -4,6 +4,7 @@
  * idempotent steps and completes; the mirror matches the source, with one slot and one
  * subscription, and replication keeps streaming.
  */
+import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { queryEngine } from "../support/engine.js"
 import { type RoleKey, settleOperation, teamOrg } from "../support/flows.js"
@@ -71,3 +72,36 @@ it("SIGKILL of the connector unit during the initial copy: the redelivered setup
   await source.query("insert into public.readings values (1500001, 1, 0.5, 'after the crash')")
   await waitFor("the new row in the mirror", async () => (await queryEngine(scion, id, "select count(*)::int as n from public.readings where id = 1500001")).rows[0].n === 1, 30_000)
 }, 360_000)
+
+it("a source written to all through the setup still validates: the row counts are bracketed, not compared at one instant", async () => {
+  await source.query("create table public.busy (id bigserial primary key, at timestamptz not null default now())")
+  const created = await scion.request("POST", "/v1/connectors", {
+    token: tokens.member,
+    body: { org_id: orgId, service_name: "postgresql", name: "busy", connection_details: source.details() }
+  })
+  const id = created.body.connector_id as string
+  const discovered = await scion.request("POST", `/v1/connectors/${id}/discover`, { token: tokens.member })
+  expect((await settleOperation(scion, discovered.body.operation_id, tokens.member)).status).toBe("completed")
+  expect((await scion.request("POST", `/v1/connectors/${id}/selection`, { token: tokens.admin, body: { selected_paths: ["postgres.public.busy"] } })).status).toBe(200)
+
+  // A writer inserting all the time, from before the setup until after it.
+  const writer = new pg.Client({ host: source.host, port: source.port, user: source.username, password: source.password, database: "postgres" })
+  await writer.connect()
+  let writing = true
+  const writes = (async () => {
+    while (writing) await writer.query("insert into public.busy default values")
+  })()
+  try {
+    const started = await scion.request("POST", `/v1/connectors/${id}/engine-setup`, { token: tokens.member })
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    const operation = await settleOperation(scion, started.body.operation_id, tokens.member, 240_000)
+    expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", result: { branching_engine_status: "ready" } })
+    const checks = await scion.request("GET", `/v1/connectors/${id}/readiness-checks?check_name=row_count_matches`, { token: tokens.member })
+    expect(checks.body.checks).toHaveLength(1)
+    expect(checks.body.checks[0]).toMatchObject({ table_path: "postgres.public.busy", status: "pass" })
+  } finally {
+    writing = false
+    await writes
+    await writer.end()
+  }
+}, 300_000)
