@@ -21,8 +21,9 @@ const tokens = {} as Record<RoleKey, string>
 let strangerToken: string
 
 beforeAll(async () => {
-  // The quarantine monitor checks every second here (30 s by default).
-  ;[scion, source] = await Promise.all([startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds" } }), startSourceCluster({ logical: true })])
+  // The quarantine monitor checks every second here (30 s by default), and a subscription
+  // disabled for 3 s (60 s by default) counts as stopped.
+  ;[scion, source] = await Promise.all([startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", QUARANTINE_STOPPED_GRACE: "3 seconds" } }), startSourceCluster({ logical: true })])
   await source.query(`
     create type public.status as enum ('new', 'paid', 'void');
     create table public.accounts (id int primary key, email text not null unique, created_at timestamptz not null default now());
@@ -277,6 +278,15 @@ describe("engine setup end to end", () => {
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/qua_unknown/release`, { token: tokens.member })).status).toBe(404)
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/qua_unknown/release`, { token: tokens.viewer })).status).toBe(403)
     expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: strangerToken })).status).toBe(404)
+  })
+
+  it("quarantine: a pause as short as a branch create's is not a stop", async () => {
+    await queryEngine(scion, id, `alter subscription "scion_${id.toLowerCase()}" disable`)
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    await queryEngine(scion, id, `alter subscription "scion_${id.toLowerCase()}" enable`)
+    // Several monitor rounds later, nothing was quarantined.
+    await new Promise((resolve) => setTimeout(resolve, 4_000))
+    expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })).body).toEqual({ entries: [] })
   })
 
   it("quarantine: a stopped subscription is quarantined; release resumes it and the monitor deletes the released row", async () => {

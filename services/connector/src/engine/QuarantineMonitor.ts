@@ -20,6 +20,8 @@ export interface QuarantineMonitorOptions {
   readonly maxLagBytes: number
   /** How long one replica holds an engine's check (a lease; other replicas skip it meanwhile). */
   readonly lease: Duration.Duration
+  /** How long the subscription may stay disabled (a branch create's pause) before it is a stop. */
+  readonly stoppedGrace: Duration.Duration
 }
 
 const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetails))
@@ -117,7 +119,18 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         if (previous !== null && Number(state.apply_errors) > previous) {
           return Option.some({ reason: "subscription_error" as const, detail: `The subscription reported ${Number(state.apply_errors) - previous} new apply error(s)` })
         }
-        if (!state.enabled) return Option.some({ reason: "subscription_stopped" as const, detail: `The subscription ${engine.subscription_name} is disabled` })
+        // Branch creates pause the subscription for a moment: only a pause past the grace is a stop.
+        if (!state.enabled) {
+          const [seen] = yield* sql<{ readonly stopped_for: number }>`
+            update engines set subscription_disabled_since = coalesce(subscription_disabled_since, now())
+            where connector_id = ${engine.connector_id}
+            returning extract(epoch from now() - subscription_disabled_since)::float8 as stopped_for`
+          if ((seen?.stopped_for ?? 0) * 1000 >= Duration.toMillis(options.stoppedGrace)) {
+            return Option.some({ reason: "subscription_stopped" as const, detail: `The subscription ${engine.subscription_name} has been disabled for ${Math.round(seen!.stopped_for)} s` })
+          }
+          return Option.none<{ reason: QuarantineReason; detail: string }>()
+        }
+        yield* sql`update engines set subscription_disabled_since = null where connector_id = ${engine.connector_id} and subscription_disabled_since is not null`
         return Option.none<{ reason: QuarantineReason; detail: string }>()
       })
 
@@ -146,7 +159,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           return
         }
         yield* mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`)
-        yield* sql`update engines set last_apply_error_count = null where connector_id = ${engine.connector_id}`
+        yield* sql`update engines set last_apply_error_count = null, subscription_disabled_since = null where connector_id = ${engine.connector_id}`
         yield* sql`delete from quarantine_entries where id = ${entry.id}`
         yield* Effect.logInfo("quarantine released: replication resumed").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id }))
       })
@@ -190,7 +203,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
 export const QuarantineMonitorConfig: Config.Config<QuarantineMonitorOptions> = Config.all({
   interval: Config.duration("QUARANTINE_MONITOR_INTERVAL").pipe(Config.withDefault(Duration.seconds(30))),
   maxLagBytes: Config.integer("QUARANTINE_MAX_LAG_BYTES").pipe(Config.withDefault(1024 * 1024 * 1024)),
-  lease: Config.duration("QUARANTINE_MONITOR_LEASE").pipe(Config.withDefault(Duration.seconds(20)))
+  lease: Config.duration("QUARANTINE_MONITOR_LEASE").pipe(Config.withDefault(Duration.seconds(20))),
+  stoppedGrace: Config.duration("QUARANTINE_STOPPED_GRACE").pipe(Config.withDefault(Duration.seconds(60)))
 })
 
 /** Runs the monitor for the life of the layer. */
