@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option } from "effect"
 import { quoteIdent } from "../connectors/GrantScript.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
-import { engineSession } from "./PgSession.js"
+import { engineSession, withSubscriptionLock } from "./PgSession.js"
 
 /** The engine record of a connector: where its subscription lives. */
 export const engineRecord = (connectorId: string) =>
@@ -34,7 +34,7 @@ export const setSubscriptionEnabled = (connectorId: string, enabled: boolean) =>
         })
         const [row] = yield* session.query("select 1 from pg_subscription where subname = $1", [record.value.subscription_name])
         if (row === undefined) return false
-        yield* session.query(`alter subscription ${quoteIdent(record.value.subscription_name)} ${enabled ? "enable" : "disable"}`)
+        yield* withSubscriptionLock(engine.value, record.value.mirror_database, session.query(`alter subscription ${quoteIdent(record.value.subscription_name)} ${enabled ? "enable" : "disable"}`))
         return true
       })
     )

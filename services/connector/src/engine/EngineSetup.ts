@@ -16,7 +16,7 @@ import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
-import { engineSession, PgStepFailed, sourceSession } from "./PgSession.js"
+import { engineSession, PgStepFailed, sourceSession, withSubscriptionLock } from "./PgSession.js"
 
 /** Subject `jobs.connector.engine_setup`, durable `connector-engine_setup`: setups and rollouts. */
 export const ENGINE_SETUP_JOB = { unit: "connector", type: "engine_setup" } as const
@@ -282,7 +282,11 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
           const mirror = yield* engineSession(engine, record.mirror_database, { applicationName: "scion-connector", connectMillis: 10_000 })
           const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [record.subscription_name])
           if (present === undefined) return false
-          yield* mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`)
+          yield* withSubscriptionLock(
+            engine,
+            record.mirror_database,
+            mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`)
+          )
           yield* Effect.logInfo("engine subscription given the new credentials").pipe(Effect.annotateLogs({ connector_id: connectorId }))
           return true
         })
@@ -582,20 +586,28 @@ const runSetup = (
         }
 
         yield* step("subscription", 30, { tables_total: tablesTotal })
-        const [subscription] = yield* onMirror<{ enabled: boolean }>("subscription", "select subenabled as enabled from pg_subscription where subname = $1", [names.subscription])
-        if (subscription === undefined) {
-          yield* onMirror(
-            "subscription",
-            `create subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
-             publication ${quoteIdent(names.publication)}
-             with (create_slot = false, slot_name = ${quoteLiteral(names.slot)}, copy_data = true, enabled = true, binary = true)`
-          )
-        } else {
-          if (!subscription.enabled) yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} enable`)
-          // Credentials may have changed (PUT …), and the publication's table set may have.
-          yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}`)
-          yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} refresh publication with (copy_data = true)`)
-        }
+        // Not under a branch's template copy: the branch unit holds this lock while it has the
+        // subscription paused.
+        yield* withSubscriptionLock(
+          engine,
+          MIRROR_DATABASE,
+          Effect.gen(function* () {
+            const [subscription] = yield* onMirror<{ enabled: boolean }>("subscription", "select subenabled as enabled from pg_subscription where subname = $1", [names.subscription])
+            if (subscription === undefined) {
+              yield* onMirror(
+                "subscription",
+                `create subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
+                 publication ${quoteIdent(names.publication)}
+                 with (create_slot = false, slot_name = ${quoteLiteral(names.slot)}, copy_data = true, enabled = true, binary = true)`
+              )
+            } else {
+              if (!subscription.enabled) yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} enable`)
+              // Credentials may have changed (PUT …), and the publication's table set may have.
+              yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}`)
+              yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} refresh publication with (copy_data = true)`)
+            }
+          })
+        ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e)))
         // Tables no longer selected leave the mirror (the refresh stopped replicating them).
         const [previous] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
         const keep = new Set(plan.tables.map(({ table }) => table.path))

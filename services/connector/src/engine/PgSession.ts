@@ -96,3 +96,24 @@ export const engineSession = (
     }),
     (client) => Effect.promise(() => client.end().catch(() => {}))
   ).pipe(Effect.map((client) => sessionOf(client, "engine", database)))
+
+/**
+ * The advisory lock, on the engine's `postgres` database, that the branch unit holds while it
+ * pauses the subscription, copies the mirror and resumes (engine.proto documents the name). The
+ * connector takes it around its own changes to the subscription, so neither re-enables the
+ * subscription under the other's template copy.
+ */
+export const subscriptionLockKey = (mirrorDatabase: string) => `scion-branch-copy:${mirrorDatabase}`
+
+/** Runs `effect` holding the engine's subscription lock (waiting for a branch copy to finish). */
+export const withSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: string, effect: Effect.Effect<A, E, R>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-connector", connectMillis: 10_000 })
+      const key = subscriptionLockKey(mirrorDatabase)
+      yield* Effect.acquireRelease(admin.query("select pg_advisory_lock(hashtext($1))", [key]), () =>
+        admin.query("select pg_advisory_unlock(hashtext($1))", [key]).pipe(Effect.ignore)
+      )
+      return yield* effect
+    })
+  )

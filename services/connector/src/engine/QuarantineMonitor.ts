@@ -6,9 +6,9 @@ import { connectorSecretAad } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { quoteIdent } from "../connectors/GrantScript.js"
 import { SecretStore } from "../secrets/SecretStore.js"
-import { EngineProvisioner } from "./EngineProvisioner.js"
+import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
-import { engineSession, type PgSession, sourceSession } from "./PgSession.js"
+import { engineSession, type PgSession, sourceSession, withSubscriptionLock } from "./PgSession.js"
 
 /** Why replication was quarantined (the entry's reason). */
 export type QuarantineReason = "slot_lost" | "subscription_error" | "subscription_stopped" | "lag_exceeded"
@@ -70,14 +70,14 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         return Either.getRight(decodeDetails(Redacted.value(plaintext.right)))
       })
 
-    const quarantine = (engine: EngineRow, mirror: PgSession, reason: QuarantineReason, detail: string) =>
+    const quarantine = (engine: EngineRow, running: Engine, mirror: PgSession, reason: QuarantineReason, detail: string) =>
       Effect.gen(function* () {
         const id = newQuarantineId()
         const inserted = yield* sql`
           insert into quarantine_entries (id, connector_id, status, reason, detail) values (${id}, ${engine.connector_id}, 'quarantined', ${reason}, ${detail})
           on conflict do nothing returning id`
         if (inserted.length === 0) return
-        yield* mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`).pipe(Effect.ignore)
+        yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`)).pipe(Effect.ignore)
         yield* Effect.logWarning("connector replication quarantined").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: id, reason, detail }))
       })
 
@@ -135,16 +135,22 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       })
 
     /** A released entry: put the pipeline back, then delete the row. */
-    const restore = (engine: EngineRow, mirror: PgSession, entry: { readonly id: string; readonly reason: string }) =>
+    const restore = (engine: EngineRow, running: Engine, mirror: PgSession, entry: { readonly id: string; readonly reason: string }) =>
       Effect.gen(function* () {
         if (entry.reason === "slot_lost") {
           // The slot's position is gone: the mirror starts over from a new slot and a full copy.
           const subscription = quoteIdent(engine.subscription_name)
           const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [engine.subscription_name])
           if (present !== undefined) {
-            yield* mirror.query(`alter subscription ${subscription} disable`)
-            yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
-            yield* mirror.query(`drop subscription ${subscription}`)
+            yield* withSubscriptionLock(
+              running,
+              engine.mirror_database,
+              Effect.gen(function* () {
+                yield* mirror.query(`alter subscription ${subscription} disable`)
+                yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
+                yield* mirror.query(`drop subscription ${subscription}`)
+              })
+            )
           }
           const tables = engine.mirrored_tables.map((path) => {
             const [, schema, name] = path.split(".")
@@ -158,7 +164,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           )
           return
         }
-        yield* mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`)
+        yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`))
         yield* sql`update engines set last_apply_error_count = null, subscription_disabled_since = null where connector_id = ${engine.connector_id}`
         yield* sql`delete from quarantine_entries where id = ${entry.id}`
         yield* Effect.logInfo("quarantine released: replication resumed").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id }))
@@ -175,11 +181,11 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
             const [open] = yield* sql<{ readonly id: string; readonly status: string; readonly reason: string }>`
               select id, status, reason from quarantine_entries where connector_id = ${engine.connector_id} and status in ('quarantined', 'released')`
             if (open !== undefined) {
-              if (open.status === "released") yield* restore(engine, mirror, open)
+              if (open.status === "released") yield* restore(engine, running.value, mirror, open)
               return
             }
             const broken = yield* inspect(engine, mirror)
-            if (Option.isSome(broken)) yield* quarantine(engine, mirror, broken.value.reason, broken.value.detail)
+            if (Option.isSome(broken)) yield* quarantine(engine, running.value, mirror, broken.value.reason, broken.value.detail)
           })
         )
       }).pipe(
