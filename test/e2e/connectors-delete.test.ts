@@ -8,7 +8,7 @@
  */
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { queryMetadata, type RoleKey, settleOperation, teamOrg } from "../support/flows.js"
+import { queryMetadata, type RoleKey, settleOperation, teamOrg, createPostgresConnector } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { startScion, waitFor, type Scion } from "../support/system.js"
 
@@ -30,14 +30,8 @@ afterAll(async () => {
   await Promise.all([scion?.stop(), source?.stop()])
 })
 
-const createConnector = async (extra: Record<string, unknown> = {}) => {
-  const response = await scion.request("POST", "/v1/connectors", {
-    token: tokens.member,
-    body: { org_id: orgId, service_name: "postgresql", connection_details: source.details(), ...extra }
-  })
-  expect(response.status, JSON.stringify(response.body)).toBe(200)
-  return response.body.connector_id as string
-}
+const createConnector = (extra: Record<string, unknown> = {}) =>
+  createPostgresConnector(scion, { token: tokens.member, orgId, details: source.details(), extra: extra })
 const getConnector = (id: string) => scion.request("GET", `/v1/connectors/${id}`, { token: tokens.member })
 const remove = (id: string, token = tokens.admin, query = "") => scion.request("DELETE", `/v1/connectors/${id}${query}`, { token })
 const lock = (id: string, token = tokens.member) => scion.request("POST", `/v1/connectors/${id}/deletion-lock`, { token })

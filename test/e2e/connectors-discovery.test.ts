@@ -7,7 +7,7 @@
  * failing prerequisites start nothing; 403/404; selection rules and counters.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { queryMetadata, type RoleKey, settleOperation, teamOrg } from "../support/flows.js"
+import { queryMetadata, type RoleKey, settleOperation, teamOrg, createPostgresConnector } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { startScion, type Scion } from "../support/system.js"
 
@@ -35,14 +35,8 @@ afterAll(async () => {
   await Promise.all([scion?.stop(), source?.stop()])
 })
 
-const createConnector = async (extra: Record<string, unknown> = {}, details: Record<string, unknown> = {}) => {
-  const response = await scion.request("POST", "/v1/connectors", {
-    token: tokens.member,
-    body: { org_id: orgId, service_name: "postgresql", connection_details: source.details(details), ...extra }
-  })
-  expect(response.status, JSON.stringify(response.body)).toBe(200)
-  return response.body.connector_id as string
-}
+const createConnector = (extra: Record<string, unknown> = {}, details: Record<string, unknown> = {}) =>
+  createPostgresConnector(scion, { token: tokens.member, orgId, details: source.details(details), extra: extra })
 const discover = (id: string, token = tokens.member) => scion.request("POST", `/v1/connectors/${id}/discover`, { token })
 const select = (id: string, selected_paths: unknown, token = tokens.admin) => scion.request("POST", `/v1/connectors/${id}/selection`, { token, body: { selected_paths } })
 const getConnector = (id: string) => scion.request("GET", `/v1/connectors/${id}`, { token: tokens.member })

@@ -10,7 +10,7 @@ import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
-import { queryMetadata, type RoleKey, settleOperation, teamOrg } from "../support/flows.js"
+import { queryMetadata, type RoleKey, settleOperation, teamOrg, createPostgresConnector } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { healthServing, respawn, startScion, type UnitProcess, waitFor, type Scion } from "../support/system.js"
 
@@ -54,14 +54,8 @@ afterAll(async () => {
   await Promise.all([scion?.stop(), source?.stop()])
 })
 
-const createConnector = async (details: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => {
-  const response = await scion.request("POST", "/v1/connectors", {
-    token: tokens.member,
-    body: { org_id: orgId, service_name: "postgresql", connection_details: source.details(details), ...extra }
-  })
-  expect(response.status, JSON.stringify(response.body)).toBe(200)
-  return response.body.connector_id as string
-}
+const createConnector = (details: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) =>
+  createPostgresConnector(scion, { token: tokens.member, orgId, details: source.details(details), extra: extra })
 const setUp = (id: string, token = tokens.member) => scion.request("POST", `/v1/connectors/${id}/engine-setup`, { token })
 const getConnector = (id: string) => scion.request("GET", `/v1/connectors/${id}`, { token: tokens.member })
 const settle = (operationId: string) => settleOperation(scion, operationId, tokens.member, 300_000)

@@ -73,3 +73,16 @@ export const teamOrg = async (scion: Scion, name: string): Promise<TeamOrg> => {
   })
   return { orgId, tokens, strangerToken, otherOrgId }
 }
+
+/** A postgresql connector created through the API (200 expected); answers its id. */
+export const createPostgresConnector = async (
+  scion: Scion,
+  input: { readonly token: string; readonly orgId: string; readonly details: Record<string, unknown>; readonly extra?: Record<string, unknown> }
+) => {
+  const response = await scion.request("POST", "/v1/connectors", {
+    token: input.token,
+    body: { org_id: input.orgId, service_name: "postgresql", connection_details: input.details, ...input.extra }
+  })
+  expect(response.status, JSON.stringify(response.body)).toBe(200)
+  return response.body.connector_id as string
+}
