@@ -1,15 +1,6 @@
-import { Bus, type BusShape, type Delivery } from "@scion/kit"
-import { Config, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Bus, type Delivery } from "@scion/kit"
+import { Config, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Deletion } from "./connectors/Deletion.js"
-
-/**
- * The bus identity's events arrive on. Production: NATS without the unit's job namespace (identity
- * publishes `events.*` unprefixed); embedded: the one in-memory bus.
- */
-export class EventsBus extends Context.Tag("@scion/connector/EventsBus")<EventsBus, BusShape>() {
-  /** The unit's own Bus (embedded mode, or when jobs are not namespaced). */
-  static readonly fromBus: Layer.Layer<EventsBus, never, Bus> = Layer.effect(EventsBus, Bus)
-}
 
 /** The fields read from identity's `events.project.deleted`; others are ignored. */
 const ProjectDeleted = Schema.Struct({ project_id: Schema.NonEmptyString, org_id: Schema.NonEmptyString })
@@ -44,9 +35,10 @@ export const handleProjectEvent = (delivery: Delivery) =>
   })
 
 /** Consumes project events for the lifetime of the layer. */
-export const ProjectEventsConsumer: Layer.Layer<never, never, EventsBus | Deletion> = Layer.scopedDiscard(
+export const ProjectEventsConsumer: Layer.Layer<never, never, Bus | Deletion> = Layer.scopedDiscard(
   Effect.gen(function* () {
-    const bus = yield* EventsBus
+    // Identity's events are never namespaced (the unit's NatsBus namespaces only its JOBS and DLQ).
+    const bus = yield* Bus
     const deletion = yield* Deletion
     const config = yield* Effect.orDie(projectEventsConfig)
     yield* bus

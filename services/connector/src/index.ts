@@ -13,7 +13,7 @@ import { Entitlements } from "./Entitlements.js"
 import { Environments } from "./Environments.js"
 import { EnvironmentsRepo } from "./EnvironmentsRepo.js"
 import { IdentityClient, OrgAccess, VerifierFromIdentity } from "./Identity.js"
-import { EventsBus, ProjectEventsConsumer } from "./ProjectEvents.js"
+import { ProjectEventsConsumer } from "./ProjectEvents.js"
 import { SecretStore } from "./secrets/SecretStore.js"
 import { ConnectorBranches } from "./engine/ConnectorBranches.js"
 import { EngineAccess } from "./engine/EngineAccess.js"
@@ -104,7 +104,7 @@ export const connectorLive = (transports: {
 }): Layer.Layer<
   Environments | Connectors | Discovery | Deletion | EngineSetup | Readiness | EngineAccess | OrgAccess | PrincipalVerifier,
   never,
-  IdentityClient | Bus | EventsBus
+  IdentityClient | Bus
 > => {
   const service = ServiceIdentity.layer("connector", transports.identity)
   const operations = Layer.merge(service, OperationClient.fromTransport(transports.operation))
@@ -146,7 +146,7 @@ export {
   Deletion,
   SourceCleaner
 } from "./connectors/Deletion.js"
-export { EventsBus, handleProjectEvent, PROJECT_DELETED, ProjectEventsConsumer, projectEventsConfig } from "./ProjectEvents.js"
+export { handleProjectEvent, PROJECT_DELETED, ProjectEventsConsumer, projectEventsConfig } from "./ProjectEvents.js"
 export { Discovery, DISCOVERY_JOB, discoveryJob, DiscoveryOperations, DiscoveryPayload, type DiscoveryStarted, type StartedStatus } from "./connectors/Discovery.js"
 export * from "./connectors/SchemaIntrospection.js"
 export { MAX_SELECTED_PATHS, resolveSelection } from "./connectors/Selection.js"

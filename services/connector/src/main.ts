@@ -2,7 +2,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Layer, Option } from "effect"
 import { unitTransport, LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
-import { connectorLive, connectorRoutes, EventsBus, IdentityClient } from "./index.js"
+import { connectorLive, connectorRoutes, IdentityClient } from "./index.js"
 
 /**
  * The unit over HTTP/2 gRPC: identity at IDENTITY_URL (authorization, verification keys, this
@@ -25,7 +25,6 @@ const ConnectorProcess = Layer.unwrapScoped(
     const branch = yield* unitTransport(branchUrl)
     return connectorLive({ identity, billing, operation, branch }).pipe(
       Layer.provide(IdentityClient.fromTransport(identity)),
-      Layer.provide(EventsBus.fromBus),
       // The namespace covers the unit's own jobs (and their dead letters); identity's events are
       // read from the shared EVENTS stream on the same connection.
       Layer.provide(

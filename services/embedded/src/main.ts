@@ -7,7 +7,7 @@ import { GatewayLive, Upstreams } from "@scion/gateway"
 import { randomBytes } from "node:crypto"
 import { existsSync, readdirSync } from "node:fs"
 import { join, resolve } from "node:path"
-import { connectorLive, connectorRoutes, LocalEngineConfig, makeLocalEngineProvisioner, EventsBus as ConnectorEventsBus, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
+import { connectorLive, connectorRoutes, LocalEngineConfig, makeLocalEngineProvisioner, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
 import { Entitlements, IdentityEventsRelay, identityLive, identityRoutes } from "@scion/identity"
 import { InMemoryBus, LoggingLive, type Routes } from "@scion/kit"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
@@ -77,13 +77,10 @@ const UnitsLive = Layer.unwrapEffect(
         const billingUnit = yield* Layer.build(BillingLive.pipe(Layer.provide(BillingIdentityClient.fromTransport(identity))))
         const billing = inMemory(yield* Effect.provide(billingRoutes, billingUnit))
         billingForIdentity.set(billing)
-        // The connector unit asks identity, billing and the operation unit over the same
-        // transports; its jobs travel on the shared in-memory bus.
-        const connectorUnit = yield* Layer.build(connectorLive({ identity, billing, operation, branch: branchForConnector.transport }).pipe(
-            Layer.provide(ConnectorIdentityClient.fromTransport(identity)),
-            // Identity's project events arrive on the same shared bus.
-            Layer.provide(ConnectorEventsBus.fromBus)
-          )
+        // The connector unit asks identity, billing, the operation and branch units over the same
+        // transports; its jobs and identity's project events travel on the shared in-memory bus.
+        const connectorUnit = yield* Layer.build(
+          connectorLive({ identity, billing, operation, branch: branchForConnector.transport }).pipe(Layer.provide(ConnectorIdentityClient.fromTransport(identity)))
         )
         const connector = inMemory(yield* Effect.provide(connectorRoutes, connectorUnit))
         // The branch unit asks identity, the operation unit and the connector unit (engine access)
