@@ -21,9 +21,9 @@ const tokens = {} as Record<RoleKey, string>
 let strangerToken: string
 
 beforeAll(async () => {
-  // The quarantine monitor checks every second here (30 s by default), and a subscription
-  // disabled for 3 s (60 s by default) counts as stopped.
-  ;[scion, source] = await Promise.all([startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", QUARANTINE_STOPPED_GRACE: "3 seconds" } }), startSourceCluster({ logical: true })])
+  // The quarantine monitor checks every second here (30 s by default), a subscription disabled
+  // for 3 s (60 s by default) counts as stopped, and 48 MiB of lag (1 GiB) is too much.
+  ;[scion, source] = await Promise.all([startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", QUARANTINE_STOPPED_GRACE: "3 seconds", QUARANTINE_MAX_LAG_BYTES: String(48 * 1024 * 1024) } }), startSourceCluster({ logical: true })])
   await source.query(`
     create type public.status as enum ('new', 'paid', 'void');
     create table public.accounts (id int primary key, email text not null unique, created_at timestamptz not null default now());
@@ -358,6 +358,24 @@ describe("engine setup end to end", () => {
       const rows = await queryEngine(scion, id, "select email from public.accounts where id = 777777")
       const open = await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])
       return rows.rows[0]?.email === "source@example.com" && open.length === 0
+    }, 60_000)
+  }, 120_000)
+
+  it("quarantine: replication lagging beyond the bound is quarantined; release lets it catch up", async () => {
+    // The subscription stops consuming while the source writes 64 MiB of WAL.
+    await queryEngine(scion, id, `alter subscription "scion_${id.toLowerCase()}" disable`)
+    await source.query("select count(pg_logical_emit_message(false, 'scion-e2e', repeat('x', 1024 * 1024))) from generate_series(1, 64)")
+    const entry = await eventually("the monitor to quarantine the lag", async () => {
+      const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+      return list.body.entries.find((e: { reason: string }) => e.reason === "lag_exceeded")
+    }, 30_000)
+    expect(entry.detail).toMatch(/bytes of WAL behind the source/)
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await source.query("insert into public.accounts (id, email) values (900003, 'after-lag@example.com')")
+    await waitFor("replication to catch up and the released row to go", async () => {
+      const rows = await queryEngine(scion, id, "select count(*)::int as n from public.accounts where id = 900003")
+      const open = await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])
+      return rows.rows[0].n === 1 && open.length === 0
     }, 60_000)
   }, 120_000)
 

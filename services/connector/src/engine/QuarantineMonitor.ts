@@ -82,29 +82,35 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       })
 
     /** The checks, in order; the first break found is the one recorded. */
-    const inspect = (engine: EngineRow, mirror: PgSession) =>
+    /**
+     * The slot's lag on the source in bytes: None when the source cannot be asked (an unreachable
+     * source is not a break of Scion's pipeline by itself: the subscription's errors say so),
+     * Some(null) when the slot is gone.
+     */
+    const lagOf = (engine: EngineRow) =>
       Effect.gen(function* () {
         const details = yield* sourceOf(engine.connector_id)
-        if (Option.isSome(details)) {
-          const lag = yield* Effect.scoped(
-            Effect.gen(function* () {
-              const source = yield* sourceSession(details.value, details.value.password, { ...connect, queryMillis: 10_000 })
-              const [slot] = yield* source.query<{ lag: string | null }>(
-                "select pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text as lag from pg_replication_slots where slot_name = $1",
-                [engine.slot_name]
-              )
-              return Option.some(slot === undefined ? null : Number(slot.lag ?? 0))
-            })
-          ).pipe(
-            // An unreachable source is not a break of Scion's pipeline by itself: the subscription's errors say so.
-            Effect.catchAll(() => Effect.succeed(Option.none<number | null>()))
-          )
-          if (Option.isSome(lag) && lag.value === null) {
-            return Option.some({ reason: "slot_lost" as const, detail: `The replication slot ${engine.slot_name} no longer exists on the source` })
-          }
-          if (Option.isSome(lag) && lag.value !== null && lag.value > options.maxLagBytes) {
-            return Option.some({ reason: "lag_exceeded" as const, detail: `The mirror is ${lag.value} bytes of WAL behind the source (bound ${options.maxLagBytes})` })
-          }
+        if (Option.isNone(details)) return Option.none<number | null>()
+        return yield* Effect.scoped(
+          Effect.gen(function* () {
+            const source = yield* sourceSession(details.value, details.value.password, { ...connect, queryMillis: 10_000 })
+            const [slot] = yield* source.query<{ lag: string | null }>(
+              "select pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text as lag from pg_replication_slots where slot_name = $1",
+              [engine.slot_name]
+            )
+            return Option.some(slot === undefined ? null : Number(slot.lag ?? 0))
+          })
+        ).pipe(Effect.catchAll(() => Effect.succeed(Option.none<number | null>())))
+      })
+
+    const inspect = (engine: EngineRow, mirror: PgSession) =>
+      Effect.gen(function* () {
+        const lag = yield* lagOf(engine)
+        if (Option.isSome(lag) && lag.value === null) {
+          return Option.some({ reason: "slot_lost" as const, detail: `The replication slot ${engine.slot_name} no longer exists on the source` })
+        }
+        if (Option.isSome(lag) && lag.value !== null && lag.value > options.maxLagBytes) {
+          return Option.some({ reason: "lag_exceeded" as const, detail: `The mirror is ${lag.value} bytes of WAL behind the source (bound ${options.maxLagBytes})` })
         }
         const [state] = yield* mirror.query<{ enabled: boolean; worker: boolean; apply_errors: string }>(
           `select s.subenabled as enabled,
@@ -166,6 +172,12 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         }
         yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`))
         yield* sql`update engines set last_apply_error_count = null, subscription_disabled_since = null where connector_id = ${engine.connector_id}`
+        if (entry.reason === "lag_exceeded") {
+          // Restored once it has caught up to within the bound; until then the released row stays
+          // (not listed) so the same lag is not quarantined again while it drains.
+          const lag = yield* lagOf(engine)
+          if (Option.isSome(lag) && (lag.value === null || lag.value > options.maxLagBytes)) return
+        }
         yield* sql`delete from quarantine_entries where id = ${entry.id}`
         yield* Effect.logInfo("quarantine released: replication resumed").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id }))
       })
