@@ -4,9 +4,8 @@
  * the branch endpoints, then branches cut from a ready engine and used with psql over TLS.
  */
 import { execFileSync } from "node:child_process"
-import { existsSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { readyConnector, queryEngine } from "../support/engine.js"
+import { hasPgbouncer, readyConnector, queryEngine } from "../support/engine.js"
 import { addMember, createOrg, queryMetadata, settleOperation } from "../support/flows.js"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
 import { respawn, signUp, type Scion, startScion, type UnitProcess, waitFor, healthServing } from "../support/system.js"
@@ -109,7 +108,6 @@ describe("POST /v1/branch/create: validation, visibility and state", () => {
   })
 })
 
-const hasPgbouncer = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer", "/usr/local/sbin/pgbouncer"].some((path) => existsSync(path))
 const psql = (url: string, sql: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], { encoding: "utf8", timeout: 30_000 }).trim()
 
 describe("branches of a ready engine", () => {

@@ -3,6 +3,7 @@
  * create → discover → select → decisions → engine setup → ready. And direct access to an engine's
  * mirror for assertions (the local adapter's record under the system's ENGINE_DATA_DIR).
  */
+import { existsSync } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { join } from "node:path"
 import pg from "pg"
@@ -83,3 +84,6 @@ export const queryEngine = async (scion: Scion, connectorId: string, sql: string
     await client.end()
   }
 }
+
+/** Whether the local engines get a PgBouncer (Debian's, where the connector unit looks for it). */
+export const hasPgbouncer = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer", "/usr/local/sbin/pgbouncer"].some((path) => existsSync(path))

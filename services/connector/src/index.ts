@@ -15,13 +15,14 @@ import { EnvironmentsRepo } from "./EnvironmentsRepo.js"
 import { IdentityClient, OrgAccess, VerifierFromIdentity } from "./Identity.js"
 import { ProjectEventsConsumer } from "./ProjectEvents.js"
 import { SecretStore } from "./secrets/SecretStore.js"
-import { ConnectorBranches } from "./engine/ConnectorBranches.js"
+import { ConnectorBranches } from "./connectors/ConnectorBranches.js"
 import { EngineAccess } from "./engine/EngineAccess.js"
 import { EngineProvisioner } from "./engine/EngineProvisioner.js"
 import { EngineSetup, EngineSetupConfig, engineSetupJob } from "./engine/EngineSetup.js"
 import { KubernetesEngineProvisionerLive } from "./engine/KubernetesEngineProvisioner.js"
 import { LocalEngineProvisionerLive } from "./engine/LocalEngineProvisioner.js"
 import { QuarantineMonitorLive } from "./engine/QuarantineMonitor.js"
+import { Quarantine } from "./engine/Quarantine.js"
 import { Readiness } from "./engine/Readiness.js"
 
 /** The database of the unit: schema `connector`, migrations from ../migrations. */
@@ -43,7 +44,7 @@ export const ConnectorServices: Layer.Layer<
 )
 
 /** Engine setup, readiness and quarantine reads, and engine access for other units. */
-export const ConnectorEngines = Layer.mergeAll(EngineSetup.Default, Readiness.Default, EngineAccess.Default)
+export const ConnectorEngines = Layer.mergeAll(EngineSetup.Default, Readiness.Default, Quarantine.Default, EngineAccess.Default)
 
 /**
  * The unit's background work: the relay publishing its outbox, the discovery worker consuming
@@ -102,7 +103,7 @@ export const connectorLive = (transports: {
   /** The branch unit: a connector's branches are deleted before its engine. */
   readonly branch: Transport
 }): Layer.Layer<
-  Environments | Connectors | Discovery | Deletion | EngineSetup | Readiness | EngineAccess | OrgAccess | PrincipalVerifier,
+  Environments | Connectors | Discovery | Deletion | EngineSetup | Readiness | Quarantine | EngineAccess | OrgAccess | PrincipalVerifier,
   never,
   IdentityClient | Bus
 > => {
@@ -183,7 +184,8 @@ export {
   subscriptionConninfo
 } from "./engine/EngineSetup.js"
 export { readMirrorDdl, type MirrorDdl, type TableRef } from "./engine/MirrorSchema.js"
+export { Quarantine } from "./engine/Quarantine.js"
 export { Readiness } from "./engine/Readiness.js"
 export { connectorIdLabel, engineHost, engineName, generateMaterial, KubernetesEngineConfig, type KubernetesEngineOptions, KubernetesEngineProvisionerLive, makeKubernetesEngineProvisioner, renderEngine, selfSignedCertificate } from "./engine/KubernetesEngineProvisioner.js"
 export { makeQuarantineMonitor, QuarantineMonitorConfig, QuarantineMonitorLive, type QuarantineReason } from "./engine/QuarantineMonitor.js"
-export { BranchesUnavailable, ConnectorBranches } from "./engine/ConnectorBranches.js"
+export { BranchesUnavailable, ConnectorBranches } from "./connectors/ConnectorBranches.js"

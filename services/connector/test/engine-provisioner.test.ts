@@ -11,12 +11,12 @@ import { tmpdir } from "node:os"
 import { checkServerIdentity } from "node:tls"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Layer, Redacted } from "effect"
+import { ConfigProvider, Effect, Exit, Layer, Option, Redacted } from "effect"
 import pg from "pg"
 import { type Engine, EngineNotFound, EngineProvisioner } from "../src/engine/EngineProvisioner.js"
-import { LocalEngineProvisionerLive } from "../src/engine/LocalEngineProvisioner.js"
+import { findPgbouncer, LocalEngineProvisionerLive } from "../src/engine/LocalEngineProvisioner.js"
 
-const hasPgbouncer = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer", "/usr/local/sbin/pgbouncer"].some((path) => existsSync(path))
+const hasPgbouncer = Option.isSome(findPgbouncer())
 const dataDir = join(tmpdir(), `scion-engines-test-${randomBytes(5).toString("hex")}`)
 const connectorId = `con_${randomBytes(6).toString("hex")}`
 

@@ -78,11 +78,12 @@ export const unitDatabase = (options: UnitDatabaseOptions) => {
   return Layer.provideMerge(migrate, client).pipe(Layer.orDie)
 }
 
-/**
- * A unit's transaction runner: domain failures roll back and pass through; an SQL failure is
- * infrastructure and becomes a defect, as at every repository edge.
- */
+/** An SQL failure of the unit's own database is infrastructure: a defect, as at every repository edge. */
+export const dieOnSqlError = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
+  Effect.catchIf(effect as Effect.Effect<A, E | SqlError.SqlError, R>, (e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die) as never
+
+/** A unit's transaction runner: domain failures roll back and pass through; SQL failures die. */
 export const transactional =
   (sql: SqlClient.SqlClient) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-    sql.withTransaction(effect).pipe(Effect.catchIf((e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die)) as never
+    dieOnSqlError(sql.withTransaction(effect))

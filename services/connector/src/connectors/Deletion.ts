@@ -4,16 +4,17 @@ import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Princ
 import { randomBytes } from "node:crypto"
 import type { ConnectionOptions } from "node:tls"
 import type pg from "pg"
-import { Config, Context, Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { Config, Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import { ConnectorNotFound, DeleteInProgress, DeletionLocked } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
-import { type BranchesUnavailable, ConnectorBranches } from "../engine/ConnectorBranches.js"
+import { type BranchesUnavailable, ConnectorBranches } from "./ConnectorBranches.js"
 import { EngineProvisioner } from "../engine/EngineProvisioner.js"
 import { setSubscriptionEnabled } from "../engine/EngineReplication.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { PostgresDetails } from "./ConnectionDetails.js"
-import { Connectors, connectorSecretAad } from "./Connectors.js"
+import { Connectors } from "./Connectors.js"
 import { ConnectorsRepo } from "./ConnectorsRepo.js"
+import { storedPostgresDetails } from "./StoredDetails.js"
 import { DiscoveryOperations } from "./Discovery.js"
 import { publicationName, quoteIdent } from "./GrantScript.js"
 import { reasonOf, tlsFor } from "./Preflight.js"
@@ -201,7 +202,6 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
 export const DeletePayload = Schema.Struct({ connector_id: Schema.String, force: Schema.Boolean })
 export type DeletePayload = typeof DeletePayload.Type
 
-const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetails))
 
 /**
  * The delete job: drops what Scion created on the source (every database of the details), then,
@@ -223,7 +223,6 @@ export const deleteJob: JobHandler<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const repo = yield* ConnectorsRepo
-      const secrets = yield* SecretStore
       const cleaner = yield* SourceCleaner
       const { connector_id: connectorId, force } = job.payload
 
@@ -263,10 +262,7 @@ export const deleteJob: JobHandler<
       } else {
         const cleaned = yield* Effect.either(
           Effect.gen(function* () {
-            const envelope = yield* repo.getDetails(connectorId)
-            if (Option.isNone(envelope)) return yield* Effect.fail("the connector's connection details are missing")
-            const plaintext = yield* secrets.decrypt(envelope.value, connectorSecretAad(connectorId)).pipe(Effect.mapError((e) => `the credentials cannot be read: ${e.reason}`))
-            const details = yield* Either.mapLeft(decodeDetails(Redacted.value(plaintext)), () => "the stored connection details are not readable")
+            const details = yield* storedPostgresDetails(connectorId).pipe(Effect.mapError((e) => e.reason))
             const databases: Array<DatabaseCleanup> = []
             for (const database of details.databases ?? [details.database]) {
               databases.push(

@@ -3,7 +3,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { asService, enqueueJob, JobFailed, type JobHandler, OperationClient, type OperationEnded, type Principal, type RpcError, ServiceIdentity, transactional } from "@scion/kit"
 import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import { randomBytes } from "node:crypto"
-import { Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
+import { Context, Effect, Either, Layer, Option, Schema } from "effect"
 import {
   ConnectorNotFound,
   DecisionsConflict,
@@ -16,8 +16,9 @@ import {
 import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { PostgresDetails } from "./ConnectionDetails.js"
-import { Connectors, connectorSecretAad } from "./Connectors.js"
+import { Connectors } from "./Connectors.js"
 import { ConnectorsRepo } from "./ConnectorsRepo.js"
+import { storedPostgresDetails } from "./StoredDetails.js"
 import type { PreflightCheck } from "./Preflight.js"
 import { SourceProbe } from "./Preflight.js"
 import {
@@ -119,7 +120,6 @@ export interface DiscoveryStarted {
 const pass = (id: string, message: string): PreflightCheck => ({ id, status: "pass", message, remedy: null })
 const fail = (id: string, message: string, remedy: string): PreflightCheck => ({ id, status: "fail", message, remedy })
 
-const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetails))
 
 const newOperationId = () => `op_disc${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
 
@@ -137,6 +137,8 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
     const sql = yield* SqlClient.SqlClient
 
     const transaction = transactional(sql)
+    const stored = (connectorId: string) =>
+      storedPostgresDetails(connectorId).pipe(Effect.provideService(ConnectorsRepo, repo), Effect.provideService(SecretStore, secrets))
 
     // The connector if the caller holds the permission in its org; other orgs' are not found.
     const visible = connectors.visible
@@ -150,13 +152,9 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
           return { checks, details: Option.none<PostgresDetails>() }
         }
         checks.push(pass("service", "The connector is PostgreSQL"))
-        const envelope = yield* repo.getDetails(connector.id)
-        const plaintext = Option.isNone(envelope)
-          ? Either.left("no connection details are stored")
-          : yield* Effect.either(Effect.mapError(secrets.decrypt(envelope.value, connectorSecretAad(connector.id)), (e) => e.reason))
-        const details = Either.flatMap(plaintext, (p) => Either.mapLeft(decodeDetails(Redacted.value(p)), () => "the stored connection details are not readable"))
+        const details = yield* Effect.either(stored(connector.id))
         if (Either.isLeft(details)) {
-          checks.push(fail("credentials", `The connector's credentials cannot be used: ${details.left}`, "Send the connection details again with PUT /v1/connectors/{connector_id}."))
+          checks.push(fail("credentials", `The connector's credentials cannot be used: ${details.left.reason}`, "Send the connection details again with PUT /v1/connectors/{connector_id}."))
           return { checks, details: Option.none<PostgresDetails>() }
         }
         checks.push(pass("credentials", "Stored credentials decrypted"))
@@ -283,17 +281,13 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
       if (selected === null || !isStructure(selected) || selected.totals.schemas === 0) {
         return yield* new GrantScriptUnavailable({ reason: "no schemas are selected: POST /v1/connectors/{connector_id}/selection first" })
       }
-      const envelope = yield* repo.getDetails(connector.id)
-      if (Option.isNone(envelope)) return yield* new SecretStoreFailure({ reason: "the connector's connection details are missing" })
-      const plaintext = yield* secrets.decrypt(envelope.value, connectorSecretAad(connector.id))
-      const details = decodeDetails(Redacted.value(plaintext))
-      if (Either.isLeft(details)) return yield* new SecretStoreFailure({ reason: "the stored connection details are not readable" })
-      if (details.right.username.trim() === "") return yield* new GrantScriptUnavailable({ reason: "the connection details name no username" })
+      const details = yield* stored(connector.id).pipe(Effect.mapError((e) => new SecretStoreFailure({ reason: e.reason })))
+      if (details.username.trim() === "") return yield* new GrantScriptUnavailable({ reason: "the connection details name no username" })
       const preflight = connector.replicaIdentityPreflight as Partial<ReplicaIdentityPreflight> | null
       return grantScript({
         connectorId: connector.id,
         provider: connector.sourceProvider ?? "vanilla",
-        username: details.right.username,
+        username: details.username,
         selected,
         decisions: preflight?.decisions ?? {}
       })
@@ -329,7 +323,6 @@ export const discoveryJob: JobHandler<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const repo = yield* ConnectorsRepo
-      const secrets = yield* SecretStore
       const introspector = yield* SourceIntrospector
       const connectorId = job.payload.connector_id
 
@@ -338,12 +331,7 @@ export const discoveryJob: JobHandler<
 
       const found = yield* repo.find(connectorId)
       if (Option.isNone(found)) return yield* jobFailed(`Connector ${connectorId} no longer exists`)
-      const envelope = yield* repo.getDetails(connectorId)
-      if (Option.isNone(envelope)) return yield* jobFailed("The connector's connection details are missing")
-      const plaintext = yield* secrets.decrypt(envelope.value, connectorSecretAad(connectorId)).pipe(Effect.mapError((e) => jobFailed(`The connector's credentials cannot be read: ${e.reason}`)))
-      const details = yield* Effect.mapError(decodeDetails(Redacted.value(plaintext)), (e: ParseResult.ParseError) =>
-        jobFailed(`The stored connection details are not readable (${e._tag})`)
-      )
+      const details = yield* storedPostgresDetails(connectorId).pipe(Effect.mapError((e) => jobFailed(`The connector's credentials cannot be used: ${e.reason}`)))
       const databaseNames = details.databases ?? [details.database]
 
       yield* job.report({ stage: "connect", stageLabel: `Connecting to ${databaseNames.length} database(s)`, progress: 1 })

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import type { Principal } from "@scion/kit"
+import { dieOnSqlError, type Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { isStructure } from "../connectors/SchemaIntrospection.js"
@@ -87,6 +87,6 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
       } satisfies BranchingEngineView
     })
 
-    return { get: (principal: Principal, connectorId: string) => get(principal, connectorId).pipe(Effect.catchTag("SqlError", (e) => Effect.die(e))) } as const
+    return { get: (principal: Principal, connectorId: string) => dieOnSqlError(get(principal, connectorId)) } as const
   })
 }) {}

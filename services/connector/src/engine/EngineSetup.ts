@@ -1,11 +1,12 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Principal, type RpcError, transactional } from "@scion/kit"
+import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Principal, type RpcError, dieOnSqlError, transactional } from "@scion/kit"
 import { randomBytes } from "node:crypto"
-import { Config, Duration, Effect, Either, Fiber, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Config, Duration, Effect, Either, Fiber, Layer, Option, Schedule, Schema } from "effect"
 import { PostgresDetails } from "../connectors/ConnectionDetails.js"
-import { Connectors, connectorSecretAad, type ConnectorView } from "../connectors/Connectors.js"
+import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
+import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { DiscoveryOperations, type StartedStatus } from "../connectors/Discovery.js"
 import { publicationName, quoteIdent } from "../connectors/GrantScript.js"
 import type { PreflightCheck } from "../connectors/Preflight.js"
@@ -16,6 +17,7 @@ import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
+import { engineRecord } from "./EngineReplication.js"
 import { engineSession, PgStepFailed, sourceSession, withSubscriptionLock } from "./PgSession.js"
 
 /** Subject `jobs.connector.engine_setup`, durable `connector-engine_setup`: setups and rollouts. */
@@ -127,11 +129,7 @@ export const setupPrerequisites = (connector: Connector, database: string): { re
   return { checks, plan: Option.some({ database, tables, excluded }) }
 }
 
-/** The unit's own database failing is a defect (500), as in the repositories. */
-const dieOnSql = <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.catchIf(self, (e): e is Extract<E, { readonly _tag: "SqlError" }> => (e as { readonly _tag?: unknown })?._tag === "SqlError", (e) => Effect.die(e))
 
-const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetails))
 
 const newOperationId = (mode: EngineSetupPayload["mode"]) => `op_${mode === "setup" ? "eng" : "roll"}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
 
@@ -150,13 +148,12 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
     const transaction = transactional(sql)
 
     const storedDetails = (connectorId: string) =>
-      Effect.gen(function* () {
-        const envelope = yield* repo.getDetails(connectorId)
-        if (Option.isNone(envelope)) return Either.left("no connection details are stored")
-        const plaintext = yield* Effect.either(secrets.decrypt(envelope.value, connectorSecretAad(connectorId)))
-        if (Either.isLeft(plaintext)) return Either.left(`the stored credentials cannot be decrypted (${plaintext.left.reason})`)
-        return Either.mapLeft(decodeDetails(Redacted.value(plaintext.right)), () => "the stored connection details are not readable")
-      })
+      storedPostgresDetails(connectorId).pipe(
+        Effect.provideService(ConnectorsRepo, repo),
+        Effect.provideService(SecretStore, secrets),
+        Effect.mapError((e) => e.reason),
+        Effect.either
+      )
 
     const activeOperation = (operationId: string | null) =>
       Effect.gen(function* () {
@@ -220,7 +217,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       const started = yield* dispatch(connector, connector.branchingEngineStatus === "ready" ? "rollout" : "setup")
       yield* Effect.logInfo("engine setup started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId, type: started.type }))
       return { _tag: "Started", started } satisfies SetupOutcome
-    }, dieOnSql)
+    }, dieOnSqlError)
 
     /**
      * POST …/index (connectors.update): applies the selection. On a ready engine that is behind
@@ -253,7 +250,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
         connector: yield* connectors.get(principal, connector.id),
         message: "Selection recorded: engine setup will mirror it (POST /v1/connectors/{connector_id}/engine-setup)"
       } satisfies IndexOutcome
-    }, dieOnSql)
+    }, dieOnSqlError)
 
     /**
      * Starts a setup for the quarantine monitor (no caller: the monitor restores a pipeline the
@@ -263,7 +260,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       const found = yield* repo.find(connectorId)
       if (Option.isNone(found)) return yield* new ConnectorStateInvalid({ connectorId, reason: "the connector no longer exists" })
       return yield* dispatch(found.value, "setup")
-    }, dieOnSql)
+    }, dieOnSqlError)
 
     /**
      * After new connection details (PUT …): the engine's subscription logs in with them from now
@@ -271,9 +268,9 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
      * and the quarantine monitor reports replication that breaks).
      */
     const refreshCredentials = Effect.fn("EngineSetup.refreshCredentials")(function* (connectorId: string) {
-      const [record] = yield* sql<{ readonly mirror_database: string; readonly subscription_name: string }>`
-        select mirror_database, subscription_name from engines where connector_id = ${connectorId}`
-      if (record === undefined) return false
+      const found = yield* engineRecord(connectorId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      if (Option.isNone(found)) return false
+      const record = found.value
       const details = yield* storedDetails(connectorId)
       if (Either.isLeft(details)) return false
       return yield* Effect.scoped(
@@ -298,7 +295,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
           )
         )
       )
-    }, dieOnSql)
+    }, dieOnSqlError)
 
     return { setUp, index, restart, refreshCredentials } as const
   })
@@ -430,7 +427,6 @@ const runSetup = (
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const repo = yield* ConnectorsRepo
-    const secrets = yield* SecretStore
     const provisioner = yield* EngineProvisioner
     const options = yield* EngineSetupConfig
     const names = replicationNames(connectorId)
@@ -449,13 +445,7 @@ const runSetup = (
 
     // Credentials and plan.
     yield* step("source_checks", 2)
-    const envelope = yield* repo.getDetails(connectorId)
-    if (Option.isNone(envelope)) return yield* stepFailed("source_checks", "the connector's connection details are missing")
-    const plaintext = yield* secrets.decrypt(envelope.value, connectorSecretAad(connectorId)).pipe(Effect.mapError((e) => stepFailed("source_checks", `the credentials cannot be read (${e.reason})`)))
-    const details = yield* Either.match(decodeDetails(Redacted.value(plaintext)), {
-      onLeft: () => Effect.fail(stepFailed("source_checks", "the stored connection details are not readable")),
-      onRight: Effect.succeed
-    })
+    const details = yield* storedPostgresDetails(connectorId).pipe(Effect.mapError((e) => stepFailed("source_checks", e.reason)))
     const checked = setupPrerequisites(connector, details.database)
     if (Option.isNone(checked.plan)) {
       return yield* stepFailed("source_checks", checked.checks.filter((c) => c.status === "fail").map((c) => c.message).join("; "))

@@ -74,7 +74,7 @@ export const LocalEngineConfig: Config.Config<LocalEngineOptions> = Config.all({
 })
 
 /** Debian installs PgBouncer in /usr/sbin (not on every PATH). */
-const findPgbouncer = (): Option.Option<string> =>
+export const findPgbouncer = (): Option.Option<string> =>
   Option.fromNullable(
     ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer", "/usr/local/sbin/pgbouncer"].find((candidate) => existsSync(candidate))
   )

@@ -1,9 +1,8 @@
 import { SqlClient } from "@effect/sql"
 import { randomBytes } from "node:crypto"
-import { Config, Duration, Effect, Either, Layer, Option, Redacted, Schedule, Schema } from "effect"
-import { PostgresDetails } from "../connectors/ConnectionDetails.js"
-import { connectorSecretAad } from "../connectors/Connectors.js"
+import { Config, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
+import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { quoteIdent } from "../connectors/GrantScript.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
@@ -24,7 +23,6 @@ export interface QuarantineMonitorOptions {
   readonly stoppedGrace: Duration.Duration
 }
 
-const decodeDetails = Schema.decodeUnknownEither(Schema.parseJson(PostgresDetails))
 const newQuarantineId = () => `qua_${Date.now().toString(36)}${randomBytes(6).toString("hex")}`
 
 interface EngineRow {
@@ -62,13 +60,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         returning connector_id`.pipe(Effect.map((rows) => rows.length > 0))
 
     const sourceOf = (connectorId: string) =>
-      Effect.gen(function* () {
-        const envelope = yield* repo.getDetails(connectorId)
-        if (Option.isNone(envelope)) return Option.none<PostgresDetails>()
-        const plaintext = yield* Effect.either(secrets.decrypt(envelope.value, connectorSecretAad(connectorId)))
-        if (Either.isLeft(plaintext)) return Option.none<PostgresDetails>()
-        return Either.getRight(decodeDetails(Redacted.value(plaintext.right)))
-      })
+      storedPostgresDetails(connectorId).pipe(Effect.provideService(ConnectorsRepo, repo), Effect.provideService(SecretStore, secrets), Effect.option)
 
     const quarantine = (engine: EngineRow, running: Engine, mirror: PgSession, reason: QuarantineReason, detail: string) =>
       Effect.gen(function* () {

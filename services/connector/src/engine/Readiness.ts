@@ -1,12 +1,7 @@
 import { SqlClient } from "@effect/sql"
-import type { Principal } from "@scion/kit"
+import { dieOnSqlError, type Principal } from "@scion/kit"
 import { Effect } from "effect"
-
-/** The unit's own database failing is a defect (500), as in the repositories. */
-const dieOnSql = <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.catchIf(self, (e): e is Extract<E, { readonly _tag: "SqlError" }> => (e as { readonly _tag?: unknown })?._tag === "SqlError", (e) => Effect.die(e))
 import { Connectors } from "../connectors/Connectors.js"
-import { QuarantineEntryNotFound } from "../domain/errors.js"
 
 export interface ReadinessCheckRow {
   readonly attempt_id: string
@@ -27,23 +22,13 @@ export interface ReadinessAttemptRow {
   readonly pod_name: string
 }
 
-export interface QuarantineEntryRow {
-  readonly id: string
-  readonly connector_id: string
-  readonly status: "quarantined" | "released"
-  readonly reason: string
-  readonly detail: string
-  readonly quarantined_at: Date
-  readonly released_at: Date | null
-}
 
 export const DEFAULT_CHECKS_LIMIT = 500
 export const DEFAULT_ATTEMPTS_LIMIT = 50
 
 /**
- * Reading the readiness evidence engine setup wrote, and the quarantine entries the monitor
- * keeps. Reads need connectors.read, release connectors.update; other orgs' connectors are not
- * found.
+ * Reading the readiness evidence engine setup wrote (connectors.read; other orgs' connectors are
+ * not found).
  */
 export class Readiness extends Effect.Service<Readiness>()("@scion/connector/Readiness", {
   effect: Effect.gen(function* () {
@@ -69,7 +54,7 @@ export class Readiness extends Effect.Service<Readiness>()("@scion/connector/Rea
           ${input.onlyFailed ? sql`and c.status = 'fail'` : sql``}
         order by a.first_id desc, c.id
         limit ${input.limit} offset ${input.offset}`
-    }, dieOnSql)
+    }, dieOnSqlError)
 
     /** One summary per attempt, most recent first. */
     const attempts = Effect.fn("Readiness.attempts")(function* (principal: Principal, input: { readonly connectorId: string; readonly limit: number }) {
@@ -85,35 +70,8 @@ export class Readiness extends Effect.Service<Readiness>()("@scion/connector/Rea
         group by attempt_id
         order by min(id) desc
         limit ${input.limit}`
-    }, dieOnSql)
+    }, dieOnSqlError)
 
-    /** The connector's entries with status quarantined (released ones are not listed). */
-    const quarantine = Effect.fn("Readiness.quarantine")(function* (principal: Principal, connectorId: string) {
-      const connector = yield* connectors.visible(principal, connectorId, "connectors.read")
-      return yield* sql<QuarantineEntryRow>`
-        select id, connector_id, status, reason, detail, quarantined_at, released_at
-        from quarantine_entries where connector_id = ${connector.id} and status = 'quarantined'
-        order by quarantined_at, id`
-    }, dieOnSql)
-
-    /**
-     * Releases an entry (connectors.update): quarantined → released, and released again is the
-     * same answer. The monitor then restores the pipeline and deletes the row; a row already
-     * deleted is not found.
-     */
-    const release = Effect.fn("Readiness.release")(function* (principal: Principal, input: { readonly connectorId: string; readonly quarantineId: string }) {
-      const connector = yield* connectors.visible(principal, input.connectorId, "connectors.update")
-      const releasedBy = principal.kind === "api_key" ? `api_key:${principal.apiKeyId}` : principal.kind === "user_session" ? `user:${principal.userId}` : "service"
-      const [entry] = yield* sql<QuarantineEntryRow>`
-        update quarantine_entries
-        set status = 'released', released_at = coalesce(released_at, now()), released_by = coalesce(released_by, ${releasedBy})
-        where id = ${input.quarantineId} and connector_id = ${connector.id}
-        returning id, connector_id, status, reason, detail, quarantined_at, released_at`
-      if (entry === undefined) return yield* new QuarantineEntryNotFound({ quarantineId: input.quarantineId })
-      yield* Effect.logInfo("quarantine released").pipe(Effect.annotateLogs({ connector_id: connector.id, quarantine_id: entry.id }))
-      return entry
-    }, dieOnSql)
-
-    return { checks, attempts, quarantine, release } as const
+    return { checks, attempts } as const
   })
 }) {}

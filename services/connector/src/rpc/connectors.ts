@@ -14,7 +14,8 @@ import { Discovery } from "../connectors/Discovery.js"
 import type { CheckStatus, PreflightReport } from "../connectors/Preflight.js"
 import { type ConnectorError, toWireError, Unauthenticated } from "../domain/errors.js"
 import { EngineSetup, type SetupStarted } from "../engine/EngineSetup.js"
-import { DEFAULT_ATTEMPTS_LIMIT, DEFAULT_CHECKS_LIMIT, type QuarantineEntryRow, Readiness } from "../engine/Readiness.js"
+import { Quarantine, type QuarantineEntryRow } from "../engine/Quarantine.js"
+import { DEFAULT_ATTEMPTS_LIMIT, DEFAULT_CHECKS_LIMIT, Readiness } from "../engine/Readiness.js"
 
 const caller = Effect.flatMap(
   Caller,
@@ -97,6 +98,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
   const deletion = yield* Deletion
   const setup = yield* EngineSetup
   const readiness = yield* Readiness
+  const quarantine = yield* Quarantine
   return yield* effectService<typeof ConnectorService, ConnectorError, Caller>(
     ConnectorService,
     {
@@ -230,9 +232,9 @@ export const connectorServiceRoutes = Effect.gen(function* () {
           })
         ),
       listQuarantineEntries: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => readiness.quarantine(p, req.connectorId)), (entries) => ({ entries: entries.map(quarantineToProto) })),
+        Effect.map(Effect.flatMap(caller, (p) => quarantine.list(p, req.connectorId)), (entries) => ({ entries: entries.map(quarantineToProto) })),
       releaseQuarantineEntry: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => readiness.release(p, { connectorId: req.connectorId, quarantineId: req.quarantineId })), (entry) => ({
+        Effect.map(Effect.flatMap(caller, (p) => quarantine.release(p, { connectorId: req.connectorId, quarantineId: req.quarantineId })), (entry) => ({
           entry: quarantineToProto(entry)
         }))
     },
