@@ -539,6 +539,17 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
       .annotate(OpenApi.Description, "limit 1..5000 (default 50); 422 outside. 404 for another org's connector.")
   )
   .add(
+    HttpApiEndpoint.get("schemaChanges", "/connectors/:connector_id/schema-changes")
+      .setPath(C.ConnectorPath)
+      .setUrlParams(C.SchemaChangesQuery)
+      .addSuccess(C.SchemaChangesList)
+      .annotate(OpenApi.Summary, "Schema changes seen on the source and what the mirror did with each, newest first (connectors.read; extension)")
+      .annotate(
+        OpenApi.Description,
+        "Scion follows the source's schema. Where the connector's role may create event triggers (or a DBA ran the grant script's capture section), every DDL command touching the source is recorded there and applied by the mirror in commit order with the rows (mode captured): applied when it touched the selection, skipped when it did not, failed with the error. Otherwise the monitor reconciles drift it detects (mode reconciled). Applied changes bump schema_version; the selection follows where its paths still name tables. limit 1..5000 (default 500), offset >= 0 (default 0); 422 outside. 404 for another org's connector."
+      )
+  )
+  .add(
     HttpApiEndpoint.get("quarantine", "/connectors/:connector_id/quarantine")
       .setPath(C.ConnectorPath)
       .addSuccess(C.QuarantineList)

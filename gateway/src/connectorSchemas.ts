@@ -314,6 +314,34 @@ export const ReadinessAttemptsList = Schema.Struct({ attempts: Schema.Array(Read
   description: "Most recent first"
 })
 
+export const SchemaChangesQuery = Schema.Struct({
+  limit: Schema.optional(limitParam(5000, 500)),
+  offset: Schema.optional(OffsetParam)
+})
+
+export const SchemaChange = Schema.Struct({
+  change_id: Schema.String,
+  mode: Schema.Literal("captured", "reconciled").annotations({
+    description: "captured: recorded on the source by Scion's event trigger and applied by the mirror in commit order; reconciled: found by the monitor's catalog diff"
+  }),
+  command_tag: Schema.String.annotations({ description: "The source's command tag, e.g. ALTER TABLE" }),
+  object_identity: Schema.NullOr(Schema.String).annotations({ description: "The object the command named first, e.g. public.users" }),
+  statement: Schema.NullOr(Schema.String).annotations({ description: "The statement as the source ran it (at most 4000 characters)" }),
+  status: Schema.Literal("applied", "skipped", "reconciled", "failed").annotations({
+    description: "applied: the mirror followed it; skipped: it touched nothing the selection mirrors; reconciled: the monitor aligned the mirror; failed: see error"
+  }),
+  actions: Schema.Array(Schema.String).annotations({ description: "The statements the mirror ran" }),
+  error: Schema.NullOr(Schema.String),
+  tables_added: Schema.Array(Schema.String).annotations({ description: "schema.table of tables that joined the mirror (then copied)" }),
+  source_committed_at: Schema.NullOr(Timestamp).annotations({ description: "When the change happened on the source (captured changes)" }),
+  applied_at: Timestamp
+}).annotations({ identifier: "SchemaChange" })
+
+export const SchemaChangesList = Schema.Struct({ changes: Schema.Array(SchemaChange) }).annotations({
+  identifier: "SchemaChangesList",
+  description: "Newest first"
+})
+
 export const QuarantinePath = Schema.Struct({ connector_id: Id, quarantine_id: Id })
 
 export const QuarantineEntry = Schema.Struct({

@@ -154,9 +154,9 @@ describe("engine setup end to end", () => {
       result: { connector_id: id, branching_engine_status: "ready", mirror_database: "mirror", tables: MIRRORED, excluded_tables: ["postgres.public.scratch"], pod_name: `local-engine-${id}` }
     })
     expect(operation.setup_status.current_step).toBe("done")
-    expect(operation.setup_status.steps.map((s: { name: string; status: string }) => s.status)).toEqual(Array(9).fill("completed"))
+    expect(operation.setup_status.steps.map((s: { name: string; status: string }) => s.status)).toEqual(Array(10).fill("completed"))
     expect(operation.setup_status.steps.map((s: { name: string }) => s.name)).toEqual([
-      "source_checks", "replica_identity", "publication", "slot", "engine", "schema", "subscription", "initial_copy", "readiness"
+      "source_checks", "replica_identity", "capture", "publication", "slot", "engine", "schema", "subscription", "initial_copy", "readiness"
     ])
 
     const connector = (await getConnector(id)).body
@@ -170,7 +170,8 @@ describe("engine setup end to end", () => {
     const key = await source.query(`select pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'public.notes'::regclass and contype = 'p'`)
     expect(key.rows).toEqual([{ def: "PRIMARY KEY (scion_row_id)" }])
     const published = await source.query(`select schemaname || '.' || tablename as t from pg_publication_tables where pubname = $1 order by 1`.replace("$1", `'scion_${id.toLowerCase()}'`))
-    expect(published.rows.map((r) => r.t)).toEqual(["audit.log", "public.accounts", "public.events", "public.invoices", "public.notes"])
+    // The capture log and heartbeat travel with the tables (the source's role may create event triggers).
+    expect(published.rows.map((r) => r.t)).toEqual(["audit.log", "public.accounts", "public.events", "public.invoices", "public.notes", "scion.heartbeat", "scion.schema_log"])
     const slots = await source.query(`select slot_name, plugin, slot_type from pg_replication_slots where slot_name = 'scion_${id.toLowerCase()}'`)
     expect(slots.rows).toEqual([{ slot_name: `scion_${id.toLowerCase()}`, plugin: "pgoutput", slot_type: "logical" }])
   })

@@ -72,7 +72,8 @@ describe("POST /v1/connectors/preflight", () => {
       replication_privilege: "pass",
       schema_select: "pass",
       publication_rights: "pass",
-      replica_identity: "warn"
+      replica_identity: "warn",
+      ddl_capture: "pass"
     })
     for (const check of response.body.checks) expect(Object.keys(check).sort()).toEqual(["id", "message", "remedy", "status"])
     expect(JSON.stringify(response.body)).not.toContain(logical.password)

@@ -315,6 +315,25 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
         }))
       )
     )
+    .handle("schemaChanges", ({ path, urlParams }) =>
+      asCaller((u) => u.connectors.listSchemaChanges({ connectorId: path.connector_id, limit: urlParams.limit ?? 500, offset: urlParams.offset ?? 0 })).pipe(
+        Effect.map((r) => ({
+          changes: r.changes.map((c) => ({
+            change_id: c.changeId,
+            mode: required(c.mode === "captured" || c.mode === "reconciled" ? c.mode : undefined, "a schema change mode"),
+            command_tag: c.commandTag,
+            object_identity: c.objectIdentity ?? null,
+            statement: c.statement ?? null,
+            status: required(c.status === "applied" || c.status === "skipped" || c.status === "reconciled" || c.status === "failed" ? c.status : undefined, "a schema change status"),
+            actions: [...c.actions],
+            error: c.error ?? null,
+            tables_added: [...c.tablesAdded],
+            source_committed_at: c.sourceCommittedAt !== undefined ? iso(c.sourceCommittedAt) : null,
+            applied_at: iso(c.appliedAt)
+          }))
+        }))
+      )
+    )
     .handle("quarantine", ({ path }) =>
       asCaller((u) => u.connectors.listQuarantineEntries({ connectorId: path.connector_id })).pipe(Effect.map((r) => ({ entries: r.entries.map(quarantineEntry) })))
     )

@@ -24,6 +24,7 @@ import { LocalEngineProvisionerLive } from "./engine/LocalEngineProvisioner.js"
 import { QuarantineMonitorLive } from "./engine/QuarantineMonitor.js"
 import { Quarantine } from "./engine/Quarantine.js"
 import { Readiness } from "./engine/Readiness.js"
+import { SchemaChanges, SchemaFollowerLive } from "./replication/SchemaFollower.js"
 
 /** The database of the unit: schema `connector`, migrations from ../migrations. */
 export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations: new URL("../migrations/", import.meta.url) })
@@ -44,7 +45,7 @@ export const ConnectorServices: Layer.Layer<
 )
 
 /** Engine setup, readiness and quarantine reads, and engine access for other units. */
-export const ConnectorEngines = Layer.mergeAll(EngineSetup.Default, Readiness.Default, Quarantine.Default, EngineAccess.Default)
+export const ConnectorEngines = Layer.mergeAll(EngineSetup.Default, Readiness.Default, Quarantine.Default, EngineAccess.Default, SchemaChanges.Default)
 
 /**
  * The unit's background work: the relay publishing its outbox, the discovery worker consuming
@@ -73,7 +74,8 @@ export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duratio
     ),
     OutboxRelay.layer(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {}),
     ProjectEventsConsumer,
-    QuarantineMonitorLive
+    QuarantineMonitorLive,
+    SchemaFollowerLive
   )
 
 /**
@@ -103,7 +105,7 @@ export const connectorLive = (transports: {
   /** The branch unit: a connector's branches are deleted before its engine. */
   readonly branch: Transport
 }): Layer.Layer<
-  Environments | Connectors | Discovery | Deletion | EngineSetup | Readiness | Quarantine | EngineAccess | OrgAccess | PrincipalVerifier,
+  Environments | Connectors | Discovery | Deletion | EngineSetup | Readiness | Quarantine | SchemaChanges | EngineAccess | OrgAccess | PrincipalVerifier,
   never,
   IdentityClient | Bus
 > => {

@@ -91,7 +91,8 @@ describe("preflight and connectors", () => {
           replication_privilege: "pass",
           schema_select: "pass",
           publication_rights: "pass",
-          replica_identity: "warn"
+          replica_identity: "warn",
+          ddl_capture: "pass"
         })
         const identity = report.checks.find((c) => c.id === "replica_identity")!
         expect(identity.message).toContain("postgres.public.no_pk")
@@ -136,7 +137,8 @@ describe("preflight and connectors", () => {
           connectionDetails: details(logical.details({ username: "reader", password: "reader-pw" }))
         })
         expect(report.preflight_pass).toBe(false)
-        expect(statusOf(report)).toMatchObject({ replication_privilege: "fail", schema_select: "fail", wal_level: "pass" })
+        expect(statusOf(report)).toMatchObject({ replication_privilege: "fail", schema_select: "fail", wal_level: "pass", ddl_capture: "warn" })
+        expect(report.checks.find((c) => c.id === "ddl_capture")!.remedy).toContain("grant-script")
         expect(report.checks.find((c) => c.id === "replication_privilege")!.remedy).toContain("REPLICATION")
         expect(report.checks.find((c) => c.id === "schema_select")!.message).toMatch(/public/)
       })

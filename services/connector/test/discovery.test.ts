@@ -415,7 +415,7 @@ describe("discovery and selection", () => {
       expect(vanilla.sql).toContain('ALTER ROLE "repl" WITH REPLICATION;')
       expect(vanilla.sql).toContain('GRANT USAGE ON SCHEMA "Odd""Schema" TO "repl";')
       expect(vanilla.sql).toContain('ALTER TABLE "Odd""Schema"."b" REPLICA IDENTITY FULL;')
-      expect(vanilla.sql).toContain('CREATE PUBLICATION "scion_con_x1" FOR TABLE "Odd""Schema"."a", "Odd""Schema"."b";')
+      expect(vanilla.sql).toContain('CREATE PUBLICATION "scion_con_x1" FOR TABLE "Odd""Schema"."a", "Odd""Schema"."b", scion.schema_log, scion.heartbeat;')
       expect(vanilla.schemasPerDatabase).toEqual({ app: ['Odd"Schema'] })
       const rds = grantScript({ connectorId: "con_X1", provider: "rds", username: "repl", selected, decisions })
       expect(rds.sql).toContain('GRANT rds_replication TO "repl";')
@@ -471,10 +471,13 @@ describe("discovery and selection", () => {
           replication_privilege: "pass",
           schema_select: "pass",
           publication_rights: "pass",
-          replica_identity: "pass"
+          replica_identity: "pass",
+          ddl_capture: "pass"
         })
         const published = yield* Effect.promise(() => source.query(`select tablename from pg_publication_tables where pubname = 'scion_${id.toLowerCase()}' order by 1`))
-        expect(published.rows.map((r) => r.tablename)).toEqual(["customers", "events", "invoices", "notes", "orders"])
+        expect(published.rows.map((r) => r.tablename)).toEqual(["customers", "events", "heartbeat", "invoices", "notes", "orders", "schema_log"])
+        const triggers = yield* Effect.promise(() => source.query("select evtname from pg_event_trigger order by 1"))
+        expect(triggers.rows.map((r) => r.evtname)).toEqual(["scion_capture_ddl", "scion_capture_drop"])
       })
     )
   })

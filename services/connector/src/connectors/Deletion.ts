@@ -17,6 +17,7 @@ import { ConnectorsRepo } from "./ConnectorsRepo.js"
 import { storedPostgresDetails } from "./StoredDetails.js"
 import { DiscoveryOperations } from "./Discovery.js"
 import { publicationName, quoteIdent } from "./GrantScript.js"
+import { releaseCapture } from "../replication/SourceCapture.js"
 import { reasonOf, tlsFor } from "./Preflight.js"
 import { SourceUnavailable } from "./SchemaIntrospection.js"
 import { connectSource } from "./SourceConnection.js"
@@ -72,6 +73,8 @@ export class SourceCleaner extends Context.Tag("@scion/connector/SourceCleaner")
             if (slot.active_pid !== null) yield* query("select pg_terminate_backend($1, 5000)", [slot.active_pid])
             yield* query("select pg_drop_replication_slot($1)", [slot.slot_name])
           }
+          // Schema-change capture goes with the last connector that used it.
+          yield* releaseCapture({ query }, name, connectorId)
           return { database: details.database, publications_dropped: publications.map((p) => p.pubname), slots_dropped: slots.map((s) => s.slot_name) }
         })
       ).pipe(Effect.withSpan("SourceCleaner.clean", { attributes: { host: details.host, port: details.port, database: details.database } }))

@@ -1,3 +1,4 @@
+import { CAPTURE_PUBLISHED_TABLES, sourceCaptureInstall } from "../replication/CaptureSql.js"
 import type { Decision } from "./ReplicaIdentity.js"
 import type { SchemaStructure } from "./SchemaIntrospection.js"
 
@@ -51,7 +52,7 @@ const replicationGrant = (provider: string, role: string): ReadonlyArray<string>
  * with LOGIN and the provider's replication right, then per selected database CONNECT and CREATE,
  * USAGE and SELECT on the selected schemas with default privileges for future tables, REPLICA
  * IDENTITY FULL where it was decided, and the connector's publication for the selected tables
- * (created or reset to them). It never carries a password: the role's own is kept, a new role
+ * (created or reset to them), and Scion's schema-change capture (the log in the publication). It never carries a password: the role's own is kept, a new role
  * gets one in the commented line. Pure.
  */
 export const grantScript = (input: GrantScriptInput): GrantScript => {
@@ -94,6 +95,17 @@ export const grantScript = (input: GrantScriptInput): GrantScript => {
     // a replica identity would make the source refuse its UPDATEs and DELETEs. Excluded tables
     // stay out; add_pk tables join once engine setup has added the key.
     const published = tables.filter((t) => t.ready || input.decisions[t.path] === "replica_identity_full").map((t) => t.name)
+    // Schema-change capture (event triggers need a superuser): the mirror then follows the
+    // source's migrations in commit order. The role owns the log tables so it may publish them.
+    lines.push(
+      "-- Schema-change capture: event triggers record each DDL in scion.schema_log, which the mirror applies in order.",
+      ...sourceCaptureInstall.map((statement) => `${statement};`),
+      `GRANT USAGE ON SCHEMA scion TO ${role};`,
+      `ALTER TABLE scion.schema_log OWNER TO ${role};`,
+      `ALTER TABLE scion.heartbeat OWNER TO ${role};`,
+      `ALTER TABLE scion.publication_scope OWNER TO ${role};`
+    )
+    if (published.length > 0) published.push(...CAPTURE_PUBLISHED_TABLES)
     if (published.length > 0) {
       const list = published.join(", ")
       lines.push(

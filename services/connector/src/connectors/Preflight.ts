@@ -38,6 +38,8 @@ export interface SourceFacts {
   readonly readableSchemas: ReadonlyArray<string>
   /** schema.table of tables that logical replication cannot update or delete on as they are. */
   readonly tablesWithoutReplicaIdentity: ReadonlyArray<string>
+  /** Scion's schema-change capture (scion.schema_log and its event triggers) is installed already. */
+  readonly captureInstalled: boolean
   readonly markers: ProviderMarkers
 }
 
@@ -148,6 +150,20 @@ export const reportOf = (outcome: ProbeOutcome, details: Pick<PostgresDetails, "
           "warn",
           `${f.tablesWithoutReplicaIdentity.length} table(s) without a primary key or replica identity: ${listed(f.tablesWithoutReplicaIdentity)}`,
           "Decide per table after discovery (PUT …/replica-identity-decisions): exclude, add a primary key, or REPLICA IDENTITY FULL."
+        ),
+    f.isSuperuser || f.captureInstalled
+      ? check(
+          "ddl_capture",
+          "pass",
+          f.captureInstalled
+            ? "Schema-change capture is installed: the mirror follows migrations in commit order with the rows"
+            : "Superuser: engine setup installs schema-change capture (event triggers), so the mirror follows migrations in commit order with the rows"
+        )
+      : check(
+          "ddl_capture",
+          "warn",
+          `${details.username} may not create event triggers: schema changes will be followed by reconciliation (additive changes heal within a monitor interval; others are quarantined with a remedy)`,
+          "Have a superuser run the schema-change capture section of the grant script (POST /v1/connectors/{connector_id}/grant-script) before engine setup."
         )
   ]
   return { preflight_pass: checks.every((c) => c.status !== "fail"), checks, provider }
@@ -167,6 +183,8 @@ const FACTS_SQL = `
                where g.rolname in ('rds_replication', 'rds_superuser', 'cloudsqlsuperuser', 'alloydbsuperuser', 'azure_pg_admin', 'neon_superuser')
                  and pg_has_role(current_user, g.oid, 'member')) as replication_roles,
          has_database_privilege(current_database(), 'CREATE') as can_create,
+         to_regclass('scion.schema_log') is not null
+           and (select count(*) from pg_event_trigger where evtname in ('scion_capture_ddl', 'scion_capture_drop') and evtenabled <> 'D') = 2 as capture_installed,
          exists(select 1 from pg_settings where name like 'rds.%') as m_rds,
          exists(select 1 from pg_proc where proname = 'aurora_version') as m_aurora,
          exists(select 1 from pg_settings where name like 'cloudsql.%') as m_cloudsql,
@@ -180,7 +198,7 @@ const FACTS_SQL = `
 const USER_TABLES = `
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p') and not c.relispartition
-    and n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg\\_%'`
+    and n.nspname not in ('pg_catalog', 'information_schema', 'scion') and n.nspname not like 'pg\\_%'`
 
 const SCHEMAS_SQL = `
   select n.nspname as schema,
@@ -271,6 +289,7 @@ export class SourceProbe extends Context.Tag("@scion/connector/SourceProbe")<
           readableSchemas: schemas.filter((s) => s.readable).map((s) => s.schema),
           unreadableSchemas: schemas.filter((s) => !s.readable).map((s) => s.schema),
           tablesWithoutReplicaIdentity: noIdentity.map((t) => `${database}.${t.name}`),
+          captureInstalled: row.capture_installed,
           markers: {
             rds: row.m_rds,
             aurora: row.m_aurora,

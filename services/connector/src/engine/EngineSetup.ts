@@ -19,6 +19,8 @@ import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
 import { engineRecord } from "./EngineReplication.js"
 import { engineSession, PgStepFailed, sourceSession, withSubscriptionLock } from "./PgSession.js"
+import { wholeSchemasOf } from "../replication/CaptureSql.js"
+import { prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
 
 /** Subject `jobs.connector.engine_setup`, durable `connector-engine_setup`: setups and rollouts. */
 export const ENGINE_SETUP_JOB = { unit: "connector", type: "engine_setup" } as const
@@ -353,6 +355,7 @@ export const subscriptionConninfo = (details: PostgresDetails, password: string)
 const STEPS = [
   ["source_checks", "Checking the source"],
   ["replica_identity", "Applying replica-identity decisions on the source"],
+  ["capture", "Installing schema-change capture on the source"],
   ["publication", "Creating the publication on the source"],
   ["slot", "Creating the replication slot on the source"],
   ["engine", "Provisioning the engine"],
@@ -510,9 +513,14 @@ const runSetup = (
           )
         }
 
-        // The publication: created, or reset to the mirrored tables.
+        // Schema changes: captured in commit order where the role may install event triggers,
+        // otherwise reconciled by the monitor.
+        yield* step("capture", 7)
+        const mode = yield* prepareCapture(source).pipe(Effect.mapError((e) => stepFailed("capture", e)))
+
+        // The publication: created, or reset to the mirrored tables (and the capture log).
         yield* step("publication", 8)
-        const list = refs.map(qualified).join(", ")
+        const list = publishedTables(refs.map(qualified), mode).join(", ")
         const [publication] = yield* onSource<{ pubname: string }>("publication", "select pubname from pg_publication where pubname = $1", [names.publication])
         const publicationStatement =
           publication === undefined
@@ -529,6 +537,9 @@ const runSetup = (
           )
         )
 
+        const wholeSchemas = wholeSchemasOf(connector.selectedEntityPaths, plan.database)
+        if (mode === "capture") yield* recordPublicationScope(source, names.publication, wholeSchemas).pipe(Effect.mapError((e) => stepFailed("publication", e)))
+
         // The slot: made before the subscription so the subscription never has to create it.
         yield* step("slot", 10)
         const [slot] = yield* onSource<{ slot_name: string }>("slot", "select slot_name from pg_replication_slots where slot_name = $1", [names.slot])
@@ -536,10 +547,16 @@ const runSetup = (
           yield* onSource("slot", "select pg_create_logical_replication_slot($1, 'pgoutput')", [names.slot])
         }
 
-        // The mirror's DDL, read now (after decisions changed the source's tables).
-        return yield* readMirrorDdl(source.query, refs).pipe(
+        // The mirror's DDL, read now (after decisions changed the source's tables), with the
+        // snapshots captured changes are applied against.
+        const mirrorDdl = yield* readMirrorDdl(source.query, refs).pipe(
           Effect.mapError((e) => (e instanceof UnsupportedDdl ? stepFailed("schema", e) : e instanceof PgStepFailed ? stepFailed("schema", e) : stepFailed("schema", String(e))))
         )
+        const capture =
+          mode === "capture"
+            ? Option.some({ ...(yield* readSnapshots(source, refs.map(qualified)).pipe(Effect.mapError((e) => stepFailed("schema", e)))), wholeSchemas })
+            : Option.none()
+        return { ...mirrorDdl, mode: mode as SchemaFollowMode, capture }
       })
     )
 
@@ -547,9 +564,9 @@ const runSetup = (
     const engine = yield* Fiber.join(provisioning)
     const instance = engine.instanceName ?? `engine-${connectorId}`
     yield* sql`
-      insert into engines (connector_id, host, port, instance_name, mirror_database, publication_name, slot_name, subscription_name)
-      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${MIRROR_DATABASE}, ${names.publication}, ${names.slot}, ${names.subscription})
-      on conflict (connector_id) do update set host = excluded.host, port = excluded.port, instance_name = excluded.instance_name, updated_at = now()`
+      insert into engines (connector_id, host, port, instance_name, mirror_database, publication_name, slot_name, subscription_name, schema_follow)
+      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${MIRROR_DATABASE}, ${names.publication}, ${names.slot}, ${names.subscription}, ${ddl.mode})
+      on conflict (connector_id) do update set host = excluded.host, port = excluded.port, instance_name = excluded.instance_name, schema_follow = excluded.schema_follow, updated_at = now()`
     const engineOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }
 
     const tablesTotal = ddl.tables.length
@@ -573,6 +590,9 @@ const runSetup = (
             const [present] = yield* onMirror("schema", "select 1 from pg_constraint where conrelid = $1::regclass and conname = $2", [qualified(table.table), key.name])
             if (present === undefined) yield* onMirror("schema", key.statement)
           }
+        }
+        if (Option.isSome(ddl.capture)) {
+          yield* prepareMirror(mirror, { ...ddl.capture.value, tables: refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
         }
 
         yield* step("subscription", 30, { tables_total: tablesTotal })

@@ -16,6 +16,7 @@ import { type ConnectorError, toWireError, Unauthenticated } from "../domain/err
 import { EngineSetup, type SetupStarted } from "../engine/EngineSetup.js"
 import { Quarantine, type QuarantineEntryRow } from "../engine/Quarantine.js"
 import { DEFAULT_ATTEMPTS_LIMIT, DEFAULT_CHECKS_LIMIT, Readiness } from "../engine/Readiness.js"
+import { DEFAULT_SCHEMA_CHANGES_LIMIT, SchemaChanges } from "../replication/SchemaFollower.js"
 
 const caller = Effect.flatMap(
   Caller,
@@ -99,6 +100,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
   const setup = yield* EngineSetup
   const readiness = yield* Readiness
   const quarantine = yield* Quarantine
+  const schemaChanges = yield* SchemaChanges
   return yield* effectService<typeof ConnectorService, ConnectorError, Caller>(
     ConnectorService,
     {
@@ -233,6 +235,27 @@ export const connectorServiceRoutes = Effect.gen(function* () {
         ),
       listQuarantineEntries: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => quarantine.list(p, req.connectorId)), (entries) => ({ entries: entries.map(quarantineToProto) })),
+      listSchemaChanges: (req) =>
+        Effect.map(
+          Effect.flatMap(caller, (p) =>
+            schemaChanges.list(p, { connectorId: req.connectorId, limit: req.limit > 0 ? Math.min(req.limit, 5000) : DEFAULT_SCHEMA_CHANGES_LIMIT, offset: Math.max(req.offset, 0) })
+          ),
+          (rows) => ({
+            changes: rows.map((r) => ({
+              changeId: `sch_${r.id}`,
+              mode: r.mode,
+              commandTag: r.command_tag,
+              ...(r.object_identity !== null ? { objectIdentity: r.object_identity } : {}),
+              ...(r.statement !== null ? { statement: r.statement } : {}),
+              status: r.status,
+              actions: [...r.actions],
+              ...(r.error !== null ? { error: r.error } : {}),
+              tablesAdded: [...r.tables_added],
+              ...(r.source_committed_at !== null ? { sourceCommittedAt: timestampFromDate(r.source_committed_at) } : {}),
+              appliedAt: timestampFromDate(r.applied_at)
+            }))
+          })
+        ),
       releaseQuarantineEntry: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => quarantine.release(p, { connectorId: req.connectorId, quarantineId: req.quarantineId })), (entry) => ({
           entry: quarantineToProto(entry)

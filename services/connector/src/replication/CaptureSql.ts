@@ -1,0 +1,575 @@
+/**
+ * DDL capture (services/connector/README.md, "Schema changes"): the SQL Scion installs on a
+ * source database and on an engine's mirror so that schema changes travel through the
+ * publication in commit order with the rows.
+ *
+ * On the source, event triggers record each DDL command that touches a user schema into
+ * `scion.schema_log` — not the statement to replay but the state it left: a snapshot of every
+ * table it touched (columns by attnum, constraints, indexes) and of every enum type. The log
+ * table is in the connector's publication. On the mirror, a trigger enabled ALWAYS on the
+ * replicated log table diffs each snapshot against what the mirror holds and alters the mirror,
+ * inside the apply worker's transaction: a row that needs a new column arrives after the column
+ * exists. Snapshots rather than statements, because a client may send a migration as one
+ * multi-statement string (replaying `current_query()` would replay its INSERTs too), and because
+ * the mirror is a subset of the source (a statement may name objects the mirror does not have).
+ *
+ * Every function runs with `search_path = pg_catalog`, so the names Postgres prints (types,
+ * defaults, constraint and index definitions) are schema-qualified on both sides and compare as
+ * text. A failure to capture never fails the user's DDL: it becomes a warning, and the drift
+ * monitor notices what was missed.
+ */
+
+/** The schema Scion owns on the source and on the mirror. */
+export const CAPTURE_SCHEMA = "scion"
+
+/** The source's tables that join every capturing connector's publication. */
+export const CAPTURE_PUBLISHED_TABLES = ["scion.schema_log", "scion.heartbeat"] as const
+
+const SNAPSHOT_FUNCTIONS = `
+create or replace function scion.table_snapshot(rel oid) returns jsonb
+language sql stable set search_path = pg_catalog as $fn$
+  select jsonb_build_object(
+    'relid', c.oid::bigint,
+    'schema', n.nspname,
+    'name', c.relname,
+    'replica_identity', c.relreplident::text,
+    'has_pk', exists (select 1 from pg_constraint k where k.conrelid = c.oid and k.contype = 'p'),
+    'columns', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'attnum', a.attnum,
+               'name', a.attname,
+               'type', format_type(a.atttypid, a.atttypmod),
+               'not_null', a.attnotnull,
+               'default', pg_get_expr(d.adbin, d.adrelid),
+               'identity', a.attidentity::text,
+               'generated', a.attgenerated::text,
+               'collation', case when a.attcollation <> t.typcollation and a.attcollation <> 0 then
+                              (select quote_ident(cn.nspname) || '.' || quote_ident(co.collname)
+                               from pg_collation co join pg_namespace cn on cn.oid = co.collnamespace where co.oid = a.attcollation) end
+             ) order by a.attnum)
+      from pg_attribute a
+      join pg_type t on t.oid = a.atttypid
+      left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+      where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped), '[]'::jsonb),
+    'constraints', coalesce((
+      select jsonb_agg(jsonb_build_object('name', k.conname, 'kind', k.contype::text, 'definition', pg_get_constraintdef(k.oid),
+                                          'ref_relid', nullif(k.confrelid, 0)::bigint) order by k.conname)
+      from pg_constraint k where k.conrelid = c.oid and k.contype in ('p', 'u', 'c', 'x', 'f')), '[]'::jsonb),
+    'indexes', coalesce((
+      select jsonb_agg(jsonb_build_object('name', ic.relname, 'definition', pg_get_indexdef(i.indexrelid)) order by ic.relname)
+      from pg_index i join pg_class ic on ic.oid = i.indexrelid
+      where i.indrelid = c.oid and not exists (select 1 from pg_constraint k where k.conindid = i.indexrelid and k.conrelid = i.indrelid)), '[]'::jsonb)
+  )
+  from pg_class c join pg_namespace n on n.oid = c.relnamespace
+  where c.oid = rel and c.relkind in ('r', 'p')
+$fn$;
+
+create or replace function scion.type_snapshot(typ oid) returns jsonb
+language sql stable set search_path = pg_catalog as $fn$
+  select jsonb_build_object('schema', n.nspname, 'name', t.typname, 'kind', t.typtype::text,
+           'labels', (select jsonb_agg(e.enumlabel order by e.enumsortorder) from pg_enum e where e.enumtypid = t.oid))
+  from pg_type t join pg_namespace n on n.oid = t.typnamespace where t.oid = typ
+$fn$;`
+
+/**
+ * The source side, idempotent: the schema, the log, the heartbeat the connector writes so the
+ * mirror knows how fresh it is, the schemas each publication mirrors whole (new tables there join
+ * it), the snapshot functions and the two event triggers. Run by engine setup when the role may
+ * create event triggers; the grant script carries the same for a DBA.
+ */
+export const sourceCaptureInstall: ReadonlyArray<string> = [
+  "create schema if not exists scion",
+  `create table if not exists scion.schema_log (
+     id bigserial primary key,
+     at timestamptz not null default now(),
+     command_tag text not null,
+     object_identity text,
+     statement text,
+     change jsonb not null
+   )`,
+  `create table if not exists scion.heartbeat (
+     connector_id text primary key,
+     at timestamptz not null,
+     lsn pg_lsn not null
+   )`,
+  `create table if not exists scion.publication_scope (
+     publication text not null,
+     schema_name text not null,
+     primary key (publication, schema_name)
+   )`,
+  SNAPSHOT_FUNCTIONS,
+  `create or replace function scion.capture_ddl() returns event_trigger
+   language plpgsql security definer set search_path = pg_catalog as $fn$
+   declare
+     command record;
+     rel oid;
+     tables jsonb := '[]';
+     types jsonb := '[]';
+     seen oid[] := '{}';
+     identity text;
+     scope record;
+   begin
+     for command in select * from pg_event_trigger_ddl_commands() loop
+       continue when command.in_extension or command.schema_name is null
+         or command.schema_name in ('scion', 'pg_catalog', 'information_schema')
+         or command.schema_name like 'pg\\_temp%' or command.schema_name like 'pg\\_toast%';
+       identity := coalesce(identity, command.object_identity);
+       rel := null;
+       if command.classid = 'pg_class'::regclass then
+         select case when c.relkind in ('r', 'p') then c.oid
+                     when c.relkind in ('i', 'I') then (select x.indrelid from pg_index x where x.indexrelid = c.oid) end
+           into rel from pg_class c where c.oid = command.objid;
+       elsif command.classid = 'pg_constraint'::regclass then
+         select nullif(k.conrelid, 0) into rel from pg_constraint k where k.oid = command.objid;
+       elsif command.classid = 'pg_type'::regclass then
+         if exists (select 1 from pg_type t where t.oid = command.objid and t.typtype = 'e') then
+           types := types || jsonb_build_array(scion.type_snapshot(command.objid));
+         end if;
+       end if;
+       continue when rel is null or rel = any(seen);
+       seen := seen || rel;
+       -- Partitions replicate through their root.
+       continue when not exists (select 1 from pg_class c where c.oid = rel and c.relkind in ('r', 'p') and not c.relispartition);
+       tables := tables || jsonb_build_array(scion.table_snapshot(rel));
+       -- A table in a schema a publication mirrors whole joins it once it can replicate updates and
+       -- deletes (adding one without a replica identity would make the source refuse them).
+       for scope in
+         select distinct s.publication from scion.publication_scope s join pg_class c on c.oid = rel join pg_namespace n on n.oid = c.relnamespace
+         where s.schema_name in ('*', n.nspname)
+           and exists (select 1 from pg_publication p where p.pubname = s.publication)
+           and not exists (select 1 from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid where p.pubname = s.publication and pr.prrelid = rel)
+           and (c.relreplident = 'f' or (c.relreplident = 'i' and exists (select 1 from pg_index x where x.indrelid = rel and x.indisreplident))
+                or (c.relreplident = 'd' and exists (select 1 from pg_constraint k where k.conrelid = rel and k.contype = 'p')))
+       loop
+         begin
+           execute format('alter publication %I add table %s', scope.publication, rel::regclass);
+         exception when others then
+           raise warning 'scion: % could not join publication %: %', rel::regclass, scope.publication, sqlerrm;
+         end;
+       end loop;
+     end loop;
+     if jsonb_array_length(tables) = 0 and jsonb_array_length(types) = 0 then
+       return;
+     end if;
+     insert into scion.schema_log (command_tag, object_identity, statement, change)
+     values (tg_tag, identity, left(current_query(), 4000), jsonb_build_object('tables', tables, 'types', types, 'dropped', '[]'::jsonb));
+   exception when others then
+     raise warning 'scion: schema change not captured (%): %', tg_tag, sqlerrm;
+   end
+   $fn$`,
+  `create or replace function scion.capture_drop() returns event_trigger
+   language plpgsql security definer set search_path = pg_catalog as $fn$
+   declare
+     dropped jsonb := '[]';
+     object record;
+   begin
+     for object in select * from pg_event_trigger_dropped_objects() loop
+       continue when not object.original or object.is_temporary or object.schema_name is null
+         or object.schema_name in ('scion', 'pg_catalog', 'information_schema') or object.schema_name like 'pg\\_toast%'
+         or object.object_type not in ('table', 'index');
+       dropped := dropped || jsonb_build_array(jsonb_build_object('kind', object.object_type, 'relid', object.objid::bigint,
+                                                                   'schema', object.schema_name, 'name', object.object_name));
+     end loop;
+     if jsonb_array_length(dropped) = 0 then
+       return;
+     end if;
+     insert into scion.schema_log (command_tag, object_identity, statement, change)
+     values (tg_tag, (dropped->0->>'schema') || '.' || (dropped->0->>'name'), left(current_query(), 4000),
+             jsonb_build_object('tables', '[]'::jsonb, 'types', '[]'::jsonb, 'dropped', dropped));
+   exception when others then
+     raise warning 'scion: schema change not captured (%): %', tg_tag, sqlerrm;
+   end
+   $fn$`,
+  // EXECUTE PROCEDURE: the spelling every supported source version (10+) accepts.
+  `do $do$ begin
+     if not exists (select 1 from pg_event_trigger where evtname = 'scion_capture_ddl') then
+       create event trigger scion_capture_ddl on ddl_command_end execute procedure scion.capture_ddl();
+     end if;
+     if not exists (select 1 from pg_event_trigger where evtname = 'scion_capture_drop') then
+       create event trigger scion_capture_drop on sql_drop execute procedure scion.capture_drop();
+     end if;
+   end $do$`
+]
+
+/** Whether the capture objects are in place on a source database (installed by Scion or a DBA). */
+export const SOURCE_CAPTURE_PRESENT_SQL = `
+  select to_regclass('scion.schema_log') is not null and to_regclass('scion.heartbeat') is not null
+         and to_regprocedure('scion.table_snapshot(oid)') is not null
+         and (select count(*) from pg_event_trigger where evtname in ('scion_capture_ddl', 'scion_capture_drop') and evtenabled <> 'D') = 2 as present`
+
+/** Removes the capture objects once no publication of any connector uses them any more. */
+export const sourceCaptureUninstall: ReadonlyArray<string> = [
+  "drop event trigger if exists scion_capture_ddl",
+  "drop event trigger if exists scion_capture_drop",
+  "drop schema if exists scion cascade"
+]
+
+/**
+ * The mirror side, idempotent: the replicated log and heartbeat (same columns as the source),
+ * the mirror's own bookkeeping (which source table each mirror table is, by source oid, with the
+ * snapshot it last applied; the schemas it mirrors whole; the log position of its setup; the
+ * outcome of each change), and the apply trigger, enabled ALWAYS so the apply worker fires it.
+ */
+export const mirrorCaptureInstall: ReadonlyArray<string> = [
+  "create schema if not exists scion",
+  `create table if not exists scion.schema_log (
+     id bigint primary key,
+     at timestamptz not null,
+     command_tag text not null,
+     object_identity text,
+     statement text,
+     change jsonb not null
+   )`,
+  `create table if not exists scion.heartbeat (
+     connector_id text primary key,
+     at timestamptz not null,
+     lsn pg_lsn not null
+   )`,
+  `create table if not exists scion.mirror_tables (
+     source_relid bigint primary key,
+     schema_name text not null,
+     table_name text not null,
+     snapshot jsonb not null,
+     log_id bigint not null
+   )`,
+  "create table if not exists scion.selection (schema_name text primary key)",
+  "create table if not exists scion.apply_state (singleton boolean primary key default true check (singleton), setup_log_id bigint not null)",
+  `create table if not exists scion.schema_change_results (
+     log_id bigint primary key,
+     source_at timestamptz not null,
+     applied_at timestamptz not null default now(),
+     command_tag text not null,
+     object_identity text,
+     statement text,
+     status text not null,
+     actions jsonb not null default '[]',
+     error text,
+     tables_added jsonb not null default '[]'
+   )`,
+  `create or replace function scion.column_sql(col jsonb) returns text
+   language sql immutable set search_path = pg_catalog as $fn$
+     select format('%I %s', col->>'name', col->>'type')
+       || coalesce(' collate ' || (col->>'collation'), '')
+       || case when col->>'generated' in ('s', 'v') then format(' generated always as (%s) %s', col->>'default', case col->>'generated' when 's' then 'stored' else 'virtual' end)
+               when col->>'identity' in ('a', 'd') then format(' generated %s as identity', case col->>'identity' when 'a' then 'always' else 'by default' end)
+               when col->>'default' is not null then ' default ' || (col->>'default')
+               else '' end
+       || case when (col->>'not_null')::boolean then ' not null' else '' end
+   $fn$`,
+  // Sequences a default names (nextval('…'::regclass)) exist before the column that uses them.
+  `create or replace function scion.ensure_sequences(col jsonb) returns jsonb
+   language plpgsql set search_path = pg_catalog as $fn$
+   declare
+     done jsonb := '[]';
+     found text[];
+     stmt text;
+   begin
+     if col->>'default' is null or (col->>'identity') in ('a', 'd') or (col->>'generated') in ('s', 'v') then
+       return done;
+     end if;
+     for found in select regexp_matches(col->>'default', 'nextval\\(''((?:[^'']|'''')+)''::regclass\\)', 'g') loop
+       if to_regclass(replace(found[1], '''''', '''')) is null then
+         stmt := 'create sequence if not exists ' || replace(found[1], '''''', '''');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+     return done;
+   end
+   $fn$`,
+  `create or replace function scion.ensure_enum(typ jsonb) returns jsonb
+   language plpgsql set search_path = pg_catalog as $fn$
+   declare
+     done jsonb := '[]';
+     stmt text;
+     label text;
+     previous text;
+     position int;
+   begin
+     if typ->>'kind' <> 'e' then
+       return done;
+     end if;
+     if not exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = typ->>'schema' and t.typname = typ->>'name') then
+       execute format('create schema if not exists %I', typ->>'schema');
+       stmt := format('create type %I.%I as enum (%s)', typ->>'schema', typ->>'name',
+                      (select coalesce(string_agg(quote_literal(l), ', ' order by o), '') from jsonb_array_elements_text(typ->'labels') with ordinality as x(l, o)));
+       execute stmt;
+       return done || to_jsonb(stmt);
+     end if;
+     for label, position in select l, o from jsonb_array_elements_text(typ->'labels') with ordinality as x(l, o) order by o loop
+       if not exists (select 1 from pg_enum e join pg_type t on t.oid = e.enumtypid join pg_namespace n on n.oid = t.typnamespace
+                      where n.nspname = typ->>'schema' and t.typname = typ->>'name' and e.enumlabel = label) then
+         if previous is null then
+           stmt := format('alter type %I.%I add value if not exists %L before %L', typ->>'schema', typ->>'name', label, typ->'labels'->>1);
+         else
+           stmt := format('alter type %I.%I add value if not exists %L after %L', typ->>'schema', typ->>'name', label, previous);
+         end if;
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+       previous := label;
+     end loop;
+     return done;
+   end
+   $fn$`,
+  `create or replace function scion.create_table(snap jsonb) returns jsonb
+   language plpgsql set search_path = pg_catalog as $fn$
+   declare
+     done jsonb := '[]';
+     stmt text;
+     col jsonb;
+     con jsonb;
+     idx jsonb;
+     target text := format('%I.%I', snap->>'schema', snap->>'name');
+   begin
+     execute format('create schema if not exists %I', snap->>'schema');
+     for col in select * from jsonb_array_elements(snap->'columns') loop
+       done := done || scion.ensure_sequences(col);
+     end loop;
+     stmt := format('create table %s (%s)', target, concat_ws(', ',
+       (select string_agg(scion.column_sql(c), ', ' order by (c->>'attnum')::int) from jsonb_array_elements(snap->'columns') c),
+       (select string_agg(format('constraint %I %s', k->>'name', k->>'definition'), ', ') from jsonb_array_elements(snap->'constraints') k where k->>'kind' <> 'f')));
+     execute stmt;
+     done := done || to_jsonb(stmt);
+     for con in select * from jsonb_array_elements(snap->'constraints') k where k->>'kind' = 'f' loop
+       -- Foreign keys only among mirrored tables (the table itself counts).
+       if (con->>'ref_relid')::bigint = (snap->>'relid')::bigint or exists (select 1 from scion.mirror_tables m where m.source_relid = (con->>'ref_relid')::bigint) then
+         stmt := format('alter table %s add constraint %I %s', target, con->>'name', con->>'definition');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+     for idx in select * from jsonb_array_elements(snap->'indexes') loop
+       execute idx->>'definition';
+       done := done || to_jsonb(idx->>'definition');
+     end loop;
+     return done;
+   end
+   $fn$`,
+  // The mirror follows prev -> next: columns matched by source attnum (a rename is a rename),
+  // then constraints and indexes compared with what the mirror has now, by name and definition.
+  `create or replace function scion.alter_table(prev jsonb, next jsonb) returns jsonb
+   language plpgsql set search_path = pg_catalog as $fn$
+   declare
+     done jsonb := '[]';
+     stmt text;
+     target text;
+     rel oid;
+     old_col jsonb;
+     new_col jsonb;
+     live record;
+     con jsonb;
+     idx jsonb;
+     want text;
+   begin
+     target := format('%I.%I', prev->>'schema', prev->>'name');
+     if prev->>'schema' <> next->>'schema' then
+       execute format('create schema if not exists %I', next->>'schema');
+       stmt := format('alter table %s set schema %I', target, next->>'schema');
+       execute stmt;
+       done := done || to_jsonb(stmt);
+       target := format('%I.%I', next->>'schema', prev->>'name');
+     end if;
+     if prev->>'name' <> next->>'name' then
+       stmt := format('alter table %s rename to %I', target, next->>'name');
+       execute stmt;
+       done := done || to_jsonb(stmt);
+     end if;
+     target := format('%I.%I', next->>'schema', next->>'name');
+     rel := target::regclass;
+
+     -- Constraints the source no longer has (before their columns go).
+     for live in select k.conname as name from pg_constraint k where k.conrelid = rel and k.contype in ('p', 'u', 'c', 'x', 'f') loop
+       if not exists (select 1 from jsonb_array_elements(next->'constraints') c where c->>'name' = live.name) then
+         stmt := format('alter table %s drop constraint if exists %I cascade', target, live.name);
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+     -- Indexes the source no longer has.
+     for live in select ic.relname as name from pg_index i join pg_class ic on ic.oid = i.indexrelid
+                 where i.indrelid = rel and not exists (select 1 from pg_constraint k where k.conindid = i.indexrelid and k.conrelid = rel) loop
+       if not exists (select 1 from jsonb_array_elements(next->'indexes') x where x->>'name' = live.name) then
+         stmt := format('drop index if exists %I.%I', next->>'schema', live.name);
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+
+     -- Columns by source attnum: dropped, renamed, added, then altered in place.
+     for old_col in select * from jsonb_array_elements(prev->'columns') loop
+       if not exists (select 1 from jsonb_array_elements(next->'columns') c where (c->>'attnum')::int = (old_col->>'attnum')::int) then
+         stmt := format('alter table %s drop column if exists %I cascade', target, old_col->>'name');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+     for old_col in select * from jsonb_array_elements(prev->'columns') loop
+       new_col := null;
+       select c.value into new_col from jsonb_array_elements(next->'columns') as c(value) where (c.value->>'attnum')::int = (old_col->>'attnum')::int;
+       if new_col is not null and new_col->>'name' <> old_col->>'name' then
+         stmt := format('alter table %s rename column %I to %I', target, old_col->>'name', new_col->>'name');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+     for new_col in select * from jsonb_array_elements(next->'columns') order by (value->>'attnum')::int loop
+       if not exists (select 1 from jsonb_array_elements(prev->'columns') c where (c->>'attnum')::int = (new_col->>'attnum')::int) then
+         done := done || scion.ensure_sequences(new_col);
+         stmt := format('alter table %s add column if not exists %s', target, scion.column_sql(new_col));
+         execute stmt;
+         done := done || to_jsonb(stmt);
+         continue;
+       end if;
+       select format_type(a.atttypid, a.atttypmod) as type, a.attnotnull as not_null, pg_get_expr(d.adbin, d.adrelid) as default_expr,
+              a.attidentity::text as identity, a.attgenerated::text as generated
+         into live
+         from pg_attribute a left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+         where a.attrelid = rel and a.attname = new_col->>'name' and not a.attisdropped;
+       if not found then
+         continue;
+       end if;
+       if live.type <> new_col->>'type' then
+         stmt := format('alter table %s alter column %I type %s using %I::%s', target, new_col->>'name', new_col->>'type', new_col->>'name', new_col->>'type');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+       if live.identity = '' and live.generated = '' and new_col->>'identity' = '' and new_col->>'generated' = ''
+          and live.default_expr is distinct from new_col->>'default' then
+         done := done || scion.ensure_sequences(new_col);
+         stmt := case when new_col->>'default' is null then format('alter table %s alter column %I drop default', target, new_col->>'name')
+                      else format('alter table %s alter column %I set default %s', target, new_col->>'name', new_col->>'default') end;
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+       if live.not_null <> (new_col->>'not_null')::boolean then
+         stmt := format('alter table %s alter column %I %s not null', target, new_col->>'name', case when (new_col->>'not_null')::boolean then 'set' else 'drop' end);
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+
+     -- Constraints that are new or changed (foreign keys only among mirrored tables).
+     for con in select * from jsonb_array_elements(next->'constraints') loop
+       select pg_get_constraintdef(k.oid) as definition into live from pg_constraint k where k.conrelid = rel and k.conname = con->>'name';
+       continue when found and live.definition = con->>'definition';
+       continue when con->>'kind' = 'f' and (con->>'ref_relid')::bigint <> (next->>'relid')::bigint
+                 and not exists (select 1 from scion.mirror_tables m where m.source_relid = (con->>'ref_relid')::bigint);
+       if found then
+         stmt := format('alter table %s drop constraint %I cascade', target, con->>'name');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+       stmt := format('alter table %s add constraint %I %s', target, con->>'name', con->>'definition');
+       execute stmt;
+       done := done || to_jsonb(stmt);
+     end loop;
+     -- Indexes that are new or changed.
+     for idx in select * from jsonb_array_elements(next->'indexes') loop
+       select pg_get_indexdef(i.indexrelid) as definition into live
+         from pg_index i join pg_class ic on ic.oid = i.indexrelid where i.indrelid = rel and ic.relname = idx->>'name';
+       continue when found and live.definition = idx->>'definition';
+       if found then
+         stmt := format('drop index %I.%I', next->>'schema', idx->>'name');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+       want := idx->>'definition';
+       execute want;
+       done := done || to_jsonb(want);
+     end loop;
+     return done;
+   end
+   $fn$`,
+  `create or replace function scion.apply_schema_change() returns trigger
+   language plpgsql set search_path = pg_catalog as $fn$
+   declare
+     change jsonb := NEW.change;
+     done jsonb := '[]';
+     added jsonb := '[]';
+     touched boolean := false;
+     outcome text;
+     failure text;
+     item jsonb;
+     mapped record;
+     stmt text;
+     watermark bigint;
+   begin
+     select setup_log_id into watermark from scion.apply_state;
+     -- Entries older than this mirror (the initial copy of the log brings them) are history.
+     if NEW.id <= coalesce(watermark, 0) then
+       return null;
+     end if;
+     begin
+       for item in select * from jsonb_array_elements(coalesce(change->'types', '[]')) loop
+         if exists (select 1 from scion.selection s where s.schema_name in ('*', item->>'schema'))
+            or exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = item->>'schema' and t.typname = item->>'name') then
+           touched := true;
+           done := done || scion.ensure_enum(item);
+         end if;
+       end loop;
+       for item in select * from jsonb_array_elements(coalesce(change->'dropped', '[]')) loop
+         if item->>'kind' = 'table' then
+           select * into mapped from scion.mirror_tables m where m.source_relid = (item->>'relid')::bigint;
+           if found then
+             touched := true;
+             stmt := format('drop table if exists %I.%I cascade', mapped.schema_name, mapped.table_name);
+             execute stmt;
+             done := done || to_jsonb(stmt);
+             delete from scion.mirror_tables m where m.source_relid = mapped.source_relid;
+           end if;
+         elsif item->>'kind' = 'index' and item->>'schema' <> 'scion'
+               and exists (select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = item->>'schema' and c.relname = item->>'name' and c.relkind in ('i', 'I')) then
+           touched := true;
+           stmt := format('drop index if exists %I.%I', item->>'schema', item->>'name');
+           execute stmt;
+           done := done || to_jsonb(stmt);
+         end if;
+       end loop;
+       for item in select * from jsonb_array_elements(coalesce(change->'tables', '[]')) loop
+         select * into mapped from scion.mirror_tables m where m.source_relid = (item->>'relid')::bigint;
+         if found then
+           continue when NEW.id <= mapped.log_id;
+           touched := true;
+           done := done || scion.alter_table(mapped.snapshot, item);
+           update scion.mirror_tables m set schema_name = item->>'schema', table_name = item->>'name', snapshot = item, log_id = NEW.id
+             where m.source_relid = mapped.source_relid;
+         elsif exists (select 1 from scion.selection s where s.schema_name in ('*', item->>'schema'))
+               and (item->>'replica_identity' = 'f' or item->>'replica_identity' = 'i' or (item->>'replica_identity' = 'd' and (item->>'has_pk')::boolean)) then
+           -- A new table in a schema mirrored whole: the source added it to the publication; the
+           -- connector refreshes the subscription, which copies it.
+           touched := true;
+           insert into scion.mirror_tables (source_relid, schema_name, table_name, snapshot, log_id)
+             values ((item->>'relid')::bigint, item->>'schema', item->>'name', item, NEW.id);
+           done := done || scion.create_table(item);
+           added := added || to_jsonb((item->>'schema') || '.' || (item->>'name'));
+         end if;
+       end loop;
+       outcome := case when touched then 'applied' else 'skipped' end;
+     exception when others then
+       outcome := 'failed';
+       failure := sqlerrm;
+       done := '[]';
+       added := '[]';
+     end;
+     insert into scion.schema_change_results (log_id, source_at, command_tag, object_identity, statement, status, actions, error, tables_added)
+       values (NEW.id, NEW.at, NEW.command_tag, NEW.object_identity, NEW.statement, outcome, done, failure, added)
+       on conflict (log_id) do nothing;
+     return null;
+   end
+   $fn$`,
+  "drop trigger if exists scion_apply_schema_change on scion.schema_log",
+  "create trigger scion_apply_schema_change after insert on scion.schema_log for each row execute function scion.apply_schema_change()",
+  "alter table scion.schema_log enable always trigger scion_apply_schema_change"
+]
+
+/** The schemas a selection mirrors whole: `*` (every schema) or the schema of each `db.schema.*`. */
+export const wholeSchemasOf = (selectedPaths: ReadonlyArray<string>, database: string): ReadonlyArray<string> => {
+  const schemas = new Set<string>()
+  for (const path of selectedPaths) {
+    if (path === "*" || path === `${database}.*`) schemas.add("*")
+    const parts = path.split(".")
+    if (parts.length === 3 && parts[0] === database && parts[2] === "*") schemas.add(parts[1]!)
+  }
+  return schemas.has("*") ? ["*"] : [...schemas]
+}

@@ -1,0 +1,157 @@
+import { SqlClient } from "@effect/sql"
+import { dieOnSqlError, type Principal } from "@scion/kit"
+import { Config, Duration, Effect, Either, Layer, Option, Schedule } from "effect"
+import { Connectors } from "../connectors/Connectors.js"
+import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
+import { quoteIdent } from "../connectors/GrantScript.js"
+import { preflightAfterDiscovery } from "../connectors/ReplicaIdentity.js"
+import { type DiscoveredDatabase, type DiscoveredSchema, isStructure, SourceIntrospector, structureHash, structureOf, tablesOf } from "../connectors/SchemaIntrospection.js"
+import { resolveSelection } from "../connectors/Selection.js"
+import { storedPostgresDetails } from "../connectors/StoredDetails.js"
+import { SecretStore } from "../secrets/SecretStore.js"
+import { EngineProvisioner } from "../engine/EngineProvisioner.js"
+import { engineSession, withSubscriptionLock } from "../engine/PgSession.js"
+import { type FollowedEngine, type MirrorChangeResult, SchemaChangesRepo } from "./SchemaChangesRepo.js"
+
+export const DEFAULT_SCHEMA_CHANGES_LIMIT = 500
+
+/** GET …/schema-changes (connectors.read; other orgs' connectors are not found). */
+export class SchemaChanges extends Effect.Service<SchemaChanges>()("@scion/connector/SchemaChanges", {
+  effect: Effect.gen(function* () {
+    const connectors = yield* Connectors
+    const repo = yield* SchemaChangesRepo
+    const list = Effect.fn("SchemaChanges.list")(function* (principal: Principal, input: { readonly connectorId: string; readonly limit: number; readonly offset: number }) {
+      const connector = yield* connectors.visible(principal, input.connectorId, "connectors.read")
+      return yield* repo.list(connector.id, { limit: input.limit, offset: input.offset })
+    })
+    return { list } as const
+  }),
+  dependencies: [SchemaChangesRepo.Default]
+}) {}
+
+/**
+ * Follows what each capturing mirror did with the source's schema changes: copies its results
+ * into `schema_changes`, refreshes the subscription when a new table joined the publication (the
+ * refresh copies it), and re-reads the source's structure after an applied change so
+ * schema_version, the selected structure and needs_reselection tell the truth. The position only
+ * moves past a batch once all of that is done, so a failed round is simply repeated.
+ */
+export const makeSchemaFollower = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const repo = yield* SchemaChangesRepo
+  const connectorsRepo = yield* ConnectorsRepo
+  const secrets = yield* SecretStore
+  const provisioner = yield* EngineProvisioner
+  const introspector = yield* SourceIntrospector
+  const connect = { applicationName: "scion-schema-follower", connectMillis: 5_000 }
+
+  const detailsOf = (connectorId: string) =>
+    storedPostgresDetails(connectorId).pipe(Effect.provideService(ConnectorsRepo, connectorsRepo), Effect.provideService(SecretStore, secrets))
+
+  /** The source's structure read again for the connector's database; the selection follows it where it still resolves. */
+  const refreshStructure = (connectorId: string) =>
+    Effect.gen(function* () {
+      const details = yield* detailsOf(connectorId)
+      const database = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const session = yield* introspector.open(details, details.password)
+          const schemas: Array<DiscoveredSchema> = []
+          for (const name of yield* session.schemas) schemas.push(yield* session.readSchema(name))
+          return { name: details.database, schemas } satisfies DiscoveredDatabase
+        })
+      )
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          const [row] = yield* sql<{
+            readonly schema_structure: unknown
+            readonly schema_hash: string | null
+            readonly schema_version: number
+            readonly selection_schema_version: number | null
+            readonly selected_entity_paths: ReadonlyArray<string>
+            readonly replica_identity_preflight: unknown
+            readonly replica_identity_decisions_version: number
+          }>`select schema_structure, schema_hash, schema_version, selection_schema_version, selected_entity_paths, replica_identity_preflight, replica_identity_decisions_version
+             from connectors where id = ${connectorId} for update`
+          if (row === undefined) return
+          // The other databases of the details keep what discovery read; the order stays discovery's.
+          const previous = isStructure(row.schema_structure) ? row.schema_structure.databases : []
+          const structure = structureOf(previous.some((d) => d.name === database.name) ? previous.map((d) => (d.name === database.name ? database : d)) : [...previous, database])
+          const hash = structureHash(structure)
+          if (hash === row.schema_hash) return
+          const version = row.schema_version + 1
+          // A selection taken from the current schema stays current when every path still names
+          // something; otherwise needs_reselection turns true (a selected table was dropped or renamed).
+          const resolved = row.selection_schema_version === row.schema_version && row.selected_entity_paths.length > 0 ? resolveSelection(structure, row.selected_entity_paths) : Either.left("")
+          const missingIdentity = tablesOf(structure).filter((t) => !t.has_replica_identity).map((t) => t.path)
+          const preflight = preflightAfterDiscovery(missingIdentity, row.replica_identity_preflight, row.replica_identity_decisions_version)
+          yield* sql`
+            update connectors set schema_structure = ${JSON.stringify(structure)}::jsonb, schema_hash = ${hash}, schema_version = ${version},
+              replica_identity_preflight = ${JSON.stringify(preflight)}::jsonb, last_discovered_at = now(), updated_at = now()
+              ${Either.isRight(resolved) ? sql`, selected_schema_structure = ${JSON.stringify(resolved.right.selected)}::jsonb, selection_schema_version = ${version}` : sql``}
+            where id = ${connectorId}`
+        })
+      )
+    })
+
+  const followOne = (engine: FollowedEngine) =>
+    Effect.gen(function* () {
+      const running = yield* provisioner.start(engine.connector_id).pipe(Effect.option)
+      if (Option.isNone(running)) return
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const mirror = yield* engineSession(running.value, engine.mirror_database, connect)
+          const results = yield* mirror.query<MirrorChangeResult & Record<string, unknown>>(
+            `select log_id::text as log_id, source_at, applied_at, command_tag, object_identity, statement, status, actions, error, tables_added
+             from scion.schema_change_results where log_id > $1 order by log_id limit 200`,
+            [engine.schema_log_position]
+          )
+          if (results.length === 0) return
+          if (results.some((r) => r.tables_added.length > 0)) {
+            // New tables joined the publication on the source: the refresh starts their copy.
+            yield* withSubscriptionLock(
+              running.value,
+              engine.mirror_database,
+              mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} refresh publication with (copy_data = true)`)
+            )
+          }
+          const details = yield* detailsOf(engine.connector_id)
+          const mirrored = yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")
+          if (results.some((r) => r.status === "applied")) yield* refreshStructure(engine.connector_id)
+          yield* repo.recordCaptured(
+            engine.connector_id,
+            results,
+            mirrored.map((m) => `${details.database}.${m.path}`)
+          )
+          yield* Effect.logInfo("schema changes followed").pipe(
+            Effect.annotateLogs({
+              connector_id: engine.connector_id,
+              applied: results.filter((r) => r.status === "applied").length,
+              skipped: results.filter((r) => r.status === "skipped").length,
+              failed: results.filter((r) => r.status === "failed").length
+            })
+          )
+        })
+      )
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("following schema changes failed", cause).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))),
+      Effect.withSpan("SchemaFollower.follow", { attributes: { connectorId: engine.connector_id } })
+    )
+
+  const round = Effect.flatMap(repo.capturingEngines, (engines) => Effect.forEach(engines, followOne, { concurrency: 4, discard: true })).pipe(
+    dieOnSqlError,
+    Effect.catchAllCause((cause) => Effect.logWarning("schema follower round failed", cause))
+  )
+  return { round } as const
+})
+
+/** SCHEMA_FOLLOW_INTERVAL (default 1 s): how often mirrors' results are read. */
+export const SchemaFollowerConfig = Config.duration("SCHEMA_FOLLOW_INTERVAL").pipe(Config.withDefault(Duration.seconds(1)))
+
+/** Runs the follower for the life of the layer. */
+export const SchemaFollowerLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const interval = yield* SchemaFollowerConfig.pipe(Effect.orDie)
+    const follower = yield* makeSchemaFollower
+    yield* Effect.forkScoped(follower.round.pipe(Effect.repeat(Schedule.spaced(interval))))
+  })
+).pipe(Layer.provide(SchemaChangesRepo.Default))

@@ -1,0 +1,117 @@
+import { Effect } from "effect"
+import { quoteIdent } from "../connectors/GrantScript.js"
+import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
+import { CAPTURE_PUBLISHED_TABLES, mirrorCaptureInstall, SOURCE_CAPTURE_PRESENT_SQL, sourceCaptureInstall, sourceCaptureUninstall } from "./CaptureSql.js"
+
+/** A query on an open source session, whatever its error type. */
+export type SessionQuery<E> = <R extends Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, E>
+
+/** How a connector follows the source's schema: capture (event triggers) or reconciliation. */
+export type SchemaFollowMode = "capture" | "reconcile"
+
+/** A table's catalog snapshot as the source's `scion.table_snapshot` writes it. */
+export interface TableSnapshot {
+  readonly relid: number
+  readonly schema: string
+  readonly name: string
+}
+
+/**
+ * Decides and prepares capture on a source database: a role that may create event triggers
+ * (a superuser) installs the capture objects; a DBA may have installed them already (the grant
+ * script's section); otherwise the connector follows the schema by reconciliation.
+ */
+export const prepareCapture = (source: PgSession): Effect.Effect<SchemaFollowMode, PgStepFailed> =>
+  Effect.gen(function* () {
+    const [present] = yield* source.query<{ present: boolean }>(SOURCE_CAPTURE_PRESENT_SQL)
+    const [role] = yield* source.query<{ superuser: boolean }>("select rolsuper as superuser from pg_roles where rolname = current_user")
+    if (role?.superuser === true) {
+      // One transaction: a half-installed capture is never left behind.
+      yield* source.query(`begin; ${sourceCaptureInstall.join(";\n")}; commit`).pipe(Effect.tapError(() => source.query("rollback").pipe(Effect.ignore)))
+      return "capture"
+    }
+    return present?.present === true ? "capture" : "reconcile"
+  })
+
+/** The publication's tables: the mirrored tables, plus the capture log and heartbeat when capturing. */
+export const publishedTables = (tables: ReadonlyArray<string>, mode: SchemaFollowMode) => (mode === "capture" ? [...tables, ...CAPTURE_PUBLISHED_TABLES] : [...tables])
+
+/** Records which schemas the publication mirrors whole, so tables created there join it. */
+export const recordPublicationScope = (source: PgSession, publication: string, wholeSchemas: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    yield* source.query("delete from scion.publication_scope where publication = $1", [publication])
+    for (const schema of wholeSchemas) {
+      yield* source.query("insert into scion.publication_scope (publication, schema_name) values ($1, $2) on conflict do nothing", [publication, schema])
+    }
+  })
+
+/** The snapshots of the mirrored tables and the log position they are current at. */
+export const readSnapshots = (source: PgSession, tables: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const [position] = yield* source.query<{ position: string }>("select coalesce(max(id), 0)::text as position from scion.schema_log")
+    const snapshots: Array<TableSnapshot & Record<string, unknown>> = []
+    for (const table of tables) {
+      const [row] = yield* source.query<{ snapshot: (TableSnapshot & Record<string, unknown>) | null }>("select scion.table_snapshot($1::regclass) as snapshot", [table])
+      if (row?.snapshot) snapshots.push(row.snapshot)
+    }
+    return { position: position?.position ?? "0", snapshots }
+  })
+
+/**
+ * Makes the mirror follow captured changes: the replicated log with its apply trigger, the map of
+ * mirrored tables (kept where it exists: the mirror may still have changes of them to apply), the
+ * schemas mirrored whole, and the log position of the first setup (older entries are history).
+ */
+export const prepareMirror = (
+  mirror: PgSession,
+  input: { readonly position: string; readonly snapshots: ReadonlyArray<TableSnapshot>; readonly wholeSchemas: ReadonlyArray<string>; readonly tables: ReadonlyArray<string> }
+) =>
+  Effect.gen(function* () {
+    yield* mirror.query(`begin; ${mirrorCaptureInstall.join(";\n")}; commit`).pipe(Effect.tapError(() => mirror.query("rollback").pipe(Effect.ignore)))
+    yield* mirror.query("insert into scion.apply_state (setup_log_id) values ($1) on conflict do nothing", [input.position])
+    for (const snapshot of input.snapshots) {
+      yield* mirror.query(
+        `insert into scion.mirror_tables (source_relid, schema_name, table_name, snapshot, log_id) values ($1, $2, $3, $4, $5)
+         on conflict (source_relid) do nothing`,
+        [snapshot.relid, snapshot.schema, snapshot.name, JSON.stringify(snapshot), input.position]
+      )
+    }
+    // Tables the selection no longer holds leave the map (the rollout drops them from the mirror).
+    const keep = input.snapshots.map((s) => s.relid)
+    yield* mirror.query("delete from scion.mirror_tables where not (source_relid = any($1::bigint[]))", [keep])
+    yield* mirror.query("delete from scion.selection")
+    for (const schema of input.wholeSchemas) yield* mirror.query("insert into scion.selection (schema_name) values ($1)", [schema])
+  })
+
+/**
+ * Undoes a connector's capture on a source database: its scope and heartbeat, and the capture
+ * objects themselves when no other publication uses them any more.
+ */
+export const releaseCapture = <E>(source: { readonly query: SessionQuery<E> }, publication: string, connectorId: string) =>
+  Effect.gen(function* () {
+    const [present] = yield* source.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
+    if (present?.present !== true) return false
+    yield* source.query("delete from scion.publication_scope where publication = $1", [publication])
+    yield* source.query("delete from scion.heartbeat where connector_id = $1", [connectorId])
+    const [others] = yield* source.query<{ n: number }>(
+      `select count(*)::int as n from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid
+       where pr.prrelid = 'scion.schema_log'::regclass and p.pubname <> $1`,
+      [publication]
+    )
+    if ((others?.n ?? 0) > 0) return false
+    yield* source.query(`begin; ${sourceCaptureUninstall.join(";\n")}; commit`).pipe(Effect.tapError(() => source.query("rollback").pipe(Effect.ignore)))
+    return true
+  })
+
+/** The heartbeat the mirror receives through the publication: how fresh its data is. */
+export const writeHeartbeat = (source: PgSession, connectorId: string) =>
+  source.query(
+    `insert into scion.heartbeat (connector_id, at, lsn) values ($1, now(), pg_current_wal_lsn())
+     on conflict (connector_id) do update set at = excluded.at, lsn = excluded.lsn`,
+    [connectorId]
+  )
+
+export const qualifiedPath = (path: string) => {
+  const [, schema, name] = path.split(".")
+  return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
+}
