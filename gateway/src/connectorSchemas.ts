@@ -85,6 +85,22 @@ export const PreflightReport = Schema.Struct({
 
 const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
+export const Replication = Schema.Struct({
+  status: Schema.Literal("streaming", "catching_up", "applying_schema_change", "quarantined", "stopped").annotations({
+    description:
+      "streaming: the mirror follows the source; catching_up: it is behind by more than the bound; applying_schema_change: a table that joined is being copied; quarantined: paused by the monitor (see quarantine); stopped: the subscription is not running"
+  }),
+  lag_bytes: Schema.NullOr(Schema.Number).annotations({ description: "Source WAL the mirror had not confirmed when measured; null when the source could not be asked" }),
+  last_applied_at: Schema.NullOr(Timestamp).annotations({
+    description: "The source commit time of the newest heartbeat the mirror has applied (Scion writes one on the source every few seconds); where the source has none, the subscription's last report"
+  }),
+  active_pipeline_id: Schema.String.annotations({ description: "The pipeline (publication, slot, subscription) branches are cut from" }),
+  schema_follow: Schema.Literal("capture", "reconcile").annotations({
+    description: "capture: DDL is recorded on the source and applied in commit order; reconcile: the monitor diffs the catalogs when drift shows"
+  }),
+  measured_at: Timestamp
+}).annotations({ identifier: "Replication", description: "How fresh the mirror is (extension); null until an engine is set up" })
+
 const connectorFields = {
   connector_id: Schema.String,
   org_id: Schema.String,
@@ -99,7 +115,10 @@ const connectorFields = {
   selected_entity_paths: Schema.Array(Schema.String),
   selected_schema_structure: Schema.NullOr(JsonObject),
   indexing_status: Schema.String.annotations({ description: "not_indexed until the selection is applied; reset when connection_details change" }),
-  branching_engine_status: Schema.String.annotations({ description: "not_set_up until engine setup" }),
+  branching_engine_status: Schema.String.annotations({
+    description:
+      "not_set_up, setting_up, ready, degraded (set up, but replication is quarantined: branches are refused unless allow_stale), failed_validation (failing checks in readiness-checks), failed"
+  }),
   byoc: Schema.NullOr(Schema.Literal("environment", "self_managed")),
   use_environment: Schema.Boolean,
   private_link_id: Schema.NullOr(Schema.String),
@@ -111,6 +130,7 @@ const connectorFields = {
   can_update: Schema.Boolean,
   can_delete: Schema.Boolean,
   deletion_locked: Schema.Boolean.annotations({ description: "While true, DELETE of the connector answers 409 (POST/DELETE …/deletion-lock)" }),
+  replication: Schema.NullOr(Replication),
   created_by: Schema.NullOr(Schema.String),
   created_at: Timestamp,
   updated_at: Timestamp

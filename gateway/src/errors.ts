@@ -124,7 +124,7 @@ export type EnvironmentReason =
  */
 export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "INVALID_CONNECTION_DETAILS" | "PRIVATE_LINK_REQUIRED" | "OPERATIONS_UNAVAILABLE"
   | "REPLICA_IDENTITY_DECISIONS_CONFLICT" | "CONNECTOR_DELETION_LOCKED" | "CONNECTOR_DELETE_IN_PROGRESS"
-  | "CONNECTOR_STATE_INVALID" | "ENGINE_SETUP_IN_PROGRESS" | "QUARANTINE_ENTRY_NOT_FOUND" | "ENGINE_UNAVAILABLE"
+  | "CONNECTOR_STATE_INVALID" | "ENGINE_SETUP_IN_PROGRESS" | "QUARANTINE_ENTRY_NOT_FOUND" | "ENGINE_UNAVAILABLE" | "SOURCE_UNAVAILABLE"
 
 /**
  * The branch unit's reasons (access and connector reasons are shared). ENGINE_NOT_READY is not
@@ -205,6 +205,8 @@ export const statusByReason = {
   ENGINE_SETUP_IN_PROGRESS: 409,
   QUARANTINE_ENTRY_NOT_FOUND: 404,
   ENGINE_UNAVAILABLE: 503,
+  // The source could not be asked its WAL position (read-your-writes branches): retry.
+  SOURCE_UNAVAILABLE: 503,
   // Branches (branch unit): another org's branch is as unknown as a missing one.
   BRANCH_NOT_FOUND: 404,
   // An idempotency key sent again with another connector, service type or name.

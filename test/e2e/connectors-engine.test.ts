@@ -292,6 +292,11 @@ describe("engine setup end to end", () => {
     }, 30_000)
     expect(entry).toMatchObject({ connector_id: id, status: "quarantined", reason: "subscription_stopped", released_at: null })
     expect(entry.quarantine_id).toMatch(/^qua_/)
+    // Never ready while quarantined: the engine says degraded and the replication block says why.
+    await waitFor("the connector to say its replication is quarantined", async () => {
+      const connector = (await getConnector(id)).body
+      return connector.branching_engine_status === "degraded" && connector.replication?.status === "quarantined"
+    }, 30_000)
 
     const released = await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })
     expect(released.status, JSON.stringify(released.body)).toBe(200)
@@ -302,6 +307,10 @@ describe("engine setup end to end", () => {
       return rows.length === 0 && subscription.rows[0].subenabled === true
     }, 30_000)
     expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })).body).toEqual({ entries: [] })
+    await waitFor("the connector to be ready and streaming again", async () => {
+      const connector = (await getConnector(id)).body
+      return connector.branching_engine_status === "ready" && connector.replication?.status === "streaming"
+    }, 30_000)
   }, 60_000)
 
   it("quarantine: a lost slot is quarantined and the subscription paused; release is idempotent; the monitor re-creates the slot and copies again", async () => {

@@ -20,7 +20,7 @@ let connectorId: string
 
 beforeAll(async () => {
   ;[scion, source] = await Promise.all([
-    startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", SCHEMA_FOLLOW_INTERVAL: "200 millis" } }),
+    startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", SCHEMA_FOLLOW_INTERVAL: "200 millis", REPLICATION_HEARTBEAT_INTERVAL: "1 seconds" } }),
     startSourceCluster({ logical: true })
   ])
   await source.query(`
@@ -108,6 +108,18 @@ describe("captured schema changes", () => {
     const listed = await schemaChanges()
     expect(listed.status).toBe(200)
     expect(listed.body).toEqual({ changes: [] })
+  })
+
+  it("the connector states its replication: streaming, capturing, with the source time of the last heartbeat applied", async () => {
+    const before = Date.now()
+    await waitFor("a heartbeat applied after now", async () => {
+      const replication = (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.viewer })).body.replication
+      return replication?.last_applied_at !== null && replication?.last_applied_at !== undefined && Date.parse(replication.last_applied_at) >= before - 1000
+    }, 30_000)
+    const connector = (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.viewer })).body
+    expect(connector.replication).toMatchObject({ status: "streaming", schema_follow: "capture", active_pipeline_id: `scion_${connectorId.toLowerCase()}` })
+    expect(connector.replication.lag_bytes).toBeGreaterThanOrEqual(0)
+    expect(Date.parse(connector.replication.measured_at)).toBeGreaterThan(before - 5000)
   })
 
   it("a migration with every DDL kind, run under continuous writes, is followed: a new branch equals the source", async () => {

@@ -32,6 +32,24 @@ const report = (r: pb.PreflightReport | undefined): typeof C.PreflightReport.Typ
 
 const byocs = { environment: "environment", self_managed: "self_managed" } as const
 
+const replicationStatuses = {
+  streaming: "streaming",
+  catching_up: "catching_up",
+  applying_schema_change: "applying_schema_change",
+  quarantined: "quarantined",
+  stopped: "stopped"
+} as const satisfies Record<string, typeof C.Replication.Type["status"]>
+const schemaFollows = { capture: "capture", reconcile: "reconcile" } as const satisfies Record<string, typeof C.Replication.Type["schema_follow"]>
+
+const replication = (r: pb.ReplicationState): typeof C.Replication.Type => ({
+  status: required(replicationStatuses[r.status as keyof typeof replicationStatuses], "a replication status"),
+  lag_bytes: r.lagBytes === undefined ? null : Number(r.lagBytes),
+  last_applied_at: r.lastAppliedAt === undefined ? null : iso(r.lastAppliedAt),
+  active_pipeline_id: r.activePipelineId,
+  schema_follow: required(schemaFollows[r.schemaFollow as keyof typeof schemaFollows], "a schema follow mode"),
+  measured_at: iso(r.measuredAt)
+})
+
 const createdConnector = (c: pb.Connector | undefined): typeof C.CreatedConnector.Type => {
   const v = required(c, "connector")
   return {
@@ -60,6 +78,7 @@ const createdConnector = (c: pb.Connector | undefined): typeof C.CreatedConnecto
     can_update: v.canUpdate,
     can_delete: v.canDelete,
     deletion_locked: v.deletionLocked,
+    replication: v.replication === undefined ? null : replication(v.replication),
     created_by: v.createdBy ?? null,
     created_at: iso(v.createdAt),
     updated_at: iso(v.updatedAt)

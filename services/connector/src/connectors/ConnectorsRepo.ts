@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import type { Byoc, Connector } from "../domain/models.js"
+import type { Byoc, Connector, ReplicationState } from "../domain/models.js"
 import type { Envelope } from "../secrets/SecretStore.js"
 
 /** The secret name of a connector's connection details in the secrets table. */
@@ -31,6 +31,7 @@ interface ConnectorRow {
   readonly delete_operation_id: string | null
   readonly setup_operation_id: string | null
   readonly replica_identity_preflight: Record<string, unknown> | null
+  readonly replication: ReplicationState | null
   readonly created_by: string | null
   readonly created_at: Date
   readonly updated_at: Date
@@ -61,6 +62,7 @@ const toConnector = (row: ConnectorRow): Connector => ({
   deleteOperationId: row.delete_operation_id,
   setupOperationId: row.setup_operation_id,
   replicaIdentityPreflight: row.replica_identity_preflight,
+  replication: row.replication,
   createdBy: row.created_by,
   createdAt: row.created_at,
   updatedAt: row.updated_at

@@ -202,6 +202,13 @@ export class EngineUnavailable extends Schema.TaggedError<EngineUnavailable>()("
   }
 }
 
+/** The source could not be asked its current WAL position; safe to retry. */
+export class SourcePositionUnavailable extends Schema.TaggedError<SourcePositionUnavailable>()("SourcePositionUnavailable", { connectorId: Schema.String, reason: Schema.String }) {
+  override get message() {
+    return `The source of connector ${this.connectorId} could not be asked its WAL position: ${this.reason}`
+  }
+}
+
 export type ConnectorError =
   | Unauthenticated
   | NotAMember
@@ -233,6 +240,7 @@ export type ConnectorError =
   | EngineSetupInProgress
   | QuarantineEntryNotFound
   | EngineUnavailable
+  | SourcePositionUnavailable
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
@@ -284,7 +292,8 @@ export const wireErrors = {
     metadata: (e) => ({ connector_id: e.connectorId, operation_id: e.operationId })
   },
   QuarantineEntryNotFound: { code: Code.NotFound, reason: "QUARANTINE_ENTRY_NOT_FOUND", metadata: (e) => ({ quarantine_id: e.quarantineId }) },
-  EngineUnavailable: { code: Code.Unavailable, reason: "ENGINE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) }
+  EngineUnavailable: { code: Code.Unavailable, reason: "ENGINE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) },
+  SourcePositionUnavailable: { code: Code.Unavailable, reason: "SOURCE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) }
 } satisfies WireTable<ConnectorError>
 
 export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

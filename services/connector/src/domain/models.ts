@@ -69,6 +69,8 @@ export interface Connector {
   /** The connector_engine_setup or connector_rollout operation last started (null before any). */
   readonly setupOperationId: string | null
   readonly replicaIdentityPreflight: Record<string, unknown> | null
+  /** The mirror's replication as the monitor last measured it; null until an engine is set up. */
+  readonly replication: ReplicationState | null
   readonly createdBy: string | null
   readonly createdAt: Date
   readonly updatedAt: Date
@@ -78,4 +80,19 @@ export interface Connector {
 export interface ConnectorAccess {
   readonly canUpdate: boolean
   readonly canDelete: boolean
+}
+
+/** How the mirror is replicating (the connector's `replication` block). */
+export type ReplicationStatus = "streaming" | "catching_up" | "applying_schema_change" | "quarantined" | "stopped"
+
+export interface ReplicationState {
+  readonly status: ReplicationStatus
+  /** Source WAL the mirror has not confirmed, in bytes; null when the source could not be asked. */
+  readonly lag_bytes: number | null
+  /** ISO time: the source commit time of the newest heartbeat the mirror applied. */
+  readonly last_applied_at: string | null
+  readonly active_pipeline_id: string
+  readonly schema_follow: "capture" | "reconcile"
+  /** ISO time of the measurement. */
+  readonly measured_at: string
 }

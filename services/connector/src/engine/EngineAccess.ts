@@ -3,7 +3,10 @@ import { dieOnSqlError, type Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { isStructure } from "../connectors/SchemaIntrospection.js"
-import { ConnectorNotFound, EngineUnavailable, PermissionDenied } from "../domain/errors.js"
+import { ConnectorNotFound, EngineUnavailable, PermissionDenied, SourcePositionUnavailable } from "../domain/errors.js"
+import { storedPostgresDetails } from "../connectors/StoredDetails.js"
+import { SecretStore } from "../secrets/SecretStore.js"
+import { sourceSession } from "./PgSession.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
 
 export interface BranchingEngineView {
@@ -19,6 +22,8 @@ export interface BranchingEngineView {
   readonly fileCopyClone: boolean
   readonly pooler: { readonly host: string; readonly port: number } | null
   readonly maskingSuggestions: ReadonlyArray<{ readonly schema: string; readonly table: string; readonly column: string; readonly method: string }>
+  /** The open quarantine, when the replication is quarantined (a released one until it is restored). */
+  readonly quarantine: { readonly id: string; readonly reason: string; readonly detail: string } | null
 }
 
 /** Discovery's masking suggestions for the selected tables (the structure's column hints). */
@@ -47,6 +52,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
   effect: Effect.gen(function* () {
     const repo = yield* ConnectorsRepo
     const provisioner = yield* EngineProvisioner
+    const secrets = yield* SecretStore
     const sql = yield* SqlClient.SqlClient
 
     const get = Effect.fn("EngineAccess.get")(function* (principal: Principal, connectorId: string) {
@@ -56,11 +62,14 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
       const connector = found.value
       const [row] = yield* sql<{ readonly mirror_database: string; readonly subscription_name: string; readonly host: string | null }>`
         select mirror_database, subscription_name, host from engines where connector_id = ${connector.id}`
+      const [quarantine] = yield* sql<{ readonly id: string; readonly reason: string; readonly detail: string }>`
+        select id, reason, detail from quarantine_entries where connector_id = ${connector.id} and status in ('quarantined', 'released')`
       const base = {
         connectorId: connector.id,
         orgId: connector.orgId,
         branchingEngineStatus: connector.branchingEngineStatus,
-        maskingSuggestions: suggestionsOf(connector.selectedSchemaStructure)
+        maskingSuggestions: suggestionsOf(connector.selectedSchemaStructure),
+        quarantine: quarantine ?? null
       }
       if (row === undefined || row.host === null) {
         return { ...base, host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false, pooler: null } satisfies BranchingEngineView
@@ -87,6 +96,26 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
       } satisfies BranchingEngineView
     })
 
-    return { get: (principal: Principal, connectorId: string) => dieOnSqlError(get(principal, connectorId)) } as const
+    /** The source's current WAL position: what a read-your-writes branch waits for the mirror to reach. */
+    const sourcePosition = Effect.fn("EngineAccess.sourcePosition")(function* (principal: Principal, connectorId: string) {
+      if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: principal.orgId ?? "", permission: "engines.access (service principals only)" })
+      const found = yield* repo.find(connectorId)
+      if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
+      const unavailable = (reason: string) => new SourcePositionUnavailable({ connectorId, reason })
+      const details = yield* storedPostgresDetails(connectorId).pipe(
+        Effect.provideService(ConnectorsRepo, repo),
+        Effect.provideService(SecretStore, secrets),
+        Effect.mapError((e) => unavailable(e.reason))
+      )
+      return yield* Effect.scoped(
+        Effect.gen(function* () {
+          const source = yield* sourceSession(details, details.password, { applicationName: "scion-engine-access", connectMillis: 5_000, queryMillis: 5_000 })
+          const [row] = yield* source.query<{ lsn: string }>("select pg_current_wal_lsn()::text as lsn")
+          return row?.lsn ?? "0/0"
+        })
+      ).pipe(Effect.mapError((e) => unavailable(e.reason)))
+    })
+
+    return { get: (principal: Principal, connectorId: string) => dieOnSqlError(get(principal, connectorId)), sourcePosition } as const
   })
 }) {}

@@ -20,7 +20,7 @@ import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./Mirro
 import { engineRecord } from "./EngineReplication.js"
 import { engineSession, PgStepFailed, sourceSession, withSubscriptionLock } from "./PgSession.js"
 import { wholeSchemasOf } from "../replication/CaptureSql.js"
-import { prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
+import { prepareCapture, prepareMirror, prepareMirrorHeartbeat, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
 
 /** Subject `jobs.connector.engine_setup`, durable `connector-engine_setup`: setups and rollouts. */
 export const ENGINE_SETUP_JOB = { unit: "connector", type: "engine_setup" } as const
@@ -28,8 +28,14 @@ export const ENGINE_SETUP_JOB = { unit: "connector", type: "engine_setup" } as c
 /** The database on every engine that holds the mirror; branches are template copies of it. */
 export const MIRROR_DATABASE = "mirror"
 
-/** branching_engine_status values (the interface names failed_validation; the rest are ours). */
-export type BranchingEngineStatus = "not_set_up" | "setting_up" | "ready" | "failed_validation" | "failed"
+/**
+ * branching_engine_status values (the interface names failed_validation; the rest are ours).
+ * degraded: set up, but its replication is quarantined, so the mirror may be stale.
+ */
+export type BranchingEngineStatus = "not_set_up" | "setting_up" | "ready" | "degraded" | "failed_validation" | "failed"
+
+/** An engine that has been set up and serves branches (degraded ones only to callers who accept stale data). */
+const isSetUp = (status: string) => status === "ready" || status === "degraded"
 
 export const EngineSetupPayload = Schema.Struct({
   connector_id: Schema.String,
@@ -212,11 +218,11 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
     const setUp = Effect.fn("EngineSetup.setUp")(function* (principal: Principal, connectorId: string) {
       const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
       yield* checkPrerequisites(connector)
-      if (connector.branchingEngineStatus === "ready" && connector.lastIndexedVersion >= connector.selectedSchemaVersion) {
+      if (isSetUp(connector.branchingEngineStatus) && connector.lastIndexedVersion >= connector.selectedSchemaVersion) {
         return { _tag: "AlreadySetUp", connector: yield* connectors.get(principal, connector.id), message: "The engine is already set up and mirrors the current selection" } satisfies SetupOutcome
       }
       // A ready engine with a newer selection is brought up to date by the same steps.
-      const started = yield* dispatch(connector, connector.branchingEngineStatus === "ready" ? "rollout" : "setup")
+      const started = yield* dispatch(connector, isSetUp(connector.branchingEngineStatus) ? "rollout" : "setup")
       yield* Effect.logInfo("engine setup started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId, type: started.type }))
       return { _tag: "Started", started } satisfies SetupOutcome
     }, dieOnSqlError)
@@ -236,7 +242,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
         const setting = yield* activeOperation(row?.setup_operation_id ?? null)
         if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId: connector.id, operationId: setting.value })
       }
-      if (connector.branchingEngineStatus === "ready") {
+      if (isSetUp(connector.branchingEngineStatus)) {
         if (connector.lastIndexedVersion >= connector.selectedSchemaVersion) {
           return { _tag: "Recorded", connector: yield* connectors.get(principal, connector.id), message: "The engine already mirrors the current selection" } satisfies IndexOutcome
         }
@@ -516,11 +522,12 @@ const runSetup = (
         // Schema changes: captured in commit order where the role may install event triggers,
         // otherwise reconciled by the monitor.
         yield* step("capture", 7)
-        const mode = yield* prepareCapture(source).pipe(Effect.mapError((e) => stepFailed("capture", e)))
+        const capturePlan = yield* prepareCapture(source).pipe(Effect.mapError((e) => stepFailed("capture", e)))
+        const mode = capturePlan.mode
 
         // The publication: created, or reset to the mirrored tables (and the capture log).
         yield* step("publication", 8)
-        const list = publishedTables(refs.map(qualified), mode).join(", ")
+        const list = publishedTables(refs.map(qualified), capturePlan).join(", ")
         const [publication] = yield* onSource<{ pubname: string }>("publication", "select pubname from pg_publication where pubname = $1", [names.publication])
         const publicationStatement =
           publication === undefined
@@ -556,7 +563,7 @@ const runSetup = (
           mode === "capture"
             ? Option.some({ ...(yield* readSnapshots(source, refs.map(qualified)).pipe(Effect.mapError((e) => stepFailed("schema", e)))), wholeSchemas })
             : Option.none()
-        return { ...mirrorDdl, mode: mode as SchemaFollowMode, capture }
+        return { ...mirrorDdl, mode: mode as SchemaFollowMode, heartbeat: capturePlan.heartbeat, capture }
       })
     )
 
@@ -564,9 +571,10 @@ const runSetup = (
     const engine = yield* Fiber.join(provisioning)
     const instance = engine.instanceName ?? `engine-${connectorId}`
     yield* sql`
-      insert into engines (connector_id, host, port, instance_name, mirror_database, publication_name, slot_name, subscription_name, schema_follow)
-      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${MIRROR_DATABASE}, ${names.publication}, ${names.slot}, ${names.subscription}, ${ddl.mode})
-      on conflict (connector_id) do update set host = excluded.host, port = excluded.port, instance_name = excluded.instance_name, schema_follow = excluded.schema_follow, updated_at = now()`
+      insert into engines (connector_id, host, port, instance_name, mirror_database, publication_name, slot_name, subscription_name, schema_follow, heartbeat)
+      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${MIRROR_DATABASE}, ${names.publication}, ${names.slot}, ${names.subscription}, ${ddl.mode}, ${ddl.heartbeat})
+      on conflict (connector_id) do update set host = excluded.host, port = excluded.port, instance_name = excluded.instance_name,
+        schema_follow = excluded.schema_follow, heartbeat = excluded.heartbeat, updated_at = now()`
     const engineOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }
 
     const tablesTotal = ddl.tables.length
@@ -593,6 +601,8 @@ const runSetup = (
         }
         if (Option.isSome(ddl.capture)) {
           yield* prepareMirror(mirror, { ...ddl.capture.value, tables: refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+        } else if (ddl.heartbeat) {
+          yield* prepareMirrorHeartbeat(mirror).pipe(Effect.mapError((e) => stepFailed("schema", e)))
         }
 
         yield* step("subscription", 30, { tables_total: tablesTotal })
@@ -604,6 +614,11 @@ const runSetup = (
           Effect.gen(function* () {
             const [subscription] = yield* onMirror<{ enabled: boolean }>("subscription", "select subenabled as enabled from pg_subscription where subname = $1", [names.subscription])
             if (subscription === undefined) {
+              // A new subscription copies the capture log and heartbeat again from the start.
+              yield* onMirror(
+                "subscription",
+                "do $$ begin if to_regclass('scion.schema_log') is not null then truncate scion.schema_log; end if; if to_regclass('scion.heartbeat') is not null then truncate scion.heartbeat; end if; end $$"
+              )
               yield* onMirror(
                 "subscription",
                 `create subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
@@ -674,7 +689,12 @@ const runSetup = (
       Effect.gen(function* () {
         yield* sql`update engines set mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, steps = ${JSON.stringify(STEPS.map(([n]) => n))}::jsonb, updated_at = now()
                    where connector_id = ${connectorId}`
-        yield* sql`update connectors set branching_engine_status = 'ready', indexing_status = 'indexed',
+        // A rollout on a quarantined mirror leaves it degraded: the quarantine still stands.
+        const replication = { status: "streaming", lag_bytes: 0, last_applied_at: null, active_pipeline_id: names.publication, schema_follow: ddl.mode, measured_at: new Date().toISOString() }
+        yield* sql`update connectors set
+                     branching_engine_status = case when exists (select 1 from quarantine_entries q where q.connector_id = ${connectorId} and q.status = 'quarantined') then 'degraded' else 'ready' end,
+                     indexing_status = 'indexed',
+                     replication = ${JSON.stringify(replication)}::jsonb,
                      last_indexed_version = greatest(last_indexed_version, selected_schema_version), updated_at = now()
                    where id = ${connectorId}`
       })

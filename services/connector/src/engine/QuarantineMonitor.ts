@@ -8,6 +8,7 @@ import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
 import { engineSession, type PgSession, sourceSession, withSubscriptionLock } from "./PgSession.js"
+import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 
 /** Why replication was quarantined (the entry's reason). */
 export type QuarantineReason = "slot_lost" | "subscription_error" | "subscription_stopped" | "lag_exceeded"
@@ -21,6 +22,8 @@ export interface QuarantineMonitorOptions {
   readonly lease: Duration.Duration
   /** How long the subscription may stay disabled (a branch create's pause) before it is a stop. */
   readonly stoppedGrace: Duration.Duration
+  /** Lag beyond this many bytes reports the mirror as catching_up rather than streaming. */
+  readonly catchingUpBytes: number
 }
 
 const newQuarantineId = () => `qua_${Date.now().toString(36)}${randomBytes(6).toString("hex")}`
@@ -32,6 +35,8 @@ interface EngineRow {
   readonly slot_name: string
   readonly mirrored_tables: ReadonlyArray<string>
   readonly last_apply_error_count: string | null
+  readonly publication_name: string
+  readonly schema_follow: "capture" | "reconcile"
 }
 
 /**
@@ -70,6 +75,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           on conflict do nothing returning id`
         if (inserted.length === 0) return
         yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`)).pipe(Effect.ignore)
+        // Never ready while quarantined: branches are refused unless the caller accepts stale data.
+        yield* sql`update connectors set branching_engine_status = 'degraded', updated_at = now() where id = ${engine.connector_id} and branching_engine_status = 'ready'`
         yield* Effect.logWarning("connector replication quarantined").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: id, reason, detail }))
       })
 
@@ -95,9 +102,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         ).pipe(Effect.catchAll(() => Effect.succeed(Option.none<number | null>())))
       })
 
-    const inspect = (engine: EngineRow, mirror: PgSession) =>
+    const inspect = (engine: EngineRow, mirror: PgSession, lag: Option.Option<number | null>) =>
       Effect.gen(function* () {
-        const lag = yield* lagOf(engine)
         if (Option.isSome(lag) && lag.value === null) {
           return Option.some({ reason: "slot_lost" as const, detail: `The replication slot ${engine.slot_name} no longer exists on the source` })
         }
@@ -171,7 +177,45 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           if (Option.isSome(lag) && (lag.value === null || lag.value > options.maxLagBytes)) return
         }
         yield* sql`delete from quarantine_entries where id = ${entry.id}`
+        yield* sql`update connectors set branching_engine_status = 'ready', updated_at = now() where id = ${engine.connector_id} and branching_engine_status = 'degraded'`
         yield* Effect.logInfo("quarantine released: replication resumed").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id }))
+      })
+
+    /** streaming, or what keeps it from streaming: a table being copied after it joined, lag. */
+    const statusOf = (engine: EngineRow, mirror: PgSession, lag: Option.Option<number | null>) =>
+      Effect.gen(function* () {
+        const [state] = yield* mirror.query<{ enabled: boolean; copying: number }>(
+          `select s.subenabled as enabled, (select count(*)::int from pg_subscription_rel r where r.srsubid = s.oid and r.srsubstate <> 'r') as copying
+           from pg_subscription s where s.subname = $1`,
+          [engine.subscription_name]
+        )
+        if (state === undefined || !state.enabled) return "stopped" as const
+        if (state.copying > 0) return "applying_schema_change" as const
+        if (Option.isSome(lag) && lag.value !== null && lag.value > options.catchingUpBytes) return "catching_up" as const
+        return "streaming" as const
+      })
+
+    /**
+     * The connector's replication block: status, lag, and the source time of the newest heartbeat
+     * the mirror applied (the subscription's last report to the source where there is none).
+     */
+    const recordState = (engine: EngineRow, mirror: PgSession, status: ReplicationStatus, lag: Option.Option<number | null>) =>
+      Effect.gen(function* () {
+        const [heartbeat] = yield* mirror.query<{ at: Date | null }>(
+          `select case when to_regclass('scion.heartbeat') is not null then (select max(at) from scion.heartbeat where connector_id = $1) end as at`,
+          [engine.connector_id]
+        )
+        const [reported] = heartbeat?.at ? [] : yield* mirror.query<{ at: Date | null }>("select max(latest_end_time) as at from pg_stat_subscription where subname = $1", [engine.subscription_name])
+        const lastApplied = heartbeat?.at ?? reported?.at ?? null
+        const state: ReplicationState = {
+          status,
+          lag_bytes: Option.isSome(lag) ? lag.value : null,
+          last_applied_at: lastApplied === null ? null : new Date(lastApplied).toISOString(),
+          active_pipeline_id: engine.publication_name,
+          schema_follow: engine.schema_follow,
+          measured_at: new Date().toISOString()
+        }
+        yield* sql`update connectors set replication = ${JSON.stringify(state)}::jsonb where id = ${engine.connector_id}`
       })
 
     const checkOne = (engine: EngineRow) =>
@@ -186,10 +230,16 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               select id, status, reason from quarantine_entries where connector_id = ${engine.connector_id} and status in ('quarantined', 'released')`
             if (open !== undefined) {
               if (open.status === "released") yield* restore(engine, running.value, mirror, open)
+              else yield* recordState(engine, mirror, "quarantined", Option.none())
               return
             }
-            const broken = yield* inspect(engine, mirror)
-            if (Option.isSome(broken)) yield* quarantine(engine, running.value, mirror, broken.value.reason, broken.value.detail)
+            const lag = yield* lagOf(engine)
+            const broken = yield* inspect(engine, mirror, lag)
+            if (Option.isSome(broken)) {
+              yield* quarantine(engine, running.value, mirror, broken.value.reason, broken.value.detail)
+              return yield* recordState(engine, mirror, "quarantined", lag)
+            }
+            yield* recordState(engine, mirror, yield* statusOf(engine, mirror, lag), lag)
           })
         )
       }).pipe(
@@ -200,9 +250,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     /** One round over every ready engine (and the ones a released slot_lost entry left setting up). */
     const round = Effect.gen(function* () {
       const engines = yield* sql<EngineRow>`
-        select e.connector_id, e.mirror_database, e.subscription_name, e.slot_name, e.mirrored_tables, e.last_apply_error_count::text as last_apply_error_count
+        select e.connector_id, e.mirror_database, e.subscription_name, e.slot_name, e.mirrored_tables, e.last_apply_error_count::text as last_apply_error_count,
+               e.publication_name, e.schema_follow
         from engines e join connectors c on c.id = e.connector_id
-        where c.branching_engine_status = 'ready'`
+        where c.branching_engine_status in ('ready', 'degraded')`
       yield* Effect.forEach(engines, checkOne, { concurrency: 4, discard: true })
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("quarantine round failed", cause)))
 
@@ -214,7 +265,8 @@ export const QuarantineMonitorConfig: Config.Config<QuarantineMonitorOptions> = 
   interval: Config.duration("QUARANTINE_MONITOR_INTERVAL").pipe(Config.withDefault(Duration.seconds(30))),
   maxLagBytes: Config.integer("QUARANTINE_MAX_LAG_BYTES").pipe(Config.withDefault(1024 * 1024 * 1024)),
   lease: Config.duration("QUARANTINE_MONITOR_LEASE").pipe(Config.withDefault(Duration.seconds(20))),
-  stoppedGrace: Config.duration("QUARANTINE_STOPPED_GRACE").pipe(Config.withDefault(Duration.seconds(60)))
+  stoppedGrace: Config.duration("QUARANTINE_STOPPED_GRACE").pipe(Config.withDefault(Duration.seconds(60))),
+  catchingUpBytes: Config.integer("REPLICATION_CATCHING_UP_BYTES").pipe(Config.withDefault(16 * 1024 * 1024))
 })
 
 /** Runs the monitor for the life of the layer. */

@@ -25,6 +25,24 @@ export const CAPTURE_SCHEMA = "scion"
 /** The source's tables that join every capturing connector's publication. */
 export const CAPTURE_PUBLISHED_TABLES = ["scion.schema_log", "scion.heartbeat"] as const
 
+/** The heartbeat alone: what a role that may create a schema but not event triggers gets. */
+export const HEARTBEAT_TABLE = "scion.heartbeat"
+
+const HEARTBEAT_DDL = `create table if not exists scion.heartbeat (
+     connector_id text primary key,
+     at timestamptz not null,
+     lsn pg_lsn not null
+   )`
+
+/**
+ * The heartbeat on its own (schema and table), for a source role with CREATE on the database:
+ * the connector writes it every few seconds, and the mirror's copy says how fresh its data is.
+ */
+export const heartbeatInstall: ReadonlyArray<string> = ["create schema if not exists scion", HEARTBEAT_DDL]
+
+/** Whether the heartbeat table is on a source database. */
+export const HEARTBEAT_PRESENT_SQL = "select to_regclass('scion.heartbeat') is not null as present, has_database_privilege(current_database(), 'CREATE') as can_create"
+
 const SNAPSHOT_FUNCTIONS = `
 create or replace function scion.table_snapshot(rel oid) returns jsonb
 language sql stable set search_path = pg_catalog as $fn$
@@ -87,11 +105,7 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
      statement text,
      change jsonb not null
    )`,
-  `create table if not exists scion.heartbeat (
-     connector_id text primary key,
-     at timestamptz not null,
-     lsn pg_lsn not null
-   )`,
+  HEARTBEAT_DDL,
   `create table if not exists scion.publication_scope (
      publication text not null,
      schema_name text not null,
@@ -220,11 +234,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      statement text,
      change jsonb not null
    )`,
-  `create table if not exists scion.heartbeat (
-     connector_id text primary key,
-     at timestamptz not null,
-     lsn pg_lsn not null
-   )`,
+  HEARTBEAT_DDL,
   `create table if not exists scion.mirror_tables (
      source_relid bigint primary key,
      schema_name text not null,
@@ -498,6 +508,10 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      select setup_log_id into watermark from scion.apply_state;
      -- Entries older than this mirror (the initial copy of the log brings them) are history.
      if NEW.id <= coalesce(watermark, 0) then
+       return null;
+     end if;
+     -- A log copied again (a new subscription after a lost slot) brings entries already applied.
+     if exists (select 1 from scion.schema_change_results r where r.log_id = NEW.id) then
        return null;
      end if;
      begin

@@ -98,6 +98,11 @@ export class SchemaChangesRepo extends Effect.Service<SchemaChangesRepo>()("@sci
         Effect.orDie
       )
 
-    return { capturingEngines, recordCaptured, recordReconciled, list, latestFailure } as const
+    /** Engines whose source carries the heartbeat, of connectors whose engine is set up. */
+    const heartbeatEngines = sql<{ readonly connector_id: string }>`
+      select e.connector_id from engines e join connectors c on c.id = e.connector_id
+      where e.heartbeat and c.branching_engine_status in ('ready', 'degraded')`.pipe(Effect.orDie)
+
+    return { capturingEngines, heartbeatEngines, recordCaptured, recordReconciled, list, latestFailure } as const
   })
 }) {}

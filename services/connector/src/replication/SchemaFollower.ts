@@ -10,7 +10,8 @@ import { resolveSelection } from "../connectors/Selection.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { EngineProvisioner } from "../engine/EngineProvisioner.js"
-import { engineSession, withSubscriptionLock } from "../engine/PgSession.js"
+import { engineSession, sourceSession, withSubscriptionLock } from "../engine/PgSession.js"
+import { writeHeartbeat } from "./SourceCapture.js"
 import { type FollowedEngine, type MirrorChangeResult, SchemaChangesRepo } from "./SchemaChangesRepo.js"
 
 export const DEFAULT_SCHEMA_CHANGES_LIMIT = 500
@@ -36,7 +37,7 @@ export class SchemaChanges extends Effect.Service<SchemaChanges>()("@scion/conne
  * schema_version, the selected structure and needs_reselection tell the truth. The position only
  * moves past a batch once all of that is done, so a failed round is simply repeated.
  */
-export const makeSchemaFollower = Effect.gen(function* () {
+export const makeSchemaFollower = (options: { readonly heartbeatInterval: Duration.Duration }) => Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const repo = yield* SchemaChangesRepo
   const connectorsRepo = yield* ConnectorsRepo
@@ -137,21 +138,46 @@ export const makeSchemaFollower = Effect.gen(function* () {
       Effect.withSpan("SchemaFollower.follow", { attributes: { connectorId: engine.connector_id } })
     )
 
-  const round = Effect.flatMap(repo.capturingEngines, (engines) => Effect.forEach(engines, followOne, { concurrency: 4, discard: true })).pipe(
+  /** When each connector's next heartbeat is due (this replica's; two replicas only write twice as often). */
+  const heartbeatDue = new Map<string, number>()
+  const beat = (connectorId: string) =>
+    Effect.gen(function* () {
+      const now = Date.now()
+      if ((heartbeatDue.get(connectorId) ?? 0) > now) return
+      heartbeatDue.set(connectorId, now + Duration.toMillis(options.heartbeatInterval))
+      const details = yield* detailsOf(connectorId)
+      yield* Effect.scoped(
+        Effect.flatMap(sourceSession(details, details.password, { ...connect, queryMillis: 5_000 }), (source) => writeHeartbeat(source, connectorId))
+      )
+    }).pipe(Effect.catchAllCause((cause) => Effect.logDebug("heartbeat not written", cause).pipe(Effect.annotateLogs({ connector_id: connectorId }))))
+
+  const round = Effect.all(
+    [
+      Effect.flatMap(repo.capturingEngines, (engines) => Effect.forEach(engines, followOne, { concurrency: 4, discard: true })),
+      Effect.flatMap(repo.heartbeatEngines, (engines) => Effect.forEach(engines, (e) => beat(e.connector_id), { concurrency: 4, discard: true }))
+    ],
+    { concurrency: 2, discard: true }
+  ).pipe(
     dieOnSqlError,
     Effect.catchAllCause((cause) => Effect.logWarning("schema follower round failed", cause))
   )
   return { round } as const
 })
 
-/** SCHEMA_FOLLOW_INTERVAL (default 1 s): how often mirrors' results are read. */
-export const SchemaFollowerConfig = Config.duration("SCHEMA_FOLLOW_INTERVAL").pipe(Config.withDefault(Duration.seconds(1)))
+/**
+ * SCHEMA_FOLLOW_INTERVAL (default 1 s): how often mirrors' results are read;
+ * REPLICATION_HEARTBEAT_INTERVAL (default 5 s): how often the heartbeat is written on each source.
+ */
+export const SchemaFollowerConfig = Config.all({
+  interval: Config.duration("SCHEMA_FOLLOW_INTERVAL").pipe(Config.withDefault(Duration.seconds(1))),
+  heartbeatInterval: Config.duration("REPLICATION_HEARTBEAT_INTERVAL").pipe(Config.withDefault(Duration.seconds(5)))
+})
 
 /** Runs the follower for the life of the layer. */
 export const SchemaFollowerLive = Layer.scopedDiscard(
   Effect.gen(function* () {
-    const interval = yield* SchemaFollowerConfig.pipe(Effect.orDie)
-    const follower = yield* makeSchemaFollower
-    yield* Effect.forkScoped(follower.round.pipe(Effect.repeat(Schedule.spaced(interval))))
+    const config = yield* SchemaFollowerConfig.pipe(Effect.orDie)
+    const follower = yield* makeSchemaFollower(config)
+    yield* Effect.forkScoped(follower.round.pipe(Effect.repeat(Schedule.spaced(config.interval))))
   })
 ).pipe(Layer.provide(SchemaChangesRepo.Default))

@@ -1,7 +1,16 @@
 import { Effect } from "effect"
 import { quoteIdent } from "../connectors/GrantScript.js"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
-import { CAPTURE_PUBLISHED_TABLES, mirrorCaptureInstall, SOURCE_CAPTURE_PRESENT_SQL, sourceCaptureInstall, sourceCaptureUninstall } from "./CaptureSql.js"
+import {
+  CAPTURE_PUBLISHED_TABLES,
+  HEARTBEAT_PRESENT_SQL,
+  HEARTBEAT_TABLE,
+  heartbeatInstall,
+  mirrorCaptureInstall,
+  SOURCE_CAPTURE_PRESENT_SQL,
+  sourceCaptureInstall,
+  sourceCaptureUninstall
+} from "./CaptureSql.js"
 
 /** A query on an open source session, whatever its error type. */
 export type SessionQuery<E> = <R extends Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, E>
@@ -16,25 +25,42 @@ export interface TableSnapshot {
   readonly name: string
 }
 
+/** How a source database follows schema changes, and whether it carries the heartbeat. */
+export interface CapturePlan {
+  readonly mode: SchemaFollowMode
+  readonly heartbeat: boolean
+}
+
 /**
  * Decides and prepares capture on a source database: a role that may create event triggers
  * (a superuser) installs the capture objects; a DBA may have installed them already (the grant
- * script's section); otherwise the connector follows the schema by reconciliation.
+ * script's section); otherwise the connector follows the schema by reconciliation, with the
+ * heartbeat alone where the role may create a schema.
  */
-export const prepareCapture = (source: PgSession): Effect.Effect<SchemaFollowMode, PgStepFailed> =>
+export const prepareCapture = (source: PgSession): Effect.Effect<CapturePlan, PgStepFailed> =>
   Effect.gen(function* () {
     const [present] = yield* source.query<{ present: boolean }>(SOURCE_CAPTURE_PRESENT_SQL)
     const [role] = yield* source.query<{ superuser: boolean }>("select rolsuper as superuser from pg_roles where rolname = current_user")
     if (role?.superuser === true) {
       // One transaction: a half-installed capture is never left behind.
-      yield* source.query(`begin; ${sourceCaptureInstall.join(";\n")}; commit`).pipe(Effect.tapError(() => source.query("rollback").pipe(Effect.ignore)))
-      return "capture"
+      yield* inTransaction(source, sourceCaptureInstall)
+      return { mode: "capture", heartbeat: true }
     }
-    return present?.present === true ? "capture" : "reconcile"
+    if (present?.present === true) return { mode: "capture", heartbeat: true }
+    const [heartbeat] = yield* source.query<{ present: boolean; can_create: boolean }>(HEARTBEAT_PRESENT_SQL)
+    if (heartbeat?.present !== true && heartbeat?.can_create === true) yield* inTransaction(source, heartbeatInstall)
+    return { mode: "reconcile", heartbeat: heartbeat?.present === true || heartbeat?.can_create === true }
   })
 
-/** The publication's tables: the mirrored tables, plus the capture log and heartbeat when capturing. */
-export const publishedTables = (tables: ReadonlyArray<string>, mode: SchemaFollowMode) => (mode === "capture" ? [...tables, ...CAPTURE_PUBLISHED_TABLES] : [...tables])
+const inTransaction = (session: PgSession, statements: ReadonlyArray<string>) =>
+  session.query(`begin; ${statements.join(";\n")}; commit`).pipe(Effect.tapError(() => session.query("rollback").pipe(Effect.ignore)))
+
+/** The publication's tables: the mirrored tables, plus the capture log and the heartbeat. */
+export const publishedTables = (tables: ReadonlyArray<string>, plan: CapturePlan) =>
+  plan.mode === "capture" ? [...tables, ...CAPTURE_PUBLISHED_TABLES] : plan.heartbeat ? [...tables, HEARTBEAT_TABLE] : [...tables]
+
+/** The heartbeat's table on the mirror (the subscription's target), for a connector that only reconciles. */
+export const prepareMirrorHeartbeat = (mirror: PgSession) => inTransaction(mirror, heartbeatInstall)
 
 /** Records which schemas the publication mirrors whole, so tables created there join it. */
 export const recordPublicationScope = (source: PgSession, publication: string, wholeSchemas: ReadonlyArray<string>) =>
@@ -67,7 +93,7 @@ export const prepareMirror = (
   input: { readonly position: string; readonly snapshots: ReadonlyArray<TableSnapshot>; readonly wholeSchemas: ReadonlyArray<string>; readonly tables: ReadonlyArray<string> }
 ) =>
   Effect.gen(function* () {
-    yield* mirror.query(`begin; ${mirrorCaptureInstall.join(";\n")}; commit`).pipe(Effect.tapError(() => mirror.query("rollback").pipe(Effect.ignore)))
+    yield* inTransaction(mirror, mirrorCaptureInstall)
     yield* mirror.query("insert into scion.apply_state (setup_log_id) values ($1) on conflict do nothing", [input.position])
     for (const snapshot of input.snapshots) {
       yield* mirror.query(
@@ -89,13 +115,15 @@ export const prepareMirror = (
  */
 export const releaseCapture = <E>(source: { readonly query: SessionQuery<E> }, publication: string, connectorId: string) =>
   Effect.gen(function* () {
-    const [present] = yield* source.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
-    if (present?.present !== true) return false
-    yield* source.query("delete from scion.publication_scope where publication = $1", [publication])
+    const [present] = yield* source.query<{ log: boolean; heartbeat: boolean }>(
+      "select to_regclass('scion.schema_log') is not null as log, to_regclass('scion.heartbeat') is not null as heartbeat"
+    )
+    if (present?.heartbeat !== true) return false
+    if (present.log) yield* source.query("delete from scion.publication_scope where publication = $1", [publication])
     yield* source.query("delete from scion.heartbeat where connector_id = $1", [connectorId])
     const [others] = yield* source.query<{ n: number }>(
       `select count(*)::int as n from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid
-       where pr.prrelid = 'scion.schema_log'::regclass and p.pubname <> $1`,
+       where pr.prrelid = 'scion.heartbeat'::regclass and p.pubname <> $1`,
       [publication]
     )
     if ((others?.n ?? 0) > 0) return false

@@ -72,7 +72,19 @@ export const connectorToProto = ({ connector: c, access }: ConnectorView, withSc
   ...(c.createdBy !== null ? { createdBy: c.createdBy } : {}),
   createdAt: timestampFromDate(c.createdAt),
   updatedAt: timestampFromDate(c.updatedAt),
-  deletionLocked: c.deletionLocked
+  deletionLocked: c.deletionLocked,
+  ...(c.replication !== null
+    ? {
+        replication: {
+          status: c.replication.status,
+          ...(c.replication.lag_bytes !== null ? { lagBytes: BigInt(c.replication.lag_bytes) } : {}),
+          ...(c.replication.last_applied_at !== null ? { lastAppliedAt: timestampFromDate(new Date(c.replication.last_applied_at)) } : {}),
+          activePipelineId: c.replication.active_pipeline_id,
+          schemaFollow: c.replication.schema_follow,
+          measuredAt: timestampFromDate(new Date(c.replication.measured_at))
+        }
+      }
+    : {})
 })
 
 const handle = (started: SetupStarted) => ({

@@ -30,9 +30,11 @@ export const engineAccessRoutes = Effect.gen(function* () {
             subscriptionNames: [...engine.subscriptionNames],
             fileCopyClone: engine.fileCopyClone,
             maskingSuggestions: engine.maskingSuggestions.map((m) => ({ ...m })),
-            ...(engine.pooler !== null ? { poolerHost: engine.pooler.host, poolerPort: engine.pooler.port } : {})
+            ...(engine.pooler !== null ? { poolerHost: engine.pooler.host, poolerPort: engine.pooler.port } : {}),
+            ...(engine.quarantine !== null ? { quarantine: { quarantineId: engine.quarantine.id, reason: engine.quarantine.reason, detail: engine.quarantine.detail } } : {})
           }
-        }))
+        })),
+      getSourcePosition: (req) => Effect.map(Effect.flatMap(caller, (p) => access.sourcePosition(p, req.connectorId)), (lsn) => ({ lsn }))
     },
     toWireError
   )
