@@ -18,7 +18,18 @@ export const CreateBranchRequest = Schema.Struct({
   name: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({
     description: "1..63 of lowercase letters, digits, - and _, starting with a letter or digit; unique among the connector's live branches (required)"
   }),
-  service_type: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({ description: 'Must be "postgres" ("postgresql" is a 400 that says so; required)' })
+  service_type: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({ description: 'Must be "postgres" ("postgresql" is a 400 that says so; required)' }),
+  allow_stale: Schema.optional(Schema.Boolean).annotations({
+    description:
+      "Extension. Branch even while the connector's replication is quarantined (branching_engine_status degraded): the copy may be stale, and data_as_of says how stale. Without it such a create is 422 naming the quarantine and the remedy."
+  }),
+  consistent_with_source: Schema.optional(Schema.Boolean).annotations({
+    description:
+      "Extension, read-your-writes: the job reads the source's current WAL position and copies only once the mirror has applied up to it, so rows a CI job just wrote to the source are in the branch. The operation fails if the mirror cannot get there within the catch-up bound."
+  }),
+  min_source_lsn: Schema.optional(Schema.String.pipe(Schema.maxLength(40))).annotations({
+    description: "Extension: copy only once the mirror has applied the source up to this WAL position (pg_current_wal_lsn() on the source, e.g. 0/16B3748); 400 when not a WAL position."
+  })
 }).annotations({ identifier: "CreateBranchRequest" })
 
 export const IdempotencyHeaders = Schema.Struct({
@@ -58,7 +69,11 @@ export const Branch = Schema.Struct({
   read_ready_at: NullableTimestamp,
   write_ready_at: NullableTimestamp,
   masked_ready_at: NullableTimestamp.annotations({ description: "Set when the connector's masking rules were applied; null when it has none" }),
-  error: Schema.NullOr(Schema.String).annotations({ description: "Why the create failed (status failed)" })
+  error: Schema.NullOr(Schema.String).annotations({ description: "Why the create failed (status failed)" }),
+  data_as_of: NullableTimestamp.annotations({
+    description: "Extension: the source commit time the branch's data is at least as fresh as (the newest heartbeat the mirror had applied when the branch was cut); null until copied"
+  }),
+  source_lsn: Schema.NullOr(Schema.String).annotations({ description: "Extension: the source WAL position the mirror had applied when the branch was cut; null until copied" })
 }).annotations({ identifier: "Branch" })
 
 export const BranchList = Schema.Struct({ branches: Schema.Array(Branch) }).annotations({ identifier: "BranchList" })

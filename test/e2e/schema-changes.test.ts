@@ -166,7 +166,8 @@ describe("captured schema changes", () => {
     }
     expect(chronological.find((c) => c.statement?.startsWith("create table public.invoices"))?.tables_added).toEqual(["public.invoices"])
     expect(changes.every((c) => c.status !== "failed")).toBe(true)
-    expect(changes[0].change_id > changes.at(-1)!.change_id || changes.length === 1).toBe(true)
+    // Newest first.
+    expect(Number(changes[0]!.change_id.slice(4))).toBeGreaterThan(Number(changes.at(-1)!.change_id.slice(4)))
 
     // Nothing was quarantined, and the connector's schema moved with the source.
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
@@ -235,6 +236,103 @@ describe("captured schema changes", () => {
     expect((await scion.request("GET", "/v1/connectors/con_unknown/schema-changes", { token: tokens.member })).status).toBe(404)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/schema-changes`)).status).toBe(401)
   })
+})
+
+const createBranch = (body: Record<string, unknown>) =>
+  scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, service_type: "postgres", ...body } })
+const branchRows = async (url: string, text: string) => {
+  const client = new pg.Client({ connectionString: url.replace("sslmode=require", "sslmode=no-verify") })
+  await client.connect()
+  try {
+    return (await client.query(text)).rows
+  } finally {
+    await client.end()
+  }
+}
+const subscription = () => `"scion_${connectorId.toLowerCase()}"`
+
+describe("freshness of branches", () => {
+  it("a branch carries data_as_of and source_lsn; GET answers them too", async () => {
+    const before = Date.now()
+    await waitFor("a heartbeat newer than now in the mirror", async () => {
+      const rows = (await queryEngine(scion, connectorId, "select max(at) as at from scion.heartbeat")).rows
+      return rows[0]?.at !== null && new Date(rows[0].at).getTime() >= before - 1000
+    }, 30_000)
+    const created = await createBranch({ name: "fresh" })
+    expect(created.status, JSON.stringify(created.body)).toBe(202)
+    const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    expect(operation.result.source_lsn).toMatch(/^[0-9A-F]+\/[0-9A-F]+$/)
+    expect(Date.parse(operation.result.data_as_of)).toBeGreaterThanOrEqual(before - 1000)
+    expect(Date.parse(operation.result.data_as_of)).toBeLessThanOrEqual(Date.now())
+    const read = await scion.request("GET", `/v1/branches/${operation.result.branch_id}`, { token: tokens.member })
+    expect(read.body).toMatchObject({ data_as_of: operation.result.data_as_of, source_lsn: operation.result.source_lsn })
+    // Scion's own schema stays out of the branch.
+    expect(await branchRows(operation.result.branch_url, "select count(*)::int as n from pg_namespace where nspname = 'scion'")).toEqual([{ n: 0 }])
+  })
+
+  it("consistent_with_source copies only once the mirror has what the source had written; without it the copy does not wait", async () => {
+    await queryEngine(scion, connectorId, `alter subscription ${subscription()} disable`)
+    await source.query("insert into public.vouchers values ('LATE-1', 1)")
+    const plain = await createBranch({ name: "not-waiting" })
+    expect(plain.status, JSON.stringify(plain.body)).toBe(202)
+    const plainDone = await settleOperation(scion, plain.body.operation_id, tokens.member)
+    expect(plainDone.status).toBe("completed")
+    expect(await branchRows(plainDone.result.branch_url, "select count(*)::int as n from public.vouchers where code = 'LATE-1'")).toEqual([{ n: 0 }])
+
+    await queryEngine(scion, connectorId, `alter subscription ${subscription()} disable`)
+    await source.query("insert into public.vouchers values ('LATE-2', 2)")
+    const [{ lsn }] = (await source.query("select pg_current_wal_lsn()::text as lsn")).rows
+    const consistent = await createBranch({ name: "read-your-writes", consistent_with_source: true })
+    expect(consistent.status, JSON.stringify(consistent.body)).toBe(202)
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    const waiting = (await scion.request("GET", `/v1/operations/${consistent.body.operation_id}`, { token: tokens.member })).body
+    expect(waiting).toMatchObject({ status: "running", stage: "catch_up" })
+    await queryEngine(scion, connectorId, `alter subscription ${subscription()} enable`)
+    const done = await settleOperation(scion, consistent.body.operation_id, tokens.member)
+    expect(done.status, JSON.stringify(done)).toBe("completed")
+    expect(await branchRows(done.result.branch_url, "select code from public.vouchers where code like 'LATE-%' order by code")).toEqual([{ code: "LATE-1" }, { code: "LATE-2" }])
+    const [{ ahead }] = (await source.query(`select '${done.result.source_lsn}'::pg_lsn >= '${lsn}'::pg_lsn as ahead`)).rows
+    expect(ahead).toBe(true)
+
+    const badLsn = await createBranch({ name: "bad-lsn", min_source_lsn: "yesterday" })
+    expect(badLsn.status).toBe(400)
+    expect(badLsn.body.detail).toMatch(/min_source_lsn/)
+  }, 120_000)
+
+  it("a quarantined mirror is degraded: creates are 422 naming the quarantine, unless allow_stale; after the release it is ready again", async () => {
+    // A row the mirror has and the source then inserts too: applying it fails, again and again.
+    await queryEngine(scion, connectorId, "insert into public.vouchers values ('CLASH', 1)")
+    await source.query("insert into public.vouchers values ('CLASH', 2)")
+    let quarantineId = ""
+    await waitFor("the monitor to quarantine the failing apply", async () => {
+      const connector = (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body
+      const entries = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries
+      quarantineId = entries[0]?.quarantine_id ?? ""
+      return connector.branching_engine_status === "degraded" && quarantineId !== ""
+    }, 60_000)
+    const refused = await createBranch({ name: "refused" })
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422)
+    expect(typeof refused.body.detail).toBe("string")
+    expect(refused.body.detail).toContain(quarantineId)
+    expect(refused.body.detail).toContain("allow_stale")
+
+    const stale = await createBranch({ name: "stale-ok", allow_stale: true })
+    expect(stale.status, JSON.stringify(stale.body)).toBe(202)
+    const staleDone = await settleOperation(scion, stale.body.operation_id, tokens.member)
+    expect(staleDone.status, JSON.stringify(staleDone)).toBe("completed")
+    expect(await branchRows(staleDone.result.branch_url, "select pct from public.vouchers where code = 'CLASH'")).toEqual([{ pct: 1 }])
+    // The quarantine still holds the subscription: the stale create did not resume it.
+    expect((await queryEngine(scion, connectorId, "select subenabled from pg_subscription")).rows[0].subenabled).toBe(false)
+
+    await queryEngine(scion, connectorId, "delete from public.vouchers where code = 'CLASH'")
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${quarantineId}/release`, { token: tokens.member })).status).toBe(200)
+    await waitFor("the engine to be ready and streaming again", async () => {
+      const connector = (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body
+      return connector.branching_engine_status === "ready" && connector.replication.status === "streaming"
+    }, 60_000)
+    await waitFor("the source's row in the mirror", async () => (await queryEngine(scion, connectorId, "select pct from public.vouchers where code = 'CLASH'")).rows[0]?.pct === 2, 30_000)
+  }, 180_000)
 })
 
 describe("deleting the last capturing connector", () => {

@@ -30,7 +30,9 @@ export const branch = (b: pb.Branch | undefined): typeof Br.Branch.Type => {
     read_ready_at: isoOrNull(v.readReadyAt),
     write_ready_at: isoOrNull(v.writeReadyAt),
     masked_ready_at: isoOrNull(v.maskedReadyAt),
-    error: v.error ?? null
+    error: v.error ?? null,
+    data_as_of: isoOrNull(v.dataAsOf),
+    source_lsn: v.sourceLsn ?? null
   }
 }
 
@@ -46,6 +48,9 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
             connectorId: payload.connector_id ?? "",
             name: payload.name ?? "",
             serviceType: payload.service_type ?? "",
+            allowStale: payload.allow_stale === true,
+            consistentWithSource: payload.consistent_with_source === true,
+            ...(payload.min_source_lsn !== undefined ? { minSourceLsn: payload.min_source_lsn } : {}),
             ...((headers["x-idempotency-key"] ?? headers["idempotency-key"]) !== undefined
               ? { idempotencyKey: headers["x-idempotency-key"] ?? headers["idempotency-key"] }
               : {})

@@ -125,7 +125,9 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
               return { operationId: record.operation_id, branchId: record.branch_id, status: yield* currentStatus(record.operation_id), replayed: true } satisfies Handle
             }
           }
-          if (!isBranchable(engine)) return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status })
+          if (!isBranchable(engine, { allowStale: valid.allowStale })) {
+            return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status, ...Option.match(engine.quarantine, { onNone: () => ({}), onSome: (quarantine) => ({ quarantine }) }) })
+          }
           yield* sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-name:${valid.connectorId}:${valid.name}`}))`
           const [live] = yield* sql<{ status: string; create_operation_id: string }>`
             select status, create_operation_id from branches
@@ -154,7 +156,10 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             engine_port: engine.port,
             pooler_host: pooler?.host ?? null,
             pooler_port: pooler?.port ?? null,
-            create_operation_id: operationId
+            create_operation_id: operationId,
+            allow_stale: valid.allowStale,
+            consistent_with_source: valid.consistentWithSource,
+            min_source_lsn: valid.minSourceLsn
           })}`
           if (valid.idempotencyKey !== null) {
             yield* sql`insert into idempotency_keys ${sql.insert({

@@ -25,6 +25,11 @@ interface Row {
   readonly write_ready_at: Date | null
   readonly masked_ready_at: Date | null
   readonly error: string | null
+  readonly allow_stale: boolean
+  readonly consistent_with_source: boolean
+  readonly min_source_lsn: string | null
+  readonly source_lsn: string | null
+  readonly data_as_of: Date | null
   readonly created_at: Date
   readonly updated_at: Date
 }
@@ -50,6 +55,11 @@ const toBranch = (r: Row): Branch => ({
   writeReadyAt: r.write_ready_at,
   maskedReadyAt: r.masked_ready_at,
   error: r.error,
+  allowStale: r.allow_stale,
+  consistentWithSource: r.consistent_with_source,
+  minSourceLsn: r.min_source_lsn,
+  sourceLsn: r.source_lsn,
+  dataAsOf: r.data_as_of,
   createdAt: r.created_at,
   updatedAt: r.updated_at
 })

@@ -7,6 +7,7 @@ import { BranchOperations } from "./BranchOperations.js"
 import { Branches } from "./Branches.js"
 import { BranchesRepo } from "./BranchesRepo.js"
 import { Copier } from "./engine/Copier.js"
+import { FreshnessConfig } from "./engine/FreshnessConfig.js"
 import { Engines } from "./engine/Engines.js"
 import { createJob, deleteJob } from "./jobs/jobs.js"
 import { Passwords } from "./Passwords.js"
@@ -72,7 +73,10 @@ export const branchLive = (transports: {
       )
     )
   )
-  return Layer.merge(BranchWorkers().pipe(Layer.provide(Layer.mergeAll(operations, Copier.layerConfig))), VerifierFromIdentity.pipe(Layer.provide(identityClient))).pipe(
+  return Layer.merge(
+    BranchWorkers().pipe(Layer.provide(Layer.mergeAll(operations, Copier.layerConfig, FreshnessConfig.layerConfig))),
+    VerifierFromIdentity.pipe(Layer.provide(identityClient))
+  ).pipe(
     Layer.provideMerge(services)
   )
 }
@@ -84,6 +88,8 @@ export { BranchesRepo } from "./BranchesRepo.js"
 export { branchRoutes, branchToProto } from "./rpc/routes.js"
 export { branchResult, BranchPayload, createJob, deleteJob } from "./jobs/jobs.js"
 export { Copier } from "./engine/Copier.js"
+export { FreshnessConfig } from "./engine/FreshnessConfig.js"
+export { type CopyMark, stampBranch, waitForSourcePosition } from "./engine/Freshness.js"
 export { type BranchingEngine, Engines, isBranchable } from "./engine/Engines.js"
 export * from "./engine/EngineSql.js"
 export { PlanLimits } from "./PlanLimits.js"

@@ -23,6 +23,7 @@ import {
   type BranchingEngine,
   Copier,
   createJob,
+  FreshnessConfig,
   deleteJob,
   Engines,
   NotAMember,
@@ -59,14 +60,14 @@ const user = new Principal({ kind: "user_session", userId: "usr_a", sessionId: "
 const stranger = new Principal({ kind: "user_session", userId: "usr_b", sessionId: "s", apiKeyId: null, orgId: null, roleKey: null, permissions: [], exp: 2e9 })
 
 const FakeAccess = Layer.succeed(OrgAccess, OrgAccess.of({ require: (p, orgId) => (p.userId === "usr_a" ? Effect.void : Effect.fail(new NotAMember({ orgId }))) }))
-const FakeEngines = Layer.succeed(Engines, Engines.of({ get: () => Effect.sync(() => branching) }))
+const FakeEngines = Layer.succeed(Engines, Engines.of({ get: () => Effect.sync(() => branching), sourcePosition: () => Effect.succeed("0/0") }))
 const FakeOperations = Layer.succeed(BranchOperations, BranchOperations.of({ create: () => Effect.void, status: () => Effect.succeed(Option.some("pending" as const)) }))
 const key = randomBytes(32).toString("base64")
 
 const runtime = ManagedRuntime.make(
   Layer.unwrapScoped(
     Effect.map(freshDatabase("branch_test"), (url) =>
-      Layer.mergeAll(BranchServices, Copier.layerConfig).pipe(
+      Layer.mergeAll(BranchServices, Copier.layerConfig, FreshnessConfig.layerConfig).pipe(
         Layer.provideMerge(Layer.mergeAll(FakeAccess, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie))),
         Layer.provide(withConfig({ DATABASE_URL: url, SECRET_KEYS: `t1:${key}` }))
       )
@@ -130,7 +131,9 @@ beforeAll(async () => {
     mirrorDatabase: "mirror",
     subscriptionNames: ["scion_sub"],
     fileCopyClone: false,
-    pooler: Option.none()
+    pooler: Option.none(),
+    maskingSuggestions: [],
+    quarantine: Option.none()
   }
 }, 180_000)
 

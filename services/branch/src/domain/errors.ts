@@ -23,8 +23,16 @@ export class BranchNotFound extends Schema.TaggedError<BranchNotFound>()("Branch
 }
 
 /** The connector's engine cannot be branched (yet): the interface's 422. */
-export class EngineNotReady extends Schema.TaggedError<EngineNotReady>()("EngineNotReady", { connectorId: Schema.String, status: Schema.String }) {
+export class EngineNotReady extends Schema.TaggedError<EngineNotReady>()("EngineNotReady", {
+  connectorId: Schema.String,
+  status: Schema.String,
+  /** The quarantine that makes the engine degraded, when it is. */
+  quarantine: Schema.optional(Schema.Struct({ id: Schema.String, reason: Schema.String, detail: Schema.String }))
+}) {
   override get message() {
+    if (this.quarantine !== undefined) {
+      return `The branching engine of connector ${this.connectorId} is degraded: its replication is quarantined (${this.quarantine.id}, ${this.quarantine.reason}: ${this.quarantine.detail}), so the mirror may be stale. Fix the cause and release the quarantine (POST /v1/connectors/${this.connectorId}/quarantine/${this.quarantine.id}/release), or create the branch with "allow_stale": true to branch from the stale mirror`
+    }
     return `The branching engine of connector ${this.connectorId} is not ready to branch (branching_engine_status ${this.status}); run engine setup and wait for it to complete`
   }
 }

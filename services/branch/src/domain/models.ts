@@ -25,6 +25,16 @@ export interface Branch {
   readonly writeReadyAt: Date | null
   readonly maskedReadyAt: Date | null
   readonly error: string | null
+  /** The create accepted a degraded engine (stale data). */
+  readonly allowStale: boolean
+  /** The copy waits for the mirror to reach the source's position at acceptance. */
+  readonly consistentWithSource: boolean
+  /** The copy waits for the mirror to reach this source position. */
+  readonly minSourceLsn: string | null
+  /** The source WAL position the mirror had applied at the cut. */
+  readonly sourceLsn: string | null
+  /** The source time the copy is at least as fresh as. */
+  readonly dataAsOf: Date | null
   readonly createdAt: Date
   readonly updatedAt: Date
 }
@@ -54,7 +64,13 @@ export interface CreateInput {
   readonly name: string
   readonly serviceType: string
   readonly idempotencyKey: string | undefined
+  readonly allowStale?: boolean | undefined
+  readonly consistentWithSource?: boolean | undefined
+  readonly minSourceLsn?: string | undefined
 }
+
+/** A pg_lsn as Postgres prints it: two hexadecimal numbers around a slash. */
+export const SOURCE_LSN = /^[0-9A-Fa-f]{1,8}\/[0-9A-Fa-f]{1,8}$/
 
 const required = (field: string, value: string) =>
   value.trim() === "" ? Effect.fail(new InvalidArgument({ field, message: `${field} is required` })) : Effect.succeed(value.trim())
@@ -87,7 +103,19 @@ export const validateCreate = (input: CreateInput) =>
       }
       idempotencyKey = input.idempotencyKey
     }
-    return { connectorId, name, serviceType: SERVICE_TYPE, idempotencyKey } as const
+    const minSourceLsn = input.minSourceLsn === undefined || input.minSourceLsn === "" ? null : input.minSourceLsn
+    if (minSourceLsn !== null && !SOURCE_LSN.test(minSourceLsn)) {
+      return yield* new InvalidArgument({ field: "min_source_lsn", message: "min_source_lsn must be a WAL position such as 0/16B3748 (pg_current_wal_lsn() on the source)" })
+    }
+    return {
+      connectorId,
+      name,
+      serviceType: SERVICE_TYPE,
+      idempotencyKey,
+      allowStale: input.allowStale === true,
+      consistentWithSource: input.consistentWithSource === true,
+      minSourceLsn
+    } as const
   })
 
 /** What an idempotency key is bound to: the same connector, service type and name. */

@@ -1,10 +1,11 @@
 import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
 import type { BranchingEngine } from "./Engines.js"
 import { adminSession, copyDatabase, databaseExists, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
+import { type CopyMark, noMark, pausedPosition, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
   readonly database: string
-  readonly done: Deferred.Deferred<void, EngineFailure>
+  readonly done: Deferred.Deferred<CopyMark, EngineFailure>
 }
 
 interface Queue {
@@ -22,8 +23,11 @@ interface Queue {
 export class Copier extends Context.Tag("@scion/branch/Copier")<
   Copier,
   {
-    /** Copies the mirror into `database` (nothing to do when it already exists). */
-    readonly copy: (engine: BranchingEngine, database: string) => Effect.Effect<void, EngineFailure>
+    /**
+     * Copies the mirror into `database` (nothing to do when it already exists) and answers the
+     * source position the paused mirror held (unknown when the copy was there already).
+     */
+    readonly copy: (engine: BranchingEngine, database: string) => Effect.Effect<CopyMark, EngineFailure>
     /** Pauses (batches) run and databases copied by this process so far. */
     readonly stats: Effect.Effect<{ readonly pauses: number; readonly copies: number }>
   }
@@ -44,30 +48,36 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             )
             const todo: Array<Waiting> = []
             for (const w of waiting) {
-              if (yield* databaseExists(admin, w.database)) yield* Deferred.succeed(w.done, undefined)
+              if (yield* databaseExists(admin, w.database)) yield* Deferred.succeed(w.done, noMark)
               else todo.push(w)
             }
             // Nothing to copy (a redelivery after the copy): still make sure the subscriptions run,
-            // in case the worker that copied died while they were paused.
-            if (todo.length === 0) return yield* setSubscriptions(engine, true)
+            // in case the worker that copied died while they were paused — unless the monitor
+            // paused them (a quarantine), which only its release undoes.
+            if (todo.length === 0) return engine.status === "degraded" ? undefined : yield* setSubscriptions(engine, true)
+            // A degraded engine's quarantined subscription stays paused after the copy: only the
+            // subscriptions running now are paused and resumed.
+            const paused = engine.status === "degraded" ? { ...engine, subscriptionNames: yield* runningSubscriptions(admin, engine.subscriptionNames) } : engine
             const started = Date.now()
             counters.pauses++
             counters.copies += todo.length
             const marks: Record<string, number> = {}
             yield* Effect.acquireUseRelease(
-              Effect.tap(setSubscriptions(engine, false), () => Effect.sync(() => (marks.paused = Date.now() - started))),
+              Effect.tap(setSubscriptions(paused, false), () => Effect.sync(() => (marks.paused = Date.now() - started))),
               () =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
                   marks.free = Date.now() - started
+                  // Every copy of the batch holds what the paused mirror held.
+                  const mark = yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => noMark))
                   for (const w of todo) {
                     const exit = yield* Effect.exit(copyDatabase(admin, engine, w.database))
-                    yield* Deferred.done(w.done, exit)
+                    yield* Deferred.done(w.done, Exit.as(exit, mark))
                   }
                   marks.copied = Date.now() - started
                 }),
               () =>
-                setSubscriptions(engine, true).pipe(
+                setSubscriptions(paused, true).pipe(
                   Effect.retry({ times: 5 }),
                   Effect.catchAll((e) => Effect.logError("could not resume the mirror's subscriptions; the next branch create resumes them", e))
                 )
@@ -90,13 +100,13 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             const exit = yield* Effect.exit(batch(queue.engine, next))
             // A batch that failed before a copy ran fails every waiting copy with its error.
             if (Exit.isFailure(exit)) for (const w of next) yield* Deferred.failCause(w.done, exit.cause)
-            else for (const w of next) yield* Deferred.succeed(w.done, undefined)
+            else for (const w of next) yield* Deferred.succeed(w.done, noMark)
           }
         })
 
       const copy = (engine: BranchingEngine, database: string) =>
         Effect.gen(function* () {
-          const done = yield* Deferred.make<void, EngineFailure>()
+          const done = yield* Deferred.make<CopyMark, EngineFailure>()
           const start = yield* Effect.sync(() => {
             const key = keyOf(engine)
             const existing = queues.get(key)

@@ -20,9 +20,16 @@ export interface BranchingEngine {
   readonly pooler: Option.Option<{ readonly host: string; readonly port: number }>
   /** What discovery suggests masking, by column name, for the selected tables. */
   readonly maskingSuggestions: ReadonlyArray<MaskingRule>
+  /** The open quarantine of the replication (a degraded engine). */
+  readonly quarantine: Option.Option<{ readonly id: string; readonly reason: string; readonly detail: string }>
 }
 
-export const isBranchable = (engine: BranchingEngine) => engine.status === "ready" && engine.host !== "" && engine.port > 0 && engine.mirrorDatabase !== ""
+/**
+ * Whether branches can be cut: a ready engine, or a degraded one (replication quarantined, the
+ * mirror possibly stale) when the caller accepts stale data.
+ */
+export const isBranchable = (engine: BranchingEngine, options: { readonly allowStale: boolean } = { allowStale: false }) =>
+  (engine.status === "ready" || (engine.status === "degraded" && options.allowStale)) && engine.host !== "" && engine.port > 0 && engine.mirrorDatabase !== ""
 
 /**
  * The connector unit's answer about a connector's engine, asked with this unit's service
@@ -32,7 +39,11 @@ export const isBranchable = (engine: BranchingEngine) => engine.status === "read
  */
 export class Engines extends Context.Tag("@scion/branch/Engines")<
   Engines,
-  { readonly get: (connectorId: string) => Effect.Effect<BranchingEngine, ConnectorNotFound | EngineAccessUnavailable> }
+  {
+    readonly get: (connectorId: string) => Effect.Effect<BranchingEngine, ConnectorNotFound | EngineAccessUnavailable>
+    /** The source's current WAL position (read-your-writes branches). */
+    readonly sourcePosition: (connectorId: string) => Effect.Effect<string, ConnectorNotFound | EngineAccessUnavailable>
+  }
 >() {
   static fromTransport(transport: Transport): Layer.Layer<Engines, never, ServiceIdentity> {
     return Layer.effect(
@@ -60,7 +71,8 @@ export class Engines extends Context.Tag("@scion/branch/Engines")<
                   pooler: e.poolerHost !== undefined && e.poolerHost !== "" && e.poolerPort !== undefined ? Option.some({ host: e.poolerHost, port: e.poolerPort }) : Option.none(),
                   maskingSuggestions: e.maskingSuggestions.flatMap((m) =>
                     isMaskingMethod(m.method) ? [{ schema: m.schema, table: m.table, column: m.column, method: m.method }] : []
-                  )
+                  ),
+                  quarantine: e.quarantine === undefined ? Option.none() : Option.some({ id: e.quarantine.quarantineId, reason: e.quarantine.reason, detail: e.quarantine.detail })
                 })
               }),
               Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<never, ConnectorNotFound | EngineAccessUnavailable> =>
@@ -70,6 +82,18 @@ export class Engines extends Context.Tag("@scion/branch/Engines")<
               ),
               Effect.provideService(ServiceIdentity, service),
               Effect.withSpan("Engines.get", { attributes: { connectorId } })
+            ),
+          sourcePosition: (connectorId) =>
+            asService(client.getSourcePosition({ connectorId })).pipe(
+              Effect.retry({ while: isTransient, schedule: Schedule.exponential("50 millis").pipe(Schedule.upTo("3 seconds")) }),
+              Effect.map((response) => response.lsn),
+              Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<never, ConnectorNotFound | EngineAccessUnavailable> =>
+                error.code === Code.NotFound
+                  ? Effect.fail(new ConnectorNotFound({ connectorId }))
+                  : Effect.fail(new EngineAccessUnavailable({ cause: `${error.codeName}: ${error.reason} ${error.message}` }))
+              ),
+              Effect.provideService(ServiceIdentity, service),
+              Effect.withSpan("Engines.sourcePosition", { attributes: { connectorId } })
             )
         })
       })

@@ -10,6 +10,8 @@ import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
 import { adminSession, applyMasking, dropBranch, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
 import { generatePassword, Passwords } from "../Passwords.js"
+import { stampBranch, waitForSourcePosition } from "../engine/Freshness.js"
+import { FreshnessConfig } from "../engine/FreshnessConfig.js"
 
 export const BranchPayload = Schema.Struct({ branch_id: Schema.String })
 export type BranchPayload = typeof BranchPayload.Type
@@ -29,7 +31,9 @@ export const branchResult = (branch: Branch, urls: BranchUrls, status: string = 
   created_at: branch.createdAt.toISOString(),
   read_ready_at: iso(branch.readReadyAt),
   write_ready_at: iso(branch.writeReadyAt),
-  masked_ready_at: iso(branch.maskedReadyAt)
+  masked_ready_at: iso(branch.maskedReadyAt),
+  data_as_of: iso(branch.dataAsOf),
+  source_lsn: branch.sourceLsn
 })
 
 type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | SecretStoreFailure | Error
@@ -43,7 +47,7 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
  * or the last attempt) drops what it made on the engine and marks the branch failed: nothing is
  * left behind. An active branch always has a branch_url.
  */
-export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords> = {
+export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords | FreshnessConfig> = {
   ...CREATE_JOB,
   payload: BranchPayload,
   run: (job) =>
@@ -52,6 +56,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
       const engines = yield* Engines
       const copier = yield* Copier
       const passwords = yield* Passwords
+      const freshness = yield* FreshnessConfig
       const branchId = job.payload.branch_id
 
       const load = Effect.flatMap(repo.findWithEnvelope(branchId), Option.match({
@@ -83,7 +88,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
       const engine = yield* engines.get(first.branch.connectorId).pipe(
         Effect.catchTag("ConnectorNotFound", () => abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
       )
-      if (!isBranchable(engine)) {
+      if (!isBranchable(engine, { allowStale: first.branch.allowStale })) {
         return yield* abandon(Option.some(engine), first.branch, `The connector's branching engine is not ready to branch (branching_engine_status ${engine.status})`)
       }
 
@@ -93,10 +98,22 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
         const mark = (step: string) => Effect.sync(() => void (timings[step] = Date.now() - t0))
         let { branch } = yield* load
         const { envelope } = yield* load
+        if (branch.copiedAt === null && (branch.consistentWithSource || branch.minSourceLsn !== null)) {
+          // Read-your-writes: the copy waits until the mirror has what the source had written.
+          const target = branch.minSourceLsn ?? (yield* engines.sourcePosition(branch.connectorId))
+          yield* job.report({ stage: "catch_up", stageLabel: `Waiting for the mirror to apply the source up to ${target}`, progress: 5 })
+          yield* waitForSourcePosition(engine, target, freshness.catchUpTimeout).pipe(Effect.mapError((e) => new JobFailed({ message: `The branch could not be made consistent with the source: ${e.message}` })))
+          yield* mark("catch_up_ms")
+        }
         if (branch.copiedAt === null) {
           yield* job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 10 })
-          yield* copier.copy(engine, branch.databaseName)
-          yield* repo.update(branchId, { copied_at: new Date(), engine_host: engine.host, engine_port: engine.port })
+          const copied = yield* copier.copy(engine, branch.databaseName)
+          yield* repo.update(branchId, { copied_at: new Date(), engine_host: engine.host, engine_port: engine.port, ...(copied.sourceLsn !== null ? { source_lsn: copied.sourceLsn } : {}) })
+          ;({ branch } = yield* load)
+        }
+        if (branch.dataAsOf === null) {
+          const dataAsOf = yield* stampBranch(engine, branch.databaseName, branch.connectorId)
+          if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
         }
         yield* mark("copy_ms")
         let sealed = Option.getOrNull(envelope)

@@ -33,7 +33,9 @@ export const branchToProto = ({ branch, urls }: BranchView): MessageInitShape<ty
   updatedAt: timestampFromDate(branch.updatedAt),
   createOperationId: branch.createOperationId,
   ...(branch.deleteOperationId !== null ? { deleteOperationId: branch.deleteOperationId } : {}),
-  ...(branch.error !== null ? { error: branch.error } : {})
+  ...(branch.error !== null ? { error: branch.error } : {}),
+  ...(branch.dataAsOf !== null ? { dataAsOf: timestampFromDate(branch.dataAsOf) } : {}),
+  ...(branch.sourceLsn !== null ? { sourceLsn: branch.sourceLsn } : {})
 })
 
 const ruleToProto = (r: MaskingRule) => ({ schema: r.schema, table: r.table, column: r.column, method: r.method })
@@ -52,7 +54,10 @@ export const branchRoutes = Effect.gen(function* () {
             connectorId: req.connectorId,
             name: req.name,
             serviceType: req.serviceType,
-            idempotencyKey: req.idempotencyKey
+            idempotencyKey: req.idempotencyKey,
+            allowStale: req.allowStale,
+            consistentWithSource: req.consistentWithSource,
+            minSourceLsn: req.minSourceLsn
           })
           return { operationId: handle.operationId, resourceId: handle.branchId, status: handle.status, replayed: handle.replayed }
         }),

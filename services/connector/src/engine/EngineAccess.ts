@@ -7,6 +7,7 @@ import { ConnectorNotFound, EngineUnavailable, PermissionDenied, SourcePositionU
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { sourceSession } from "./PgSession.js"
+import { writeHeartbeat } from "../replication/SourceCapture.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
 
 export interface BranchingEngineView {
@@ -111,6 +112,9 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         Effect.gen(function* () {
           const source = yield* sourceSession(details, details.password, { applicationName: "scion-engine-access", connectMillis: 5_000, queryMillis: 5_000 })
           const [row] = yield* source.query<{ lsn: string }>("select pg_current_wal_lsn()::text as lsn")
+          // A published commit right after the position, so the mirror's applied position passes
+          // it even when nothing the selection holds changes.
+          yield* writeHeartbeat(source, connectorId).pipe(Effect.ignore)
           return row?.lsn ?? "0/0"
         })
       ).pipe(Effect.mapError((e) => unavailable(e.reason)))

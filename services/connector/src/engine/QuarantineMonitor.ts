@@ -201,10 +201,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      */
     const recordState = (engine: EngineRow, mirror: PgSession, status: ReplicationStatus, lag: Option.Option<number | null>) =>
       Effect.gen(function* () {
-        const [heartbeat] = yield* mirror.query<{ at: Date | null }>(
-          `select case when to_regclass('scion.heartbeat') is not null then (select max(at) from scion.heartbeat where connector_id = $1) end as at`,
-          [engine.connector_id]
-        )
+        const [present] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.heartbeat') is not null as present")
+        const [heartbeat] = present?.present === true ? yield* mirror.query<{ at: Date | null }>("select max(at) as at from scion.heartbeat where connector_id = $1", [engine.connector_id]) : []
         const [reported] = heartbeat?.at ? [] : yield* mirror.query<{ at: Date | null }>("select max(latest_end_time) as at from pg_stat_subscription where subname = $1", [engine.subscription_name])
         const lastApplied = heartbeat?.at ?? reported?.at ?? null
         const state: ReplicationState = {

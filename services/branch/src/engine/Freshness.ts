@@ -1,0 +1,86 @@
+import { Duration, Effect } from "effect"
+import type { BranchingEngine } from "./Engines.js"
+import { connectEngine, type EngineClient, EngineFailure } from "./EngineSql.js"
+
+/**
+ * What a branch's copy contains, stated (ARCHITECTURE.md, "Pipelines, schema changes and
+ * freshness"): the source WAL position the mirror had applied when it was cut, and the source
+ * time it is at least as fresh as. And read-your-writes: waiting until the mirror has applied the
+ * source up to a position before copying.
+ */
+
+/** What the pause found: the source position the paused mirror holds (null when it cannot tell). */
+export interface CopyMark {
+  readonly sourceLsn: string | null
+}
+
+export const noMark: CopyMark = { sourceLsn: null }
+
+/**
+ * The source position the mirror has applied, read while its subscriptions are paused: each
+ * subscription's replication origin holds the source commit it applied last (the least of them
+ * when there are several). Read on any database of the engine: both catalogs are shared.
+ */
+export const pausedPosition = (client: EngineClient, subscriptionNames: ReadonlyArray<string>) =>
+  client
+    .query<{ lsn: string | null }>(
+      "mark",
+      `select min(o.remote_lsn)::text as lsn
+       from pg_subscription s join pg_replication_origin_status o on o.external_id = 'pg_' || s.oid
+       where s.subname = any($1)`,
+      [[...subscriptionNames]]
+    )
+    .pipe(Effect.map(([row]): CopyMark => ({ sourceLsn: row?.lsn ?? null })))
+
+/** The subscriptions among `names` that are enabled now. */
+export const runningSubscriptions = (client: EngineClient, names: ReadonlyArray<string>) =>
+  client
+    .query<{ name: string }>("pause", "select subname as name from pg_subscription where subname = any($1) and subenabled", [[...names]])
+    .pipe(Effect.map((rows) => rows.map((r) => r.name)))
+
+/**
+ * Waits until the mirror has applied the source up to `target`: the furthest of what the
+ * subscription applied (its origin) and what it last confirmed to the source (keepalives move
+ * that on when nothing it publishes changed). Bounded by `timeout`.
+ */
+export const waitForSourcePosition = (engine: BranchingEngine, target: string, timeout: Duration.DurationInput) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const mirror = yield* connectEngine(engine, engine.mirrorDatabase)
+      const deadline = Date.now() + Duration.toMillis(timeout)
+      while (true) {
+        const [row] = yield* mirror.query<{ reached: boolean | null; at: string | null }>(
+          "catch_up",
+          `select min(greatest(coalesce(o.remote_lsn, '0/0'), coalesce((select max(w.latest_end_lsn) from pg_stat_subscription w where w.subid = s.oid), '0/0'))) >= $2::pg_lsn as reached,
+                  min(greatest(coalesce(o.remote_lsn, '0/0'), coalesce((select max(w.latest_end_lsn) from pg_stat_subscription w where w.subid = s.oid), '0/0')))::text as at
+           from pg_subscription s left join pg_replication_origin_status o on o.external_id = 'pg_' || s.oid
+           where s.subname = any($1)`,
+          [[...engine.subscriptionNames], target]
+        )
+        if (row?.reached === true) return
+        if (Date.now() > deadline) {
+          return yield* new EngineFailure({
+            step: "catch_up",
+            message: `the mirror did not reach the source position ${target} within ${Duration.format(Duration.decode(timeout))} (it has applied up to ${row?.at ?? "nothing"}); see the connector's replication status`
+          })
+        }
+        yield* Effect.sleep(Duration.millis(50))
+      }
+    })
+  ).pipe(Effect.withSpan("Freshness.waitForSourcePosition", { attributes: { target } }))
+
+/**
+ * In a freshly copied branch: the newest heartbeat it holds (the source time its data is at least
+ * as fresh as), then Scion's own `scion` schema goes, so the branch holds the user's tables only.
+ */
+export const stampBranch = (engine: BranchingEngine, database: string, connectorId: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const branch = yield* connectEngine(engine, database)
+      const [present] = yield* branch.query<{ present: boolean }>("freshness", "select to_regclass('scion.heartbeat') is not null as present")
+      if (present?.present !== true) return null
+      const [row] = yield* branch.query<{ at: Date | null }>("freshness", "select max(at) as at from scion.heartbeat where connector_id = $1", [connectorId])
+      yield* branch.query("freshness", "drop schema if exists scion cascade")
+      return row?.at ?? null
+    })
+  ).pipe(Effect.withSpan("Freshness.stampBranch", { attributes: { database } }))
