@@ -20,7 +20,7 @@ import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./Mirro
 import { engineRecord } from "./EngineReplication.js"
 import { engineSession, PgStepFailed, sourceSession, withSubscriptionLock } from "./PgSession.js"
 import { wholeSchemasOf } from "../replication/CaptureSql.js"
-import { prepareCapture, prepareMirror, prepareMirrorHeartbeat, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
+import { prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
 
 /** Subject `jobs.connector.engine_setup`, durable `connector-engine_setup`: setups and rollouts. */
 export const ENGINE_SETUP_JOB = { unit: "connector", type: "engine_setup" } as const
@@ -559,11 +559,10 @@ const runSetup = (
         const mirrorDdl = yield* readMirrorDdl(source.query, refs).pipe(
           Effect.mapError((e) => (e instanceof UnsupportedDdl ? stepFailed("schema", e) : e instanceof PgStepFailed ? stepFailed("schema", e) : stepFailed("schema", String(e))))
         )
-        const capture =
-          mode === "capture"
-            ? Option.some({ ...(yield* readSnapshots(source, refs.map(qualified)).pipe(Effect.mapError((e) => stepFailed("schema", e)))), wholeSchemas })
-            : Option.none()
-        return { ...mirrorDdl, mode: mode as SchemaFollowMode, heartbeat: capturePlan.heartbeat, capture }
+        // The snapshots serve both ways of following: captured changes are diffed against them,
+        // and reconciliation compares the source's catalog with them.
+        const snapshots = yield* readSnapshots(source, refs.map(qualified), mode).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+        return { ...mirrorDdl, mode: mode as SchemaFollowMode, heartbeat: capturePlan.heartbeat, capture: { ...snapshots, wholeSchemas: mode === "capture" ? wholeSchemas : [] } }
       })
     )
 
@@ -599,11 +598,8 @@ const runSetup = (
             if (present === undefined) yield* onMirror("schema", key.statement)
           }
         }
-        if (Option.isSome(ddl.capture)) {
-          yield* prepareMirror(mirror, { ...ddl.capture.value, tables: refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
-        } else if (ddl.heartbeat) {
-          yield* prepareMirrorHeartbeat(mirror).pipe(Effect.mapError((e) => stepFailed("schema", e)))
-        }
+        // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
+        yield* prepareMirror(mirror, { ...ddl.capture, tables: refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
 
         yield* step("subscription", 30, { tables_total: tablesTotal })
         // Not under a branch's template copy: the branch unit holds this lock while it has the

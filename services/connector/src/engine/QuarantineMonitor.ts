@@ -9,9 +9,13 @@ import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
 import { engineSession, type PgSession, sourceSession, withSubscriptionLock } from "./PgSession.js"
 import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
+import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
+import { type Drift, reconcile } from "../replication/Reconciler.js"
+import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
+import { refreshStructure } from "../replication/StructureRefresh.js"
 
 /** Why replication was quarantined (the entry's reason). */
-export type QuarantineReason = "slot_lost" | "subscription_error" | "subscription_stopped" | "lag_exceeded"
+export type QuarantineReason = "slot_lost" | "subscription_error" | "subscription_stopped" | "lag_exceeded" | "schema_drift"
 
 export interface QuarantineMonitorOptions {
   /** How often every ready engine is checked (the interface leaves the interval open). */
@@ -55,6 +59,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const secrets = yield* SecretStore
     const provisioner = yield* EngineProvisioner
     const setup = yield* EngineSetup
+    const changes = yield* SchemaChangesRepo
+    const introspector = yield* SourceIntrospector
     const connect = { applicationName: "scion-quarantine-monitor", connectMillis: 5_000 }
 
     /** Takes the engine's lease for this round; false when another replica holds it. */
@@ -102,7 +108,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         ).pipe(Effect.catchAll(() => Effect.succeed(Option.none<number | null>())))
       })
 
-    const inspect = (engine: EngineRow, mirror: PgSession, lag: Option.Option<number | null>) =>
+    const inspect = (engine: EngineRow, mirror: PgSession, lag: Option.Option<number | null>, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
       Effect.gen(function* () {
         if (Option.isSome(lag) && lag.value === null) {
           return Option.some({ reason: "slot_lost" as const, detail: `The replication slot ${engine.slot_name} no longer exists on the source` })
@@ -118,9 +124,12 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           [engine.subscription_name]
         )
         if (state === undefined) return Option.some({ reason: "subscription_stopped" as const, detail: `The subscription ${engine.subscription_name} is missing from the engine` })
-        const previous = engine.last_apply_error_count === null ? null : Number(engine.last_apply_error_count)
-        yield* sql`update engines set last_apply_error_count = ${state.apply_errors} where connector_id = ${engine.connector_id}`
-        if (previous !== null && Number(state.apply_errors) > previous) {
+        // Errors before a change reconciled this round were that change's: a new baseline.
+        const previous = drift.reconciled || engine.last_apply_error_count === null ? null : Number(engine.last_apply_error_count)
+        // Apply errors while a schema change waits for reconciliation are that change's: the
+        // baseline stays, so the next round sees them and applies it.
+        if (!drift.pending) yield* sql`update engines set last_apply_error_count = ${state.apply_errors} where connector_id = ${engine.connector_id}`
+        if (!drift.pending && previous !== null && Number(state.apply_errors) > previous) {
           return Option.some({ reason: "subscription_error" as const, detail: `The subscription reported ${Number(state.apply_errors) - previous} new apply error(s)` })
         }
         // Branch creates pause the subscription for a moment: only a pause past the grace is a stop.
@@ -216,6 +225,41 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         yield* sql`update connectors set replication = ${JSON.stringify(state)}::jsonb where id = ${engine.connector_id}`
       })
 
+    /**
+     * Drift reconciliation for an engine without capture: the source's catalog against what the
+     * mirror follows. Changes applied reset the apply-error baseline (the errors they caused are
+     * over); a change that cannot be applied is answered for quarantine.
+     */
+    const reconcileDrift = (engine: EngineRow, mirror: PgSession) =>
+      Effect.gen(function* () {
+        const details = yield* sourceOf(engine.connector_id)
+        if (Option.isNone(details)) return { applied: 0, pending: 0, drift: Option.none<Drift>() }
+        const [state] = yield* mirror.query<{ apply_errors: string }>(
+          `select coalesce((select apply_error_count from pg_stat_subscription_stats st where st.subname = $1), 0)::text as apply_errors`,
+          [engine.subscription_name]
+        )
+        const erroring = engine.last_apply_error_count !== null && Number(state?.apply_errors ?? 0) > Number(engine.last_apply_error_count)
+        // Without a baseline there is nothing to compare with next round: take one now.
+        if (engine.last_apply_error_count === null) {
+          yield* sql`update engines set last_apply_error_count = ${state?.apply_errors ?? "0"} where connector_id = ${engine.connector_id} and last_apply_error_count is null`
+        }
+        const outcome = yield* Effect.scoped(
+          Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis: 30_000 }), (source) =>
+            reconcile({ connectorId: engine.connector_id, slotName: engine.slot_name, source, mirror, erroring, changes })
+          )
+        ).pipe(Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as({ applied: 0, pending: 0, drift: Option.none<Drift>() }))))
+        if (outcome.applied > 0) {
+          yield* sql`update engines set last_apply_error_count = null where connector_id = ${engine.connector_id}`
+          yield* refreshStructure(engine.connector_id).pipe(
+            Effect.provideService(ConnectorsRepo, repo),
+            Effect.provideService(SecretStore, secrets),
+            Effect.provideService(SourceIntrospector, introspector),
+            Effect.catchAllCause((cause) => Effect.logWarning("the structure could not be read again after reconciliation", cause))
+          )
+        }
+        return outcome
+      })
+
     const checkOne = (engine: EngineRow) =>
       Effect.gen(function* () {
         if (!(yield* lease(engine.connector_id))) return
@@ -231,8 +275,25 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               else yield* recordState(engine, mirror, "quarantined", Option.none())
               return
             }
+            const drift = { pending: false, reconciled: false }
+            if (engine.schema_follow === "reconcile") {
+              const outcome = yield* reconcileDrift(engine, mirror)
+              drift.pending = outcome.pending > 0
+              drift.reconciled = outcome.applied > 0
+              if (Option.isSome(outcome.drift)) {
+                const d = outcome.drift.value
+                yield* quarantine(
+                  engine,
+                  running.value,
+                  mirror,
+                  "schema_drift",
+                  `${d.table}: ${d.change} could not be applied on the mirror (${d.error}). Make the mirror's table match the source's (or drop the table from the selection and index), then release this entry; a source whose role may create event triggers follows such changes in order (ddl_capture).`
+                )
+                return yield* recordState(engine, mirror, "quarantined", Option.none())
+              }
+            }
             const lag = yield* lagOf(engine)
-            const broken = yield* inspect(engine, mirror, lag)
+            const broken = yield* inspect(engine, mirror, lag, drift)
             if (Option.isSome(broken)) {
               yield* quarantine(engine, running.value, mirror, broken.value.reason, broken.value.detail)
               return yield* recordState(engine, mirror, "quarantined", lag)
@@ -274,4 +335,4 @@ export const QuarantineMonitorLive = Layer.scopedDiscard(
     const monitor = yield* makeQuarantineMonitor({ ...options, lease: Duration.min(options.lease, options.interval) })
     yield* Effect.forkScoped(monitor.round.pipe(Effect.repeat(Schedule.spaced(options.interval))))
   })
-)
+).pipe(Layer.provide(SchemaChangesRepo.Default))

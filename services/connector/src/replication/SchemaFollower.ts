@@ -1,17 +1,16 @@
 import { SqlClient } from "@effect/sql"
 import { dieOnSqlError, type Principal } from "@scion/kit"
-import { Config, Duration, Effect, Either, Layer, Option, Schedule } from "effect"
+import { Config, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { Connectors } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { quoteIdent } from "../connectors/GrantScript.js"
-import { preflightAfterDiscovery } from "../connectors/ReplicaIdentity.js"
-import { type DiscoveredDatabase, type DiscoveredSchema, isStructure, SourceIntrospector, structureHash, structureOf, tablesOf } from "../connectors/SchemaIntrospection.js"
-import { resolveSelection } from "../connectors/Selection.js"
+import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { EngineProvisioner } from "../engine/EngineProvisioner.js"
 import { engineSession, sourceSession, withSubscriptionLock } from "../engine/PgSession.js"
 import { writeHeartbeat } from "./SourceCapture.js"
+import { refreshStructure } from "./StructureRefresh.js"
 import { type FollowedEngine, type MirrorChangeResult, SchemaChangesRepo } from "./SchemaChangesRepo.js"
 
 export const DEFAULT_SCHEMA_CHANGES_LIMIT = 500
@@ -48,51 +47,13 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
 
   const detailsOf = (connectorId: string) =>
     storedPostgresDetails(connectorId).pipe(Effect.provideService(ConnectorsRepo, connectorsRepo), Effect.provideService(SecretStore, secrets))
-
-  /** The source's structure read again for the connector's database; the selection follows it where it still resolves. */
-  const refreshStructure = (connectorId: string) =>
-    Effect.gen(function* () {
-      const details = yield* detailsOf(connectorId)
-      const database = yield* Effect.scoped(
-        Effect.gen(function* () {
-          const session = yield* introspector.open(details, details.password)
-          const schemas: Array<DiscoveredSchema> = []
-          for (const name of yield* session.schemas) schemas.push(yield* session.readSchema(name))
-          return { name: details.database, schemas } satisfies DiscoveredDatabase
-        })
-      )
-      yield* sql.withTransaction(
-        Effect.gen(function* () {
-          const [row] = yield* sql<{
-            readonly schema_structure: unknown
-            readonly schema_hash: string | null
-            readonly schema_version: number
-            readonly selection_schema_version: number | null
-            readonly selected_entity_paths: ReadonlyArray<string>
-            readonly replica_identity_preflight: unknown
-            readonly replica_identity_decisions_version: number
-          }>`select schema_structure, schema_hash, schema_version, selection_schema_version, selected_entity_paths, replica_identity_preflight, replica_identity_decisions_version
-             from connectors where id = ${connectorId} for update`
-          if (row === undefined) return
-          // The other databases of the details keep what discovery read; the order stays discovery's.
-          const previous = isStructure(row.schema_structure) ? row.schema_structure.databases : []
-          const structure = structureOf(previous.some((d) => d.name === database.name) ? previous.map((d) => (d.name === database.name ? database : d)) : [...previous, database])
-          const hash = structureHash(structure)
-          if (hash === row.schema_hash) return
-          const version = row.schema_version + 1
-          // A selection taken from the current schema stays current when every path still names
-          // something; otherwise needs_reselection turns true (a selected table was dropped or renamed).
-          const resolved = row.selection_schema_version === row.schema_version && row.selected_entity_paths.length > 0 ? resolveSelection(structure, row.selected_entity_paths) : Either.left("")
-          const missingIdentity = tablesOf(structure).filter((t) => !t.has_replica_identity).map((t) => t.path)
-          const preflight = preflightAfterDiscovery(missingIdentity, row.replica_identity_preflight, row.replica_identity_decisions_version)
-          yield* sql`
-            update connectors set schema_structure = ${JSON.stringify(structure)}::jsonb, schema_hash = ${hash}, schema_version = ${version},
-              replica_identity_preflight = ${JSON.stringify(preflight)}::jsonb, last_discovered_at = now(), updated_at = now()
-              ${Either.isRight(resolved) ? sql`, selected_schema_structure = ${JSON.stringify(resolved.right.selected)}::jsonb, selection_schema_version = ${version}` : sql``}
-            where id = ${connectorId}`
-        })
-      )
-    })
+  const provideSources = <A, E>(effect: Effect.Effect<A, E, ConnectorsRepo | SecretStore | SourceIntrospector | SqlClient.SqlClient>) =>
+    effect.pipe(
+      Effect.provideService(ConnectorsRepo, connectorsRepo),
+      Effect.provideService(SecretStore, secrets),
+      Effect.provideService(SourceIntrospector, introspector),
+      Effect.provideService(SqlClient.SqlClient, sql)
+    )
 
   const followOne = (engine: FollowedEngine) =>
     Effect.gen(function* () {
@@ -117,7 +78,7 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
           }
           const details = yield* detailsOf(engine.connector_id)
           const mirrored = yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")
-          if (results.some((r) => r.status === "applied")) yield* refreshStructure(engine.connector_id)
+          if (results.some((r) => r.status === "applied")) yield* refreshStructure(engine.connector_id).pipe(provideSources)
           yield* repo.recordCaptured(
             engine.connector_id,
             results,

@@ -8,6 +8,7 @@ import {
   heartbeatInstall,
   mirrorCaptureInstall,
   SOURCE_CAPTURE_PRESENT_SQL,
+  TABLE_SNAPSHOT_SQL,
   sourceCaptureInstall,
   sourceCaptureUninstall
 } from "./CaptureSql.js"
@@ -71,14 +72,23 @@ export const recordPublicationScope = (source: PgSession, publication: string, w
     }
   })
 
-/** The snapshots of the mirrored tables and the log position they are current at. */
-export const readSnapshots = (source: PgSession, tables: ReadonlyArray<string>) =>
+/** A table's snapshot read on the source (null when the table is gone); the session's search_path is pg_catalog. */
+export const snapshotOf = <E>(source: { readonly query: SessionQuery<E> }, oid: string) =>
+  Effect.map(source.query<{ snapshot: (TableSnapshot & Record<string, unknown>) | null }>(TABLE_SNAPSHOT_SQL, [oid]), ([row]) => row?.snapshot ?? null)
+
+/**
+ * The snapshots of the mirrored tables and, when capturing, the log position they are current
+ * at. Read directly (not through scion.table_snapshot), so reconciliation needs nothing on the source.
+ */
+export const readSnapshots = (source: PgSession, tables: ReadonlyArray<string>, mode: SchemaFollowMode) =>
   Effect.gen(function* () {
-    const [position] = yield* source.query<{ position: string }>("select coalesce(max(id), 0)::text as position from scion.schema_log")
+    yield* source.query("set search_path = pg_catalog")
+    const [position] = mode === "capture" ? yield* source.query<{ position: string }>("select coalesce(max(id), 0)::text as position from scion.schema_log") : []
     const snapshots: Array<TableSnapshot & Record<string, unknown>> = []
     for (const table of tables) {
-      const [row] = yield* source.query<{ snapshot: (TableSnapshot & Record<string, unknown>) | null }>("select scion.table_snapshot($1::regclass) as snapshot", [table])
-      if (row?.snapshot) snapshots.push(row.snapshot)
+      const [row] = yield* source.query<{ oid: string }>("select $1::regclass::oid::text as oid", [table])
+      const snapshot = row === undefined ? null : yield* snapshotOf(source, row.oid)
+      if (snapshot !== null) snapshots.push(snapshot)
     }
     return { position: position?.position ?? "0", snapshots }
   })

@@ -1,0 +1,108 @@
+/**
+ * Drift reconciliation (issue 11), end to end with separate processes: a source whose role may
+ * replicate and owns its tables but may not create event triggers. Additive changes heal by
+ * themselves within a monitor interval; a rename waits until the mirror needs it and then
+ * follows; a change the mirror cannot take is quarantined with a detail that names the table,
+ * the change and the remedy. GET …/schema-changes lists them as reconciled.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { queryEngine, readyConnector } from "../support/engine.js"
+import { teamOrg } from "../support/flows.js"
+import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
+import { startScion, waitFor, type Scion } from "../support/system.js"
+
+let scion: Scion
+let source: SourceCluster
+let tokens: Record<"viewer" | "member" | "admin" | "owner", string>
+let connectorId: string
+
+beforeAll(async () => {
+  ;[scion, source] = await Promise.all([startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", SCHEMA_FOLLOW_INTERVAL: "200 millis" } }), startSourceCluster({ logical: true })])
+  await source.query(`
+    create role app_owner login replication password 'owner-pw';
+    grant create on database postgres to app_owner;
+    grant create on schema public to app_owner;
+    set role app_owner;
+    create table public.users (id serial primary key, email text not null);
+    create table public.orders (id bigserial primary key, user_id int references public.users (id), amount numeric(10, 2));
+    insert into public.users (email) select 'u' || g || '@example.com' from generate_series(1, 50) g;
+    insert into public.orders (user_id, amount) select 1 + g % 50, g from generate_series(1, 100) g;
+    reset role;`)
+  const org = await teamOrg(scion, "Reconcile Org")
+  tokens = org.tokens
+  const ownerSource = { ...source, details: (overrides: Record<string, unknown> = {}) => source.details({ username: "app_owner", password: "owner-pw", ...overrides }) }
+  connectorId = (await readyConnector(scion, { orgId: org.orgId, memberToken: tokens.member, adminToken: tokens.admin, source: ownerSource })).connectorId
+}, 300_000)
+
+afterAll(async () => {
+  await Promise.all([scion?.stop(), source?.stop()])
+})
+
+const connector = async () => (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body
+const onMirror = async (sql: string) => (await queryEngine(scion, connectorId, sql)).rows
+const changes = async () => (await scion.request("GET", `/v1/connectors/${connectorId}/schema-changes`, { token: tokens.member })).body.changes as Array<Record<string, any>>
+
+describe("schema changes without capture", () => {
+  it("the role may not create event triggers: no capture on the source, the connector reconciles", async () => {
+    expect((await source.query("select count(*)::int as n from pg_event_trigger")).rows[0].n).toBe(0)
+    expect((await connector()).replication).toMatchObject({ schema_follow: "reconcile" })
+  })
+
+  it("an added column (and the row that uses it) and a new index reach the mirror by themselves", async () => {
+    await source.query("alter table public.users add column plan text default 'free'")
+    await source.query("insert into public.users (email, plan) values ('planned@example.com', 'team')")
+    await source.query("create index users_plan on public.users (plan)")
+    await waitFor("the mirror to have the column and the row", async () => {
+      const rows = await onMirror("select plan from public.users where email = 'planned@example.com'").catch(() => [])
+      return rows[0]?.plan === "team"
+    }, 30_000)
+    expect(await onMirror("select count(*)::int as n from public.users where plan = 'free'")).toEqual([{ n: 50 }])
+    await waitFor("the index in the mirror", async () => (await onMirror("select 1 from pg_indexes where indexname = 'users_plan'")).length === 1, 30_000)
+    const listed = await changes()
+    expect(listed.find((c) => c.object_identity === "public.users" && c.status === "reconciled")).toMatchObject({ mode: "reconciled", error: null })
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+    // The structure followed: the schema version moved, the selection still stands.
+    const after = await connector()
+    expect(after.schema_version).toBeGreaterThan(1)
+    expect(after.needs_reselection).toBe(false)
+  })
+
+  it("a renamed column follows once rows need it, without a quarantine", async () => {
+    await source.query("alter table public.users rename column email to mail")
+    await source.query("insert into public.users (mail, plan) values ('renamed@example.com', 'pro')")
+    await waitFor("the mirror to follow the rename and apply the row", async () => {
+      const rows = await onMirror("select plan from public.users where mail = 'renamed@example.com'").catch(() => [])
+      return rows[0]?.plan === "pro"
+    }, 60_000).catch(async (error) => {
+      throw new Error(`${error.message}: ${JSON.stringify((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body)} ${JSON.stringify(await changes())}`)
+    })
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+    const rename = (await changes()).find((c) => c.actions.some((a: string) => a.includes("rename column email to mail")))
+    expect(rename).toMatchObject({ mode: "reconciled", status: "reconciled" })
+  }, 90_000)
+
+  it("a change the mirror cannot take is quarantined, naming the table, the change and the remedy", async () => {
+    // A row only the mirror has, which the constraint the source adds rejects.
+    await onMirror("insert into public.orders (id, amount) values (999999, -5)")
+    await source.query("alter table public.orders add constraint orders_amount_positive check (amount >= 0)")
+    let entry: Record<string, any> | undefined
+    await waitFor("the drift to be quarantined", async () => {
+      entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
+      return entry !== undefined
+    }, 30_000)
+    expect(entry, JSON.stringify(entry)).toMatchObject({ reason: "schema_drift", status: "quarantined" })
+    expect(entry!.detail).toContain("public.orders")
+    expect(entry!.detail).toContain("orders_amount_positive")
+    expect(entry!.detail).toMatch(/release this entry/)
+    expect((await connector()).branching_engine_status).toBe("degraded")
+    expect((await changes()).find((c) => c.object_identity === "public.orders" && c.status === "failed")?.error).toMatch(/violated/)
+
+    // Fixed on the mirror and released: the constraint follows, the engine is ready again.
+    await onMirror("delete from public.orders where id = 999999")
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry!.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await waitFor("the constraint on the mirror and the engine ready", async () => {
+      const present = await onMirror("select 1 from pg_constraint where conname = 'orders_amount_positive'")
+      return present.length === 1 && (await connector()).branching_engine_status === "ready"
+    }, 60_000)
+  }, 120_000)
+})
