@@ -539,6 +539,18 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
       .annotate(OpenApi.Description, "limit 1..5000 (default 50); 422 outside. 404 for another org's connector.")
   )
   .add(
+    HttpApiEndpoint.post("reset", "/connectors/:connector_id/reset")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.ConnectorOperationHandle, { status: 202 })
+      .addError(C.EngineSetupPrerequisitesNotMet)
+      .addError(C.EngineNotSetUp)
+      .annotate(OpenApi.Summary, "Re-copy the mirror's data from a fresh slot, the schema kept (connectors.update; extension)")
+      .annotate(
+        OpenApi.Description,
+        "Returns at once: 202 with a connector_reset operation. The job drops the engine's subscription and the source's slot, empties the mirrored tables, then makes a new slot and subscription and copies every table again, with readiness evidence; an open quarantine is closed by it. Branches are refused meanwhile (branching_engine_status setting_up), ready again when it completes. 403 without connectors.update; 404 for another org's connector; 409 while a setup, rollout, reset or delete of the connector runs; 422 when the engine was never set up, or {detail, prerequisites} when engine setup's prerequisites no longer hold; 503 when the work could not start."
+      )
+  )
+  .add(
     HttpApiEndpoint.get("schemaChanges", "/connectors/:connector_id/schema-changes")
       .setPath(C.ConnectorPath)
       .setUrlParams(C.SchemaChangesQuery)

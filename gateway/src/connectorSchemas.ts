@@ -259,7 +259,7 @@ export const ConnectorOperationHandle = Schema.Struct({
   operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
   resource_id: Schema.String.annotations({ description: "The connector id" }),
   status: Schema.Literal("pending", "running", "completed", "failed").annotations({ description: "The operation's status when accepted" }),
-  type: Schema.Literal("connector_engine_setup", "connector_rollout")
+  type: Schema.Literal("connector_engine_setup", "connector_rollout", "connector_reset")
 }).annotations({ identifier: "ConnectorOperationHandle", description: "The operation handle (202)" })
 
 /** 200 when there is nothing to start: the connector row plus a message. */
@@ -279,6 +279,12 @@ export class EngineSetupPrerequisitesNotMet extends Schema.Class<EngineSetupPrer
     prerequisites: Schema.Array(PreflightCheck).annotations({ description: `${engineSetupPrerequisitesText}; the checks after a failed one do not run` })
   },
   HttpApiSchema.annotations({ status: 422, description: "An engine setup prerequisite failed (for example unresolved replica-identity decisions); no operation was started" })
+) {}
+
+/** 422 when a reset asks for an engine that was never set up. */
+export class EngineNotSetUp extends Schema.Class<EngineNotSetUp>("EngineNotSetUp")(
+  { detail: Schema.String.annotations({ description: "Why, and what to run first" }) },
+  HttpApiSchema.annotations({ status: 422, description: "The connector's engine was never set up: there is no mirror to reset" })
 ) {}
 
 const limitParam = (max: number, fallback: number) =>

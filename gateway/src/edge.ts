@@ -1,5 +1,5 @@
-import { FileSystem, HttpApiBuilder, HttpIncomingMessage, HttpMethod, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option, Predicate } from "effect"
+import { FileSystem, HttpApiBuilder, HttpApiSchema, HttpIncomingMessage, HttpMethod, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Option, Predicate, Schema } from "effect"
 import { Api } from "./Api.js"
 import { EngineNotReady } from "./branchSchemas.js"
 import { DiscoveryPrerequisitesNotMet, EngineSetupPrerequisitesNotMet, GrantScriptNotAvailable, PreflightNotPassed } from "./connectorSchemas.js"
@@ -81,6 +81,9 @@ export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
           if (error instanceof GrantScriptNotAvailable) return Effect.succeed(HttpServerResponse.unsafeJson({ detail: error.detail }, { status: 422 }))
           if (isDecodeError(error)) return invalid(cause)
           if (isRouteNotFound(error)) return Effect.succeed(respond(new errorByStatus[404]({ detail: "Not Found" })))
+          // Any other error class of the API answers the status its schema is annotated with.
+          const annotated = annotatedErrorResponse(error)
+          if (Option.isSome(annotated)) return Effect.succeed(annotated.value)
           return internal(cause)
         }
         const defect = Cause.dieOption(cause)
@@ -89,3 +92,16 @@ export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
     )
   })
 )
+
+/**
+ * An error that is an instance of a schema class of the API (Schema.Class with an
+ * HttpApiSchema status annotation): its encoded body at that status.
+ */
+const annotatedErrorResponse = (error: unknown): Option.Option<HttpServerResponse.HttpServerResponse> => {
+  if (typeof error !== "object" || error === null) return Option.none()
+  const schema: unknown = error.constructor
+  if (!Schema.isSchema(schema)) return Option.none()
+  const status = HttpApiSchema.getStatusErrorAST(schema.ast)
+  if (status < 400) return Option.none()
+  return Option.map(Schema.encodeUnknownOption(schema as Schema.Schema<unknown, unknown>)(error), (body) => HttpServerResponse.unsafeJson(body, { status }))
+}

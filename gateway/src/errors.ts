@@ -118,7 +118,7 @@ export type EnvironmentReason =
 
 /**
  * The connector unit's ConnectorService reasons. PREFLIGHT_FAILED, DISCOVERY_PREREQUISITES_FAILED,
- * GRANT_SCRIPT_PREREQUISITES_FAILED and ENGINE_SETUP_PREREQUISITES_FAILED are not here: the connectors handlers answer them as 422
+ * GRANT_SCRIPT_PREREQUISITES_FAILED, ENGINE_SETUP_PREREQUISITES_FAILED and ENGINE_NOT_SET_UP are not here: the connectors handlers answer them as 422
  * (PreflightNotPassed, DiscoveryPrerequisitesNotMet, GrantScriptNotAvailable, EngineSetupPrerequisitesNotMet)
  * before this table is asked.
  */

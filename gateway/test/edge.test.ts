@@ -121,6 +121,7 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["get", "/v1/connectors/{connector_id}/readiness-checks"],
   ["get", "/v1/connectors/{connector_id}/readiness-attempts"],
   ["get", "/v1/connectors/{connector_id}/schema-changes"],
+  ["post", "/v1/connectors/{connector_id}/reset"],
   ["get", "/v1/connectors/{connector_id}/quarantine"],
   ["post", "/v1/connectors/{connector_id}/quarantine/{quarantine_id}/release"],
   ["post", "/v1/branch/create"],

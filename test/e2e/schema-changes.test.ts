@@ -8,22 +8,11 @@
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
-import { settleOperation, teamOrg } from "../support/flows.js"
-import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
+import { createPostgresConnector, settleOperation, teamOrg } from "../support/flows.js"
+import { startPg15SourceCluster, startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { startScion, waitFor, type Scion } from "../support/system.js"
 
-let scion: Scion
-let source: SourceCluster
-let tokens: Record<"viewer" | "member" | "admin" | "owner", string>
-let strangerToken: string
-let connectorId: string
-
-beforeAll(async () => {
-  ;[scion, source] = await Promise.all([
-    startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", SCHEMA_FOLLOW_INTERVAL: "200 millis", REPLICATION_HEARTBEAT_INTERVAL: "1 seconds" } }),
-    startSourceCluster({ logical: true })
-  ])
-  await source.query(`
+const SOURCE_SCHEMA = `
     create type public.status as enum ('new', 'paid');
     create table public.users (id serial primary key, email text not null unique, name text, created_at timestamptz not null default now());
     create table public.orders (
@@ -37,8 +26,23 @@ beforeAll(async () => {
     create schema audit;
     create table audit.trail (id bigserial primary key, line text);
     insert into public.users (email, name) select 'user' || g || '@example.com', 'User ' || g from generate_series(1, 200) g;
-    insert into public.orders (user_id, amount) select 1 + g % 200, g % 500 from generate_series(1, 1000) g;`)
+    insert into public.orders (user_id, amount) select 1 + g % 200, g % 500 from generate_series(1, 1000) g;`
+
+let scion: Scion
+let source: SourceCluster
+let orgId: string
+let tokens: Record<"viewer" | "member" | "admin" | "owner", string>
+let strangerToken: string
+let connectorId: string
+
+beforeAll(async () => {
+  ;[scion, source] = await Promise.all([
+    startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", SCHEMA_FOLLOW_INTERVAL: "200 millis", REPLICATION_HEARTBEAT_INTERVAL: "1 seconds" } }),
+    startSourceCluster({ logical: true })
+  ])
+  await source.query(SOURCE_SCHEMA)
   const org = await teamOrg(scion, "Schema Org")
+  orgId = org.orgId
   tokens = org.tokens
   strangerToken = org.strangerToken
   // Only the public schema is mirrored (whole): audit is outside the selection.
@@ -49,7 +53,7 @@ afterAll(async () => {
   await Promise.all([scion?.stop(), source?.stop()])
 })
 
-const schemaChanges = (query = "", token = tokens.member) => scion.request("GET", `/v1/connectors/${connectorId}/schema-changes${query}`, { token })
+const schemaChanges = (query = "", token = tokens.member, id = connectorId) => scion.request("GET", `/v1/connectors/${id}/schema-changes${query}`, { token })
 
 /** A writer that keeps inserting into and updating the source while the migration runs. */
 const startWriter = (client: pg.Client) => {
@@ -98,6 +102,108 @@ const MIGRATION: ReadonlyArray<{ readonly sql: string; readonly status: "applied
   { sql: "alter table audit.trail add column at timestamptz", status: "skipped" }
 ]
 
+/**
+ * The migration with every DDL kind, run on `src` while a writer inserts and updates; then the
+ * schema-changes list, the connector and a new branch are checked against the source.
+ */
+const migrateAndCompare = async (src: SourceCluster, id: string) => {
+  const writerClient = new pg.Client({ host: src.host, port: src.port, user: src.username, password: src.password, database: "postgres" })
+  await writerClient.connect()
+  const writer = startWriter(writerClient)
+  const migrator = new pg.Client({ host: src.host, port: src.port, user: src.username, password: src.password, database: "postgres" })
+  await migrator.connect()
+  try {
+    for (const step of MIGRATION) {
+      await migrator.query(step.sql)
+      // Rows that use what the statement made arrive right behind it.
+      if (step.sql.includes("add column plan")) await migrator.query("insert into public.users (email, plan) values ('planned@example.com', 'team')")
+      if (step.sql.startsWith("create table public.invoices")) await migrator.query("insert into public.invoices (order_id, total) select id, amount from public.orders order by id limit 20")
+      if (step.sql.startsWith("create table public.coupons")) await migrator.query("insert into public.coupons values ('WELCOME', 10)")
+      if (step.sql.includes("add column tier")) await migrator.query("update public.users set tier = 'silver' where id % 10 = 0")
+    }
+    // A migration tool that sends DDL and DML as one multi-statement string.
+    await migrator.query("alter table public.orders add column currency text not null default 'EUR'; insert into public.orders (user_id, amount, currency) values (1, 3, 'USD');")
+    await migrator.query("update public.orders set status = 'void' where id = 1")
+    await migrator.query("truncate public.vouchers")
+    await migrator.query("insert into public.vouchers values ('SPRING', 15)")
+  } finally {
+    await migrator.end()
+  }
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  const writes = await writer.stop()
+  await writerClient.end()
+  expect(writes).toBeGreaterThan(0)
+
+  // Every statement is listed with what the mirror did.
+  const expected = MIGRATION.length + 1
+  let changes: ReadonlyArray<Record<string, any>> = []
+  await waitFor("the schema changes to be listed", async () => {
+    changes = (await schemaChanges("?limit=100", tokens.member, id)).body.changes
+    return changes.length >= expected
+  }, 60_000)
+  const chronological = [...changes].reverse()
+  for (const step of MIGRATION) {
+    const entry = chronological.find((c) => c.statement === step.sql)
+    expect(entry, step.sql).toBeDefined()
+    expect(entry).toMatchObject({ mode: "captured", status: step.status, error: null })
+    if (step.status === "applied") expect(entry!.actions.length, step.sql).toBeGreaterThan(0)
+  }
+  expect(chronological.find((c) => c.statement?.startsWith("create table public.invoices"))?.tables_added).toEqual(["public.invoices"])
+  expect(changes.every((c) => c.status !== "failed")).toBe(true)
+  // Newest first.
+  expect(Number(changes[0]!.change_id.slice(4))).toBeGreaterThan(Number(changes.at(-1)!.change_id.slice(4)))
+
+  // Nothing was quarantined, and the connector's schema moved with the src.
+  expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  const connector = (await scion.request("GET", `/v1/connectors/${id}`, { token: tokens.member })).body
+  expect(connector.branching_engine_status).toBe("ready")
+  expect(connector.needs_reselection).toBe(false)
+  const selectedTables = connector.selected_schema_structure.databases[0].schemas[0].tables.map((t: { name: string }) => t.name).sort()
+  // The selection (public.*) follows the schema: a new table without a replica identity is
+  // selected but waits for a decision before it can be mirrored.
+  expect(selectedTables).toEqual(["invoices", "nokey", "orders", "users", "vouchers"])
+  expect(connector.replica_identity_preflight.unresolved).toEqual(["postgres.public.nokey"])
+
+  // Once the mirror has caught up with the stopped writer, a branch equals the source:
+  // catalog, row counts and checksums.
+  const digestOf = (table: string) => `select count(*)::int as n, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as sum from public.${table} t`
+  await waitFor("the mirror to catch up", async () => {
+    for (const table of ["users", "orders", "invoices", "vouchers"]) {
+      const [a, b] = await Promise.all([src.query(digestOf(table)), queryEngine(scion, id, digestOf(table)).catch(() => ({ rows: [] }))])
+      if (JSON.stringify(a.rows) !== JSON.stringify(b.rows)) return false
+    }
+    return true
+  }, 60_000)
+  const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: id, name: "after-migration", service_type: "postgres" } })
+  expect(created.status, JSON.stringify(created.body)).toBe(202)
+  const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
+  expect(operation.status, JSON.stringify(operation)).toBe("completed")
+  const branch = new pg.Client({ connectionString: operation.result.branch_url.replace("sslmode=require", "sslmode=no-verify") })
+  await branch.connect()
+  try {
+    const catalog = `select table_name, column_name, ordinal_position, data_type, udt_name, column_default, is_nullable, numeric_precision, numeric_scale
+                     from information_schema.columns where table_schema = 'public' order by table_name, column_name`
+    const constraints = `select conrelid::regclass::text as rel, conname, pg_get_constraintdef(oid) as def from pg_constraint
+                         where connamespace = 'public'::regnamespace and contype in ('p', 'u', 'c', 'f') order by 1, 2`
+    const indexes = "select tablename, indexname, indexdef from pg_indexes where schemaname = 'public' order by 1, 2"
+    const enums = "select t.typname, array_agg(e.enumlabel order by e.enumsortorder)::text as labels from pg_enum e join pg_type t on t.oid = e.enumtypid group by 1 order by 1"
+    const sourceRows = async (text: string) => (await src.query(text)).rows
+    const branchRows = async (text: string) => (await branch.query(text)).rows
+    const mirrored = (rows: ReadonlyArray<Record<string, unknown>>) => rows.filter((r) => !["nokey"].includes(String(r.table_name ?? r.tablename ?? "")))
+    // Columns compare without ordinal positions: a dropped column leaves a gap on the source only.
+    const withoutPosition = (rows: ReadonlyArray<Record<string, unknown>>) => rows.map(({ ordinal_position: _, ...rest }) => rest)
+    expect(withoutPosition(await branchRows(catalog))).toEqual(withoutPosition(mirrored(await sourceRows(catalog))))
+    expect(await branchRows(constraints)).toEqual(await sourceRows(constraints))
+    expect(await branchRows(indexes)).toEqual(await sourceRows(indexes))
+    expect(await branchRows(enums)).toEqual(await sourceRows(enums))
+    for (const table of ["users", "orders", "invoices", "vouchers"]) expect(await branchRows(digestOf(table)), table).toEqual(await sourceRows(digestOf(table)))
+    expect((await branchRows("select plan from public.users where email = 'planned@example.com'"))[0]).toEqual({ plan: "team" })
+    expect((await branchRows("select count(*)::int as n from public.vouchers"))[0]).toEqual({ n: 1 })
+  } finally {
+    await branch.end()
+  }
+}
+
 describe("captured schema changes", () => {
   it("engine setup installs capture on the source when its role may create event triggers", async () => {
     const triggers = await source.query("select evtname from pg_event_trigger order by 1")
@@ -122,103 +228,7 @@ describe("captured schema changes", () => {
     expect(Date.parse(connector.replication.measured_at)).toBeGreaterThan(before - 5000)
   })
 
-  it("a migration with every DDL kind, run under continuous writes, is followed: a new branch equals the source", async () => {
-    const writerClient = new pg.Client({ host: source.host, port: source.port, user: source.username, password: source.password, database: "postgres" })
-    await writerClient.connect()
-    const writer = startWriter(writerClient)
-    const migrator = new pg.Client({ host: source.host, port: source.port, user: source.username, password: source.password, database: "postgres" })
-    await migrator.connect()
-    try {
-      for (const step of MIGRATION) {
-        await migrator.query(step.sql)
-        // Rows that use what the statement made arrive right behind it.
-        if (step.sql.includes("add column plan")) await migrator.query("insert into public.users (email, plan) values ('planned@example.com', 'team')")
-        if (step.sql.startsWith("create table public.invoices")) await migrator.query("insert into public.invoices (order_id, total) select id, amount from public.orders order by id limit 20")
-        if (step.sql.startsWith("create table public.coupons")) await migrator.query("insert into public.coupons values ('WELCOME', 10)")
-        if (step.sql.includes("add column tier")) await migrator.query("update public.users set tier = 'silver' where id % 10 = 0")
-      }
-      // A migration tool that sends DDL and DML as one multi-statement string.
-      await migrator.query("alter table public.orders add column currency text not null default 'EUR'; insert into public.orders (user_id, amount, currency) values (1, 3, 'USD');")
-      await migrator.query("update public.orders set status = 'void' where id = 1")
-      await migrator.query("truncate public.vouchers")
-      await migrator.query("insert into public.vouchers values ('SPRING', 15)")
-    } finally {
-      await migrator.end()
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500))
-    const writes = await writer.stop()
-    await writerClient.end()
-    expect(writes).toBeGreaterThan(0)
-
-    // Every statement is listed with what the mirror did.
-    const expected = MIGRATION.length + 1
-    let changes: ReadonlyArray<Record<string, any>> = []
-    await waitFor("the schema changes to be listed", async () => {
-      changes = (await schemaChanges("?limit=100")).body.changes
-      return changes.length >= expected
-    }, 60_000)
-    const chronological = [...changes].reverse()
-    for (const step of MIGRATION) {
-      const entry = chronological.find((c) => c.statement === step.sql)
-      expect(entry, step.sql).toBeDefined()
-      expect(entry).toMatchObject({ mode: "captured", status: step.status, error: null })
-      if (step.status === "applied") expect(entry!.actions.length, step.sql).toBeGreaterThan(0)
-    }
-    expect(chronological.find((c) => c.statement?.startsWith("create table public.invoices"))?.tables_added).toEqual(["public.invoices"])
-    expect(changes.every((c) => c.status !== "failed")).toBe(true)
-    // Newest first.
-    expect(Number(changes[0]!.change_id.slice(4))).toBeGreaterThan(Number(changes.at(-1)!.change_id.slice(4)))
-
-    // Nothing was quarantined, and the connector's schema moved with the source.
-    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
-    const connector = (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body
-    expect(connector.branching_engine_status).toBe("ready")
-    expect(connector.needs_reselection).toBe(false)
-    const selectedTables = connector.selected_schema_structure.databases[0].schemas[0].tables.map((t: { name: string }) => t.name).sort()
-    // The selection (public.*) follows the schema: a new table without a replica identity is
-    // selected but waits for a decision before it can be mirrored.
-    expect(selectedTables).toEqual(["invoices", "nokey", "orders", "users", "vouchers"])
-    expect(connector.replica_identity_preflight.unresolved).toEqual(["postgres.public.nokey"])
-
-    // Once the mirror has caught up with the stopped writer, a branch equals the source:
-    // catalog, row counts and checksums.
-    const digestOf = (table: string) => `select count(*)::int as n, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as sum from public.${table} t`
-    await waitFor("the mirror to catch up", async () => {
-      for (const table of ["users", "orders", "invoices", "vouchers"]) {
-        const [a, b] = await Promise.all([source.query(digestOf(table)), queryEngine(scion, connectorId, digestOf(table)).catch(() => ({ rows: [] }))])
-        if (JSON.stringify(a.rows) !== JSON.stringify(b.rows)) return false
-      }
-      return true
-    }, 60_000)
-    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, name: "after-migration", service_type: "postgres" } })
-    expect(created.status, JSON.stringify(created.body)).toBe(202)
-    const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
-    expect(operation.status, JSON.stringify(operation)).toBe("completed")
-    const branch = new pg.Client({ connectionString: operation.result.branch_url.replace("sslmode=require", "sslmode=no-verify") })
-    await branch.connect()
-    try {
-      const catalog = `select table_name, column_name, ordinal_position, data_type, udt_name, column_default, is_nullable, numeric_precision, numeric_scale
-                       from information_schema.columns where table_schema = 'public' order by table_name, column_name`
-      const constraints = `select conrelid::regclass::text as rel, conname, pg_get_constraintdef(oid) as def from pg_constraint
-                           where connamespace = 'public'::regnamespace and contype in ('p', 'u', 'c', 'f') order by 1, 2`
-      const indexes = "select tablename, indexname, indexdef from pg_indexes where schemaname = 'public' order by 1, 2"
-      const enums = "select t.typname, array_agg(e.enumlabel order by e.enumsortorder)::text as labels from pg_enum e join pg_type t on t.oid = e.enumtypid group by 1 order by 1"
-      const sourceRows = async (text: string) => (await source.query(text)).rows
-      const branchRows = async (text: string) => (await branch.query(text)).rows
-      const mirrored = (rows: ReadonlyArray<Record<string, unknown>>) => rows.filter((r) => !["nokey"].includes(String(r.table_name ?? r.tablename ?? "")))
-      // Columns compare without ordinal positions: a dropped column leaves a gap on the source only.
-      const withoutPosition = (rows: ReadonlyArray<Record<string, unknown>>) => rows.map(({ ordinal_position: _, ...rest }) => rest)
-      expect(withoutPosition(await branchRows(catalog))).toEqual(withoutPosition(mirrored(await sourceRows(catalog))))
-      expect(await branchRows(constraints)).toEqual(await sourceRows(constraints))
-      expect(await branchRows(indexes)).toEqual(await sourceRows(indexes))
-      expect(await branchRows(enums)).toEqual(await sourceRows(enums))
-      for (const table of ["users", "orders", "invoices", "vouchers"]) expect(await branchRows(digestOf(table)), table).toEqual(await sourceRows(digestOf(table)))
-      expect((await branchRows("select plan from public.users where email = 'planned@example.com'"))[0]).toEqual({ plan: "team" })
-      expect((await branchRows("select count(*)::int as n from public.vouchers"))[0]).toEqual({ n: 1 })
-    } finally {
-      await branch.end()
-    }
-  })
+  it("a migration with every DDL kind, run under continuous writes, is followed: a new branch equals the source", () => migrateAndCompare(source, connectorId))
 
   it("schema-changes: limit and offset, 422 outside their bounds, 404 for other orgs, readable by viewers", async () => {
     const all = (await schemaChanges("?limit=5000")).body.changes
@@ -335,6 +345,48 @@ describe("freshness of branches", () => {
   }, 180_000)
 })
 
+describe("POST /v1/connectors/{id}/reset", () => {
+  it("re-copies the mirror from a fresh slot, schema kept: 202, 409 while it runs, then ready with the source's rows", async () => {
+    const slotBefore = (await source.query(`select restart_lsn::text as lsn from pg_replication_slots where slot_name = 'scion_${connectorId.toLowerCase()}'`)).rows[0]
+    // The table captured without a replica identity needs a decision before any setup step runs.
+    expect((await scion.request("PUT", `/v1/connectors/${connectorId}/replica-identity-decisions`, { token: tokens.admin, body: { decisions: { "postgres.public.nokey": "exclude" } } })).status).toBe(200)
+    // Drift only a re-copy repairs: a row the source does not have.
+    await queryEngine(scion, connectorId, "insert into public.vouchers values ('MIRROR-ONLY', 9)")
+    const started = await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: tokens.member })
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.body).toMatchObject({ resource_id: connectorId, type: "connector_reset", status: "pending" })
+    const again = await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: tokens.member })
+    expect(again.status).toBe(409)
+    const operation = await settleOperation(scion, started.body.operation_id, tokens.member, 120_000)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    expect(operation.type).toBe("connector_reset")
+    const connector = (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body
+    expect(connector.branching_engine_status).toBe("ready")
+    expect(await queryEngine(scion, connectorId, "select count(*)::int as n from public.vouchers where code = 'MIRROR-ONLY'").then((r) => r.rows)).toEqual([{ n: 0 }])
+    for (const table of ["users", "orders", "vouchers"]) {
+      const count = `select count(*)::int as n from public.${table}`
+      expect((await queryEngine(scion, connectorId, count)).rows, table).toEqual((await source.query(count)).rows)
+    }
+    // One slot for the connector, made afresh; the schema followed by the capture is still there.
+    const slots = (await source.query(`select restart_lsn::text as lsn from pg_replication_slots where slot_name like 'scion_${connectorId.toLowerCase()}%'`)).rows
+    expect(slots).toHaveLength(1)
+    expect(slots[0].lsn).not.toBe(slotBefore?.lsn)
+    expect((await queryEngine(scion, connectorId, "select count(*)::int as n from information_schema.columns where table_name = 'orders' and column_name = 'currency'")).rows).toEqual([{ n: 1 }])
+    // Capture goes on after the reset.
+    await source.query("alter table public.vouchers add column note text")
+    await waitFor("the captured change after the reset", async () => (await queryEngine(scion, connectorId, "select 1 from information_schema.columns where table_name = 'vouchers' and column_name = 'note'")).rows.length === 1, 30_000)
+  }, 180_000)
+
+  it("403 for a viewer, 404 for other orgs, 422 when the engine was never set up", async () => {
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: tokens.viewer })).status).toBe(403)
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: strangerToken })).status).toBe(404)
+    const idle = await createPostgresConnector(scion, { token: tokens.member, orgId, details: source.details(), extra: { name: "never set up" } })
+    const refused = await scion.request("POST", `/v1/connectors/${idle}/reset`, { token: tokens.member })
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422)
+    expect(refused.body.detail).toMatch(/never set up/)
+  })
+})
+
 describe("deleting the last capturing connector", () => {
   it("leaves no capture objects on the source", async () => {
     const removed = await scion.request("DELETE", `/v1/connectors/${connectorId}`, { token: tokens.admin })
@@ -345,4 +397,19 @@ describe("deleting the last capturing connector", () => {
     )
     expect(left.rows[0]).toEqual({ triggers: 0, schemas: 0, publications: 0 })
   }, 120_000)
+})
+
+describe("the same migration on a PostgreSQL 15 source", () => {
+  let source15: SourceCluster | undefined
+  let connector15 = ""
+  beforeAll(async () => {
+    source15 = await startPg15SourceCluster({ logical: true })
+    expect((await source15.query("select current_setting('server_version_num')::int / 10000 as major")).rows[0].major).toBe(15)
+    await source15.query(SOURCE_SCHEMA)
+    connector15 = (await readyConnector(scion, { orgId, memberToken: tokens.member, adminToken: tokens.admin, source: source15, selectedPaths: ["postgres.public.*"], name: "pg15 source" })).connectorId
+  }, 300_000)
+  afterAll(async () => {
+    await source15?.stop()
+  })
+  it("is followed just the same: a new branch equals the source", () => migrateAndCompare(source15!, connector15), 180_000)
 })

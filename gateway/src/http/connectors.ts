@@ -126,18 +126,23 @@ const setupPrerequisitesNotMet = (e: RpcError) =>
   new C.EngineSetupPrerequisitesNotMet({ detail: e.message, prerequisites: decodePrerequisites(required(e.metadata.prerequisites, "prerequisites")) })
 
 const handleStatuses = { pending: "pending", running: "running", completed: "completed", failed: "failed" } as const
-const handleTypes = { connector_engine_setup: "connector_engine_setup", connector_rollout: "connector_rollout" } as const
+const handleTypes = { connector_engine_setup: "connector_engine_setup", connector_rollout: "connector_rollout", connector_reset: "connector_reset" } as const
 
 /** A started operation answers 202 with its handle; nothing to start answers the connector and why. */
+const operationHandle = (h: pb.OperationHandle | undefined): typeof C.ConnectorOperationHandle.Type => {
+  const v = required(h, "operation handle")
+  return {
+    operation_id: v.operationId,
+    resource_id: v.resourceId,
+    status: required(handleStatuses[v.status as keyof typeof handleStatuses], "a known status"),
+    type: required(handleTypes[v.type as keyof typeof handleTypes], "a known type")
+  }
+}
+
 const startedOrConnector = (r: pb.SetUpEngineResponse | pb.IndexConnectorResponse): typeof C.ConnectorOperationHandle.Type | typeof C.ConnectorWithMessage.Type => {
   switch (r.outcome.case) {
     case "started":
-      return {
-        operation_id: r.outcome.value.operationId,
-        resource_id: r.outcome.value.resourceId,
-        status: required(handleStatuses[r.outcome.value.status as keyof typeof handleStatuses], "a known status"),
-        type: required(handleTypes[r.outcome.value.type as keyof typeof handleTypes], "a known type")
-      }
+      return operationHandle(r.outcome.value)
     case "connector":
       return { ...connector(r.outcome.value), message: r.message }
     default:
@@ -294,6 +299,22 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
     .handle("index", ({ path }) =>
       asCaller((u) => u.connectors.indexConnector({ connectorId: path.connector_id }).pipe(Effect.map(Either.right), Effect.catchIf(isSetupPrerequisites, (e) => Effect.succeed(Either.left(e))))).pipe(
         Effect.flatMap((outcome) => Either.match(outcome, { onLeft: (e) => Effect.fail(setupPrerequisitesNotMet(e)), onRight: (r) => Effect.succeed(startedOrConnector(r)) }))
+      )
+    )
+    .handle("reset", ({ path }) =>
+      asCaller((u) =>
+        u.connectors.resetReplication({ connectorId: path.connector_id }).pipe(
+          Effect.map(Either.right),
+          Effect.catchIf((e) => isSetupPrerequisites(e) || e.reason === "ENGINE_NOT_SET_UP", (e) => Effect.succeed(Either.left(e)))
+        )
+      ).pipe(
+        Effect.flatMap((outcome) =>
+          Either.match(outcome, {
+            onLeft: (e): Effect.Effect<never, C.EngineSetupPrerequisitesNotMet | C.EngineNotSetUp> =>
+              Effect.fail(e.reason === "ENGINE_NOT_SET_UP" ? new C.EngineNotSetUp({ detail: e.message }) : setupPrerequisitesNotMet(e)),
+            onRight: (r) => Effect.succeed(operationHandle(r.started))
+          })
+        )
       )
     )
     .handle("readinessChecks", ({ path, urlParams }) =>

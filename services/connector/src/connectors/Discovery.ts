@@ -41,12 +41,13 @@ export const DISCOVERY_JOB = { unit: "connector", type: "discovery" } as const
 export type StartedStatus = "pending" | "running" | "completed" | "failed"
 
 /** The operations this unit starts. */
-export type ConnectorOperationType = "connector_discovery" | "connector_delete" | "connector_engine_setup" | "connector_rollout"
+export type ConnectorOperationType = "connector_discovery" | "connector_delete" | "connector_engine_setup" | "connector_rollout" | "connector_reset"
 const operationTypes: Record<ConnectorOperationType, OperationType> = {
   connector_discovery: OperationType.CONNECTOR_DISCOVERY,
   connector_delete: OperationType.CONNECTOR_DELETE,
   connector_engine_setup: OperationType.CONNECTOR_ENGINE_SETUP,
-  connector_rollout: OperationType.CONNECTOR_ROLLOUT
+  connector_rollout: OperationType.CONNECTOR_ROLLOUT,
+  connector_reset: OperationType.CONNECTOR_RESET
 }
 
 /**

@@ -209,6 +209,13 @@ export class SourcePositionUnavailable extends Schema.TaggedError<SourcePosition
   }
 }
 
+/** Work that needs a set-up engine (a reset) on a connector whose engine was never set up. */
+export class EngineNotSetUp extends Schema.TaggedError<EngineNotSetUp>()("EngineNotSetUp", { connectorId: Schema.String, status: Schema.String }) {
+  override get message() {
+    return `The engine of connector ${this.connectorId} was never set up (branching_engine_status ${this.status}); set it up with POST /v1/connectors/${this.connectorId}/engine-setup`
+  }
+}
+
 export type ConnectorError =
   | Unauthenticated
   | NotAMember
@@ -241,6 +248,7 @@ export type ConnectorError =
   | QuarantineEntryNotFound
   | EngineUnavailable
   | SourcePositionUnavailable
+  | EngineNotSetUp
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
@@ -293,7 +301,8 @@ export const wireErrors = {
   },
   QuarantineEntryNotFound: { code: Code.NotFound, reason: "QUARANTINE_ENTRY_NOT_FOUND", metadata: (e) => ({ quarantine_id: e.quarantineId }) },
   EngineUnavailable: { code: Code.Unavailable, reason: "ENGINE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) },
-  SourcePositionUnavailable: { code: Code.Unavailable, reason: "SOURCE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) }
+  SourcePositionUnavailable: { code: Code.Unavailable, reason: "SOURCE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) },
+  EngineNotSetUp: { code: Code.FailedPrecondition, reason: "ENGINE_NOT_SET_UP", metadata: (e) => ({ connector_id: e.connectorId, status: e.status }) }
 } satisfies WireTable<ConnectorError>
 
 export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

@@ -7,12 +7,12 @@ import { PostgresDetails } from "../connectors/ConnectionDetails.js"
 import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
-import { DiscoveryOperations, type StartedStatus } from "../connectors/Discovery.js"
+import { type ConnectorOperationType, DiscoveryOperations, type StartedStatus } from "../connectors/Discovery.js"
 import { publicationName, quoteIdent } from "../connectors/GrantScript.js"
 import type { PreflightCheck } from "../connectors/Preflight.js"
 import type { Decision } from "../connectors/ReplicaIdentity.js"
 import { type DiscoveredTable, isStructure, tablesOf } from "../connectors/SchemaIntrospection.js"
-import { ConnectorStateInvalid, DeleteInProgress, EngineSetupInProgress, EngineSetupPrerequisitesFailed } from "../domain/errors.js"
+import { ConnectorStateInvalid, DeleteInProgress, EngineNotSetUp, EngineSetupInProgress, EngineSetupPrerequisitesFailed } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
@@ -39,8 +39,11 @@ const isSetUp = (status: string) => status === "ready" || status === "degraded"
 
 export const EngineSetupPayload = Schema.Struct({
   connector_id: Schema.String,
-  /** setup: POST …/engine-setup; rollout: POST …/index on a ready engine (the same steps, re-run). */
-  mode: Schema.Literal("setup", "rollout")
+  /**
+   * setup: POST …/engine-setup; rollout: POST …/index on a ready engine (the same steps, re-run);
+   * reset: POST …/reset (the subscription and slot dropped, the mirror emptied, then the same steps).
+   */
+  mode: Schema.Literal("setup", "rollout", "reset")
 })
 export type EngineSetupPayload = typeof EngineSetupPayload.Type
 
@@ -49,8 +52,15 @@ export interface SetupStarted {
   readonly operationId: string
   readonly connectorId: string
   readonly status: StartedStatus
-  readonly type: "connector_engine_setup" | "connector_rollout"
+  readonly type: OperationTypeOfMode
 }
+
+/** The operation each mode of the setup job runs as. */
+const operationTypeOf = { setup: "connector_engine_setup", rollout: "connector_rollout", reset: "connector_reset" } as const satisfies Record<
+  EngineSetupPayload["mode"],
+  ConnectorOperationType
+>
+type OperationTypeOfMode = (typeof operationTypeOf)[EngineSetupPayload["mode"]]
 
 /** POST …/engine-setup: a new operation, or the connector when its engine is already set up. */
 export type SetupOutcome = { readonly _tag: "Started"; readonly started: SetupStarted } | { readonly _tag: "AlreadySetUp"; readonly connector: ConnectorView; readonly message: string }
@@ -139,7 +149,8 @@ export const setupPrerequisites = (connector: Connector, database: string): { re
 
 
 
-const newOperationId = (mode: EngineSetupPayload["mode"]) => `op_${mode === "setup" ? "eng" : "roll"}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
+const operationPrefixOf = { setup: "eng", rollout: "roll", reset: "rst" } as const satisfies Record<EngineSetupPayload["mode"], string>
+const newOperationId = (mode: EngineSetupPayload["mode"]) => `op_${operationPrefixOf[mode]}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
 
 /**
  * Starting engine setup (POST …/engine-setup) and applying a selection (POST …/index). The
@@ -181,10 +192,10 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
           const setting = yield* activeOperation(row?.setup_operation_id ?? null)
           if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId: connector.id, operationId: setting.value })
           const operationId = newOperationId(mode)
-          const type = mode === "setup" ? "connector_engine_setup" : "connector_rollout"
+          const type = operationTypeOf[mode]
           yield* operations.create({ id: operationId, orgId: connector.orgId, connectorId: connector.id, type })
           yield* sql`update connectors set setup_operation_id = ${operationId}, updated_at = now(),
-                       branching_engine_status = case when ${mode} = 'setup' then 'setting_up' else branching_engine_status end,
+                       branching_engine_status = case when ${mode} in ('setup', 'reset') then 'setting_up' else branching_engine_status end,
                        indexing_status = 'indexing'
                      where id = ${connector.id}`
           yield* enqueueJob({ ...ENGINE_SETUP_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id, mode } }).pipe(
@@ -305,7 +316,24 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       )
     }, dieOnSqlError)
 
-    return { setUp, index, restart, refreshCredentials } as const
+    /**
+     * POST …/reset (connectors.update): a connector_reset operation that re-copies the mirror's
+     * data in place from a fresh slot, keeping its schema. Branches wait meanwhile (setting_up).
+     */
+    const reset = Effect.fn("EngineSetup.reset")(function* (principal: Principal, connectorId: string) {
+      const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
+      const record = yield* engineRecord(connector.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      // Never set up: no engine was ever made (a setup in progress answers 409 below).
+      if (Option.isNone(record) || connector.branchingEngineStatus === "not_set_up") {
+        return yield* new EngineNotSetUp({ connectorId: connector.id, status: connector.branchingEngineStatus })
+      }
+      yield* checkPrerequisites(connector)
+      const started = yield* dispatch(connector, "reset")
+      yield* Effect.logInfo("replication reset started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId }))
+      return started
+    }, dieOnSqlError)
+
+    return { setUp, index, reset, restart, refreshCredentials } as const
   })
 }) {}
 
@@ -417,7 +445,8 @@ export const engineSetupJob: JobHandler<
                 // failed_validation is set by the readiness step itself; anything else is a failed setup.
                 const [row] = yield* sql<{ readonly branching_engine_status: string }>`select branching_engine_status from connectors where id = ${connectorId}`
                 if (row !== undefined && row.branching_engine_status !== "failed_validation") {
-                  yield* setEngineStatus(mode === "setup" ? "failed" : (row.branching_engine_status as BranchingEngineStatus))
+                  // A failed rollout leaves the engine as it was; a failed setup or reset leaves no usable mirror.
+                  yield* setEngineStatus(mode === "rollout" ? (row.branching_engine_status as BranchingEngineStatus) : "failed")
                 }
                 yield* sql`update connectors set indexing_status = 'failed', updated_at = now() where id = ${connectorId}`
               }).pipe(Effect.catchAll(() => Effect.void))
@@ -462,6 +491,12 @@ const runSetup = (
     const plan = checked.plan.value
     const refs: ReadonlyArray<TableRef> = plan.tables.map(({ table }) => ({ schema: table.path.split(".")[1]!, name: table.name }))
     const sourceOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout), queryMillis: Duration.toMillis(options.queryTimeout) }
+
+    if (mode === "reset") {
+      // The old pipeline goes first: the steps below then make a fresh slot and copy everything.
+      yield* report({ stage: "reset", stageLabel: "Dropping the subscription and the slot, emptying the mirror", progress: 3 })
+      yield* resetPipeline(connectorId, details, sourceOptions, Duration.toMillis(options.connectTimeout))
+    }
 
     // The engine is provisioned while the source steps run (initdb and the certificate take
     // seconds); its step is reported once the source side is done.
@@ -683,8 +718,11 @@ const runSetup = (
     }
     yield* sql.withTransaction(
       Effect.gen(function* () {
-        yield* sql`update engines set mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, steps = ${JSON.stringify(STEPS.map(([n]) => n))}::jsonb, updated_at = now()
+        yield* sql`update engines set mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, steps = ${JSON.stringify(STEPS.map(([n]) => n))}::jsonb,
+                     last_apply_error_count = null, subscription_disabled_since = null, updated_at = now()
                    where connector_id = ${connectorId}`
+        // A reset replaced the pipeline a quarantine paused: the entry is over.
+        if (mode === "reset") yield* sql`delete from quarantine_entries where connector_id = ${connectorId}`
         // A rollout on a quarantined mirror leaves it degraded: the quarantine still stands.
         const replication = { status: "streaming", lag_bytes: 0, last_applied_at: null, active_pipeline_id: names.publication, schema_follow: ddl.mode, measured_at: new Date().toISOString() }
         yield* sql`update connectors set
@@ -711,6 +749,61 @@ const runSetup = (
       readiness_attempt_id: evidence.attemptId,
       pod_name: instance
     } satisfies JsonObject
+  })
+
+/**
+ * The reset's first step: the subscription dropped (under the subscription lock, keeping the slot
+ * out of it), the slot dropped on the source (ending a walsender still holding it), the mirrored
+ * tables and the capture log emptied. The schema stays.
+ */
+const resetPipeline = (
+  connectorId: string,
+  details: PostgresDetails,
+  sourceOptions: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis: number },
+  connectMillis: number
+) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const provisioner = yield* EngineProvisioner
+    const names = replicationNames(connectorId)
+    const failed = (e: PgStepFailed | string) => stepFailed("reset", e)
+    const [record] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
+    const engine = yield* provisioner.start(connectorId).pipe(Effect.mapError((e) => failed(e.message)))
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        const mirror = yield* engineSession(engine, MIRROR_DATABASE, { applicationName: "scion-engine-setup", connectMillis })
+        yield* withSubscriptionLock(
+          engine,
+          MIRROR_DATABASE,
+          Effect.gen(function* () {
+            const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [names.subscription])
+            if (present === undefined) return
+            const subscription = quoteIdent(names.subscription)
+            yield* mirror.query(`alter subscription ${subscription} disable`)
+            yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
+            yield* mirror.query(`drop subscription ${subscription}`)
+          })
+        )
+        const [log] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
+        const tables = [
+          ...(record?.mirrored_tables ?? []).map((path) => {
+            const [, schema, name] = path.split(".")
+            return qualified({ schema: schema!, name: name! })
+          }),
+          ...(log?.present === true ? ["scion.schema_log", "scion.heartbeat"] : [])
+        ]
+        if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
+      })
+    ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? failed(e) : e)))
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        const source = yield* sourceSession(details, details.password, sourceOptions)
+        const [slot] = yield* source.query<{ active_pid: number | null }>("select active_pid from pg_replication_slots where slot_name = $1", [names.slot])
+        if (slot === undefined) return
+        if (slot.active_pid !== null) yield* source.query("select pg_terminate_backend($1, 5000)", [slot.active_pid])
+        yield* source.query("select pg_drop_replication_slot($1)", [names.slot])
+      })
+    ).pipe(Effect.mapError(failed))
   })
 
 // ---------------------------------------------------------------------------------------------

@@ -339,6 +339,8 @@ export const postgresSettings = (options: EngineRenderOptions): ReadonlyArray<re
   ["max_active_replication_origins", String(options.maxReplicationSlots)],
   ["max_logical_replication_workers", String(options.maxLogicalReplicationWorkers)],
   ["max_sync_workers_per_subscription", "2"],
+  // A failed apply (a schema change not followed yet) is retried soon after reconciliation fixed it.
+  ["wal_retrieve_retry_interval", "500ms"],
   ["max_worker_processes", String(options.maxLogicalReplicationWorkers + 8)],
   ["max_connections", "100"],
   ["file_copy_method", options.fileCopyMethod]

@@ -407,6 +407,8 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
         `max_active_replication_origins = ${options.maxReplicationSlots}`,
         `max_logical_replication_workers = ${options.maxLogicalReplicationWorkers}`,
         "max_sync_workers_per_subscription = 2",
+        // A failed apply (a schema change not followed yet) is retried soon after reconciliation fixed it.
+        "wal_retrieve_retry_interval = 500ms",
         `max_worker_processes = ${options.maxLogicalReplicationWorkers + 8}`,
         "max_connections = 100",
         `file_copy_method = ${options.fileCopyMethod}`,

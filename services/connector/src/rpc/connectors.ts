@@ -247,6 +247,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
         ),
       listQuarantineEntries: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => quarantine.list(p, req.connectorId)), (entries) => ({ entries: entries.map(quarantineToProto) })),
+      resetReplication: (req) => Effect.map(Effect.flatMap(caller, (p) => setup.reset(p, req.connectorId)), (started) => ({ started: handle(started) })),
       listSchemaChanges: (req) =>
         Effect.map(
           Effect.flatMap(caller, (p) =>
