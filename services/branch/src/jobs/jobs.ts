@@ -11,6 +11,7 @@ import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.j
 import { adminSession, applyMasking, dropBranch, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
 import { generatePassword, Passwords } from "../Passwords.js"
 import { stampBranch, waitForSourcePosition } from "../engine/Freshness.js"
+import { alignSequences } from "../engine/Sequences.js"
 import { FreshnessConfig } from "../engine/FreshnessConfig.js"
 
 export const BranchPayload = Schema.Struct({ branch_id: Schema.String })
@@ -116,6 +117,13 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
           if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
         }
         yield* mark("copy_ms")
+        if (branch.roleCreatedAt === null) {
+          // Before its role exists nobody writes to the branch: its sequences are set for the
+          // data it holds (replication carries no sequence values). Raising only, so a redelivery
+          // repeats it harmlessly.
+          yield* alignSequences(engine, branch.databaseName)
+          yield* mark("sequences_ms")
+        }
         let sealed = Option.getOrNull(envelope)
         if (sealed === null) {
           sealed = yield* passwords.seal(generatePassword(), branchId)
