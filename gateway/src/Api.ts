@@ -551,6 +551,30 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
       )
   )
   .add(
+    HttpApiEndpoint.post("deepReset", "/connectors/:connector_id/deep-reset")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.ConnectorOperationHandle, { status: 202 })
+      .addError(C.EngineSetupPrerequisitesNotMet)
+      .addError(C.EngineNotSetUp)
+      .annotate(OpenApi.Summary, "Rebuild the replication without downtime: a new pipeline in shadow, then a cutover (connectors.update; extension)")
+      .annotate(
+        OpenApi.Description,
+        "Returns at once: 202 with a connector_deep_reset operation. It builds a new pipeline beside the active one — a new slot and publication on the source, a new mirror database on the engine with the DDL read fresh from the source, the initial copy and readiness evidence — while branches keep being cut from the current mirror. When it is validated, its result names a connector_cdc_cutover operation that switches branch creation to the new mirror in one step. The replaced pipeline keeps replicating for the rollback grace (POST …/replication-rollback switches back), then a connector_cdc_shadow_cleanup operation drops its mirror, slot and publication. A shadow that fails leaves the current mirror serving and is cleaned up. 403; 404 for another org's connector; 409 while a setup, rollout, reset, cutover, rollback or delete runs; 422 when the engine was never set up, or {detail, prerequisites}; 503 when the work could not start."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("replicationRollback", "/connectors/:connector_id/replication-rollback")
+      .setPath(C.ConnectorPath)
+      .addSuccess(C.ConnectorOperationHandle, { status: 202 })
+      .addError(C.RollbackUnavailable)
+      .addError(C.EngineNotSetUp)
+      .annotate(OpenApi.Summary, "Switch branch creation back to the pipeline the last cutover replaced (connectors.update; extension)")
+      .annotate(
+        OpenApi.Description,
+        "202 with a connector_replication_rollback operation, while the replaced pipeline is kept (the rollback grace, an hour by default); the pipeline rolled away from is kept for the same grace in turn. 403; 404 for another org's connector; 409 while other pipeline work runs; 422 when there is nothing to roll back to or the engine was never set up."
+      )
+  )
+  .add(
     HttpApiEndpoint.get("schemaChanges", "/connectors/:connector_id/schema-changes")
       .setPath(C.ConnectorPath)
       .setUrlParams(C.SchemaChangesQuery)

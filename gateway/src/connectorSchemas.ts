@@ -259,7 +259,7 @@ export const ConnectorOperationHandle = Schema.Struct({
   operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
   resource_id: Schema.String.annotations({ description: "The connector id" }),
   status: Schema.Literal("pending", "running", "completed", "failed").annotations({ description: "The operation's status when accepted" }),
-  type: Schema.Literal("connector_engine_setup", "connector_rollout", "connector_reset")
+  type: Schema.Literal("connector_engine_setup", "connector_rollout", "connector_reset", "connector_deep_reset", "connector_replication_rollback")
 }).annotations({ identifier: "ConnectorOperationHandle", description: "The operation handle (202)" })
 
 /** 200 when there is nothing to start: the connector row plus a message. */
@@ -285,6 +285,12 @@ export class EngineSetupPrerequisitesNotMet extends Schema.Class<EngineSetupPrer
 export class EngineNotSetUp extends Schema.Class<EngineNotSetUp>("EngineNotSetUp")(
   { detail: Schema.String.annotations({ description: "Why, and what to run first" }) },
   HttpApiSchema.annotations({ status: 422, description: "The connector's engine was never set up: there is no mirror to reset" })
+) {}
+
+/** 422 when a rollback has no replaced pipeline to return to. */
+export class RollbackUnavailable extends Schema.Class<RollbackUnavailable>("RollbackUnavailable")(
+  { detail: Schema.String.annotations({ description: "Why there is nothing to roll back to" }) },
+  HttpApiSchema.annotations({ status: 422, description: "No pipeline replaced by a cutover is kept for a rollback (none was, or its grace ended)" })
 ) {}
 
 const limitParam = (max: number, fallback: number) =>

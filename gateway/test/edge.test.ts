@@ -122,6 +122,8 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["get", "/v1/connectors/{connector_id}/readiness-attempts"],
   ["get", "/v1/connectors/{connector_id}/schema-changes"],
   ["post", "/v1/connectors/{connector_id}/reset"],
+  ["post", "/v1/connectors/{connector_id}/deep-reset"],
+  ["post", "/v1/connectors/{connector_id}/replication-rollback"],
   ["get", "/v1/connectors/{connector_id}/quarantine"],
   ["post", "/v1/connectors/{connector_id}/quarantine/{quarantine_id}/release"],
   ["post", "/v1/branch/create"],

@@ -3,9 +3,10 @@ import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
 import { HttpApiBuilder } from "@effect/platform"
 import type { RpcError } from "@scion/kit"
 import * as pb from "@scion/proto/scion/connector/v1/connector_pb"
-import { Effect, Either, Schema } from "effect"
+import { type Context, Effect, Either, Schema } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
+import type { Upstreams } from "../Upstreams.js"
 import * as C from "../connectorSchemas.js"
 
 /** The connector unit leaving out a required field is a bug: it throws, the edge answers 500. */
@@ -126,7 +127,13 @@ const setupPrerequisitesNotMet = (e: RpcError) =>
   new C.EngineSetupPrerequisitesNotMet({ detail: e.message, prerequisites: decodePrerequisites(required(e.metadata.prerequisites, "prerequisites")) })
 
 const handleStatuses = { pending: "pending", running: "running", completed: "completed", failed: "failed" } as const
-const handleTypes = { connector_engine_setup: "connector_engine_setup", connector_rollout: "connector_rollout", connector_reset: "connector_reset" } as const
+const handleTypes = {
+  connector_engine_setup: "connector_engine_setup",
+  connector_rollout: "connector_rollout",
+  connector_reset: "connector_reset",
+  connector_deep_reset: "connector_deep_reset",
+  connector_replication_rollback: "connector_replication_rollback"
+} as const
 
 /** A started operation answers 202 with its handle; nothing to start answers the connector and why. */
 const operationHandle = (h: pb.OperationHandle | undefined): typeof C.ConnectorOperationHandle.Type => {
@@ -149,6 +156,26 @@ const startedOrConnector = (r: pb.SetUpEngineResponse | pb.IndexConnectorRespons
       throw new Error("connector response is missing an outcome")
   }
 }
+
+/**
+ * Reset and deep reset: 202 with the handle; the 422s of engine setup's prerequisites and of an
+ * engine never set up.
+ */
+const pipelineWork = (call: (u: Context.Tag.Service<Upstreams>) => Effect.Effect<pb.ResetReplicationResponse | pb.DeepResetReplicationResponse, RpcError>) =>
+  asCaller((u) =>
+    call(u).pipe(
+      Effect.map(Either.right),
+      Effect.catchIf((e) => isSetupPrerequisites(e) || e.reason === "ENGINE_NOT_SET_UP", (e) => Effect.succeed(Either.left(e)))
+    )
+  ).pipe(
+    Effect.flatMap((outcome) =>
+      Either.match(outcome, {
+        onLeft: (e): Effect.Effect<never, C.EngineSetupPrerequisitesNotMet | C.EngineNotSetUp> =>
+          Effect.fail(e.reason === "ENGINE_NOT_SET_UP" ? new C.EngineNotSetUp({ detail: e.message }) : setupPrerequisitesNotMet(e)),
+        onRight: (r) => Effect.succeed(operationHandle(r.started))
+      })
+    )
+  )
 
 const quarantineEntry = (e: pb.QuarantineEntry): typeof C.QuarantineEntry.Type => ({
   quarantine_id: e.quarantineId,
@@ -301,17 +328,19 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
         Effect.flatMap((outcome) => Either.match(outcome, { onLeft: (e) => Effect.fail(setupPrerequisitesNotMet(e)), onRight: (r) => Effect.succeed(startedOrConnector(r)) }))
       )
     )
-    .handle("reset", ({ path }) =>
+    .handle("reset", ({ path }) => pipelineWork((u) => u.connectors.resetReplication({ connectorId: path.connector_id })))
+    .handle("deepReset", ({ path }) => pipelineWork((u) => u.connectors.deepResetReplication({ connectorId: path.connector_id })))
+    .handle("replicationRollback", ({ path }) =>
       asCaller((u) =>
-        u.connectors.resetReplication({ connectorId: path.connector_id }).pipe(
+        u.connectors.rollbackReplication({ connectorId: path.connector_id }).pipe(
           Effect.map(Either.right),
-          Effect.catchIf((e) => isSetupPrerequisites(e) || e.reason === "ENGINE_NOT_SET_UP", (e) => Effect.succeed(Either.left(e)))
+          Effect.catchIf((e) => e.reason === "ROLLBACK_UNAVAILABLE" || e.reason === "ENGINE_NOT_SET_UP", (e) => Effect.succeed(Either.left(e)))
         )
       ).pipe(
         Effect.flatMap((outcome) =>
           Either.match(outcome, {
-            onLeft: (e): Effect.Effect<never, C.EngineSetupPrerequisitesNotMet | C.EngineNotSetUp> =>
-              Effect.fail(e.reason === "ENGINE_NOT_SET_UP" ? new C.EngineNotSetUp({ detail: e.message }) : setupPrerequisitesNotMet(e)),
+            onLeft: (e): Effect.Effect<never, C.RollbackUnavailable | C.EngineNotSetUp> =>
+              Effect.fail(e.reason === "ENGINE_NOT_SET_UP" ? new C.EngineNotSetUp({ detail: e.message }) : new C.RollbackUnavailable({ detail: e.message })),
             onRight: (r) => Effect.succeed(operationHandle(r.started))
           })
         )

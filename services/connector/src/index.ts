@@ -25,6 +25,7 @@ import { QuarantineMonitorLive } from "./engine/QuarantineMonitor.js"
 import { Quarantine } from "./engine/Quarantine.js"
 import { Readiness } from "./engine/Readiness.js"
 import { SchemaChanges, SchemaFollowerLive } from "./replication/SchemaFollower.js"
+import { pipelineJob } from "./replication/Pipelines.js"
 
 /** The database of the unit: schema `connector`, migrations from ../migrations. */
 export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations: new URL("../migrations/", import.meta.url) })
@@ -73,6 +74,8 @@ export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duratio
       )
     ),
     OutboxRelay.layer(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {}),
+    // Cutovers, rollbacks and cleanups of pipelines: short, each its own operation.
+    JobWorker.layer({ ...pipelineJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
     ProjectEventsConsumer,
     QuarantineMonitorLive,
     SchemaFollowerLive

@@ -62,7 +62,8 @@ export class SourceCleaner extends Context.Tag("@scion/connector/SourceCleaner")
           const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
             Effect.tryPromise({ try: () => client.query<R>(text, [...values]).then((r) => r.rows), catch: unavailable })
           const name = publicationName(connectorId)
-          const publications = yield* query<{ pubname: string }>("select pubname from pg_publication where pubname = $1", [name])
+          // Every pipeline's publication: scion_<id>, and a deep reset's scion_<id>_g<n>.
+          const publications = yield* query<{ pubname: string }>("select pubname from pg_publication where pubname = $1 or left(pubname, length($1) + 1) = $1 || '_'", [name])
           for (const p of publications) yield* query(`drop publication if exists ${quoteIdent(p.pubname)}`)
           const slots = yield* query<{ slot_name: string; active_pid: number | null }>(
             `select slot_name, active_pid from pg_replication_slots
@@ -74,7 +75,7 @@ export class SourceCleaner extends Context.Tag("@scion/connector/SourceCleaner")
             yield* query("select pg_drop_replication_slot($1)", [slot.slot_name])
           }
           // Schema-change capture goes with the last connector that used it.
-          yield* releaseCapture({ query }, name, connectorId)
+          for (const p of publications) yield* releaseCapture({ query }, p.pubname, connectorId)
           return { database: details.database, publications_dropped: publications.map((p) => p.pubname), slots_dropped: slots.map((s) => s.slot_name) }
         })
       ).pipe(Effect.withSpan("SourceCleaner.clean", { attributes: { host: details.host, port: details.port, database: details.database } }))

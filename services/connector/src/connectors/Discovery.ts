@@ -41,13 +41,26 @@ export const DISCOVERY_JOB = { unit: "connector", type: "discovery" } as const
 export type StartedStatus = "pending" | "running" | "completed" | "failed"
 
 /** The operations this unit starts. */
-export type ConnectorOperationType = "connector_discovery" | "connector_delete" | "connector_engine_setup" | "connector_rollout" | "connector_reset"
+export type ConnectorOperationType =
+  | "connector_discovery"
+  | "connector_delete"
+  | "connector_engine_setup"
+  | "connector_rollout"
+  | "connector_reset"
+  | "connector_deep_reset"
+  | "connector_cdc_cutover"
+  | "connector_replication_rollback"
+  | "connector_cdc_shadow_cleanup"
 const operationTypes: Record<ConnectorOperationType, OperationType> = {
   connector_discovery: OperationType.CONNECTOR_DISCOVERY,
   connector_delete: OperationType.CONNECTOR_DELETE,
   connector_engine_setup: OperationType.CONNECTOR_ENGINE_SETUP,
   connector_rollout: OperationType.CONNECTOR_ROLLOUT,
-  connector_reset: OperationType.CONNECTOR_RESET
+  connector_reset: OperationType.CONNECTOR_RESET,
+  connector_deep_reset: OperationType.CONNECTOR_DEEP_RESET,
+  connector_cdc_cutover: OperationType.CONNECTOR_CDC_CUTOVER,
+  connector_replication_rollback: OperationType.CONNECTOR_REPLICATION_ROLLBACK,
+  connector_cdc_shadow_cleanup: OperationType.CONNECTOR_CDC_SHADOW_CLEANUP
 }
 
 /**

@@ -216,6 +216,13 @@ export class EngineNotSetUp extends Schema.TaggedError<EngineNotSetUp>()("Engine
   }
 }
 
+/** A rollback with no replaced pipeline within its grace to return to. */
+export class RollbackUnavailable extends Schema.TaggedError<RollbackUnavailable>()("RollbackUnavailable", { connectorId: Schema.String }) {
+  override get message() {
+    return `Connector ${this.connectorId} has no replaced pipeline to roll back to (none was cut over from, or its grace ended and it was cleaned up)`
+  }
+}
+
 export type ConnectorError =
   | Unauthenticated
   | NotAMember
@@ -249,6 +256,7 @@ export type ConnectorError =
   | EngineUnavailable
   | SourcePositionUnavailable
   | EngineNotSetUp
+  | RollbackUnavailable
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
@@ -302,7 +310,8 @@ export const wireErrors = {
   QuarantineEntryNotFound: { code: Code.NotFound, reason: "QUARANTINE_ENTRY_NOT_FOUND", metadata: (e) => ({ quarantine_id: e.quarantineId }) },
   EngineUnavailable: { code: Code.Unavailable, reason: "ENGINE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) },
   SourcePositionUnavailable: { code: Code.Unavailable, reason: "SOURCE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) },
-  EngineNotSetUp: { code: Code.FailedPrecondition, reason: "ENGINE_NOT_SET_UP", metadata: (e) => ({ connector_id: e.connectorId, status: e.status }) }
+  EngineNotSetUp: { code: Code.FailedPrecondition, reason: "ENGINE_NOT_SET_UP", metadata: (e) => ({ connector_id: e.connectorId, status: e.status }) },
+  RollbackUnavailable: { code: Code.FailedPrecondition, reason: "ROLLBACK_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) }
 } satisfies WireTable<ConnectorError>
 
 export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

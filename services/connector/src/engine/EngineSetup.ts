@@ -8,25 +8,27 @@ import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { type ConnectorOperationType, DiscoveryOperations, type StartedStatus } from "../connectors/Discovery.js"
-import { publicationName, quoteIdent } from "../connectors/GrantScript.js"
+import { quoteIdent } from "../connectors/GrantScript.js"
 import type { PreflightCheck } from "../connectors/Preflight.js"
 import type { Decision } from "../connectors/ReplicaIdentity.js"
 import { type DiscoveredTable, isStructure, tablesOf } from "../connectors/SchemaIntrospection.js"
-import { ConnectorStateInvalid, DeleteInProgress, EngineNotSetUp, EngineSetupInProgress, EngineSetupPrerequisitesFailed } from "../domain/errors.js"
+import { ConnectorStateInvalid, DeleteInProgress, EngineNotSetUp, EngineSetupInProgress, EngineSetupPrerequisitesFailed, type OperationsUnavailable, RollbackUnavailable } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
 import { engineRecord } from "./EngineReplication.js"
 import { engineSession, PgStepFailed, sourceSession, withSubscriptionLock } from "./PgSession.js"
+import { activePipeline, type PipelineNames, pipelineNames } from "../replication/PipelineNames.js"
+import { dropPipeline, rollbackTarget, shadowPipeline, startPipelineOperation } from "../replication/Pipelines.js"
 import { wholeSchemasOf } from "../replication/CaptureSql.js"
 import { prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
+
+export { activePipeline, MIRROR_DATABASE, type PipelineNames, pipelineNames, replicationNames } from "../replication/PipelineNames.js"
 
 /** Subject `jobs.connector.engine_setup`, durable `connector-engine_setup`: setups and rollouts. */
 export const ENGINE_SETUP_JOB = { unit: "connector", type: "engine_setup" } as const
 
-/** The database on every engine that holds the mirror; branches are template copies of it. */
-export const MIRROR_DATABASE = "mirror"
 
 /**
  * branching_engine_status values (the interface names failed_validation; the rest are ours).
@@ -41,9 +43,10 @@ export const EngineSetupPayload = Schema.Struct({
   connector_id: Schema.String,
   /**
    * setup: POST …/engine-setup; rollout: POST …/index on a ready engine (the same steps, re-run);
-   * reset: POST …/reset (the subscription and slot dropped, the mirror emptied, then the same steps).
+   * reset: POST …/reset (the subscription and slot dropped, the mirror emptied, then the same steps);
+   * deep_reset: POST …/deep-reset (the same steps for a new pipeline beside the active one, then a cutover).
    */
-  mode: Schema.Literal("setup", "rollout", "reset")
+  mode: Schema.Literal("setup", "rollout", "reset", "deep_reset")
 })
 export type EngineSetupPayload = typeof EngineSetupPayload.Type
 
@@ -52,11 +55,11 @@ export interface SetupStarted {
   readonly operationId: string
   readonly connectorId: string
   readonly status: StartedStatus
-  readonly type: OperationTypeOfMode
+  readonly type: OperationTypeOfMode | "connector_replication_rollback"
 }
 
 /** The operation each mode of the setup job runs as. */
-const operationTypeOf = { setup: "connector_engine_setup", rollout: "connector_rollout", reset: "connector_reset" } as const satisfies Record<
+const operationTypeOf = { setup: "connector_engine_setup", rollout: "connector_rollout", reset: "connector_reset", deep_reset: "connector_deep_reset" } as const satisfies Record<
   EngineSetupPayload["mode"],
   ConnectorOperationType
 >
@@ -71,11 +74,7 @@ export type IndexOutcome = { readonly _tag: "Started"; readonly started: SetupSt
 const pass = (id: string, message: string): PreflightCheck => ({ id, status: "pass", message, remedy: null })
 const fail = (id: string, message: string, remedy: string): PreflightCheck => ({ id, status: "fail", message, remedy })
 
-/** The names Scion uses for a connector on the source and the engine: one per connector. */
-export const replicationNames = (connectorId: string) => {
-  const name = publicationName(connectorId)
-  return { publication: name, slot: name, subscription: name }
-}
+
 
 /** The selected tables of the connector's database, and what was decided for each. */
 export interface MirrorPlan {
@@ -149,7 +148,7 @@ export const setupPrerequisites = (connector: Connector, database: string): { re
 
 
 
-const operationPrefixOf = { setup: "eng", rollout: "roll", reset: "rst" } as const satisfies Record<EngineSetupPayload["mode"], string>
+const operationPrefixOf = { setup: "eng", rollout: "roll", reset: "rst", deep_reset: "drst" } as const satisfies Record<EngineSetupPayload["mode"], string>
 const newOperationId = (mode: EngineSetupPayload["mode"]) => `op_${operationPrefixOf[mode]}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
 
 /**
@@ -196,7 +195,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
           yield* operations.create({ id: operationId, orgId: connector.orgId, connectorId: connector.id, type })
           yield* sql`update connectors set setup_operation_id = ${operationId}, updated_at = now(),
                        branching_engine_status = case when ${mode} in ('setup', 'reset') then 'setting_up' else branching_engine_status end,
-                       indexing_status = 'indexing'
+                       indexing_status = case when ${mode} = 'deep_reset' then indexing_status else 'indexing' end
                      where id = ${connector.id}`
           yield* enqueueJob({ ...ENGINE_SETUP_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id, mode } }).pipe(
             Effect.provideService(SqlClient.SqlClient, sql)
@@ -333,7 +332,51 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       return started
     }, dieOnSqlError)
 
-    return { setUp, index, reset, restart, refreshCredentials } as const
+    /**
+     * POST …/deep-reset (connectors.update): a connector_deep_reset operation that builds a new
+     * pipeline beside the active one (new slot, publication and mirror database, the DDL read
+     * fresh, a full copy, readiness) while branches keep being cut from the current mirror, then
+     * starts the cutover. Nothing changes for branches until the cutover.
+     */
+    const deepReset = Effect.fn("EngineSetup.deepReset")(function* (principal: Principal, connectorId: string) {
+      const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
+      const record = yield* engineRecord(connector.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      if (Option.isNone(record) || connector.branchingEngineStatus === "not_set_up") {
+        return yield* new EngineNotSetUp({ connectorId: connector.id, status: connector.branchingEngineStatus })
+      }
+      yield* checkPrerequisites(connector)
+      const started = yield* dispatch(connector, "deep_reset")
+      yield* Effect.logInfo("deep reset started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId }))
+      return started
+    }, dieOnSqlError)
+
+    /**
+     * POST …/replication-rollback (connectors.update): a connector_replication_rollback operation
+     * that makes the pipeline the last cutover replaced active again, while its grace lasts.
+     */
+    const rollback = Effect.fn("EngineSetup.rollback")(function* (principal: Principal, connectorId: string) {
+      const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
+      if (connector.branchingEngineStatus === "not_set_up") return yield* new EngineNotSetUp({ connectorId: connector.id, status: connector.branchingEngineStatus })
+      return yield* transaction(
+        Effect.gen(function* () {
+          const [row] = yield* sql<{ readonly setup_operation_id: string | null; readonly delete_operation_id: string | null }>`
+            select setup_operation_id, delete_operation_id from connectors where id = ${connector.id} for update`
+          const deleting = yield* activeOperation(row?.delete_operation_id ?? null)
+          if (Option.isSome(deleting)) return yield* new DeleteInProgress({ connectorId: connector.id, operationId: deleting.value })
+          const setting = yield* activeOperation(row?.setup_operation_id ?? null)
+          if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId: connector.id, operationId: setting.value })
+          const target = yield* rollbackTarget(connector.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          if (Option.isNone(target)) return yield* new RollbackUnavailable({ connectorId: connector.id })
+          const operationId = yield* startPipelineOperation({ connectorId: connector.id, orgId: connector.orgId, action: "rollback", pipelineId: target.value.id, guard: true }).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.provideService(DiscoveryOperations, operations)
+          )
+          return { operationId, connectorId: connector.id, status: "pending", type: "connector_replication_rollback" } as const
+        })
+      )
+    }, dieOnSqlError)
+
+    return { setUp, index, reset, deepReset, rollback, restart, refreshCredentials } as const
   })
 }) {}
 
@@ -415,7 +458,7 @@ const stepFailed = (step: string, error: PgStepFailed | UnsupportedDdl | string)
 
 const PRIVILEGE_ERRORS = new Set(["42501"])
 
-export type EngineSetupJobError = JobFailed | OperationEnded | RpcError | SqlError.SqlError
+export type EngineSetupJobError = JobFailed | OperationEnded | RpcError | SqlError.SqlError | OperationsUnavailable
 
 /**
  * The engine setup (and rollout) job (ARCHITECTURE.md, "The branching engine"). Every step is
@@ -428,7 +471,7 @@ export const engineSetupJob: JobHandler<
   EngineSetupPayload,
   typeof EngineSetupPayload.Encoded,
   EngineSetupJobError,
-  ConnectorsRepo | SecretStore | EngineProvisioner | EngineSetupConfig | SqlClient.SqlClient
+  ConnectorsRepo | SecretStore | EngineProvisioner | EngineSetupConfig | SqlClient.SqlClient | DiscoveryOperations
 > = {
   ...ENGINE_SETUP_JOB,
   payload: EngineSetupPayload,
@@ -440,7 +483,15 @@ export const engineSetupJob: JobHandler<
         sql`update connectors set branching_engine_status = ${status}, updated_at = now() where id = ${connectorId}`.pipe(Effect.asVoid)
       return yield* runSetup(job.operationId, connectorId, mode, job.report).pipe(
         Effect.tapError((error) =>
-          error._tag === "JobFailed"
+          error._tag === "JobFailed" && mode === "deep_reset"
+            ? // A failed shadow leaves the current mirror serving and is cleaned up.
+              Effect.gen(function* () {
+                const [shadow] = yield* sql<{ readonly publication_name: string }>`select publication_name from pipelines where operation_id = ${job.operationId}`
+                if (shadow === undefined) return
+                yield* dropPipeline(connectorId, pipelineNamesOf(shadow.publication_name, connectorId))
+                yield* sql`update pipelines set status = 'failed', updated_at = now() where operation_id = ${job.operationId}`
+              }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("a failed shadow pipeline could not be cleaned up", cause)))
+            : error._tag === "JobFailed"
             ? Effect.gen(function* () {
                 // failed_validation is set by the readiness step itself; anything else is a failed setup.
                 const [row] = yield* sql<{ readonly branching_engine_status: string }>`select branching_engine_status from connectors where id = ${connectorId}`
@@ -467,7 +518,6 @@ const runSetup = (
     const repo = yield* ConnectorsRepo
     const provisioner = yield* EngineProvisioner
     const options = yield* EngineSetupConfig
-    const names = replicationNames(connectorId)
     const step = (name: StepName, progress: number, extra: JsonObject = {}) => {
       const label = STEPS.find(([n]) => n === name)![1]
       // setup_status belongs to connector_engine_setup operations only (the interface).
@@ -489,13 +539,15 @@ const runSetup = (
       return yield* stepFailed("source_checks", checked.checks.filter((c) => c.status === "fail").map((c) => c.message).join("; "))
     }
     const plan = checked.plan.value
+    // The pipeline the steps build: the active one, or for a deep reset a new generation beside it.
+    const pipeline = mode === "deep_reset" ? yield* shadowPipeline(connectorId, operationId) : yield* activePipeline(connectorId)
     const refs: ReadonlyArray<TableRef> = plan.tables.map(({ table }) => ({ schema: table.path.split(".")[1]!, name: table.name }))
     const sourceOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout), queryMillis: Duration.toMillis(options.queryTimeout) }
 
     if (mode === "reset") {
       // The old pipeline goes first: the steps below then make a fresh slot and copy everything.
       yield* report({ stage: "reset", stageLabel: "Dropping the subscription and the slot, emptying the mirror", progress: 3 })
-      yield* resetPipeline(connectorId, details, sourceOptions, Duration.toMillis(options.connectTimeout))
+      yield* resetPipeline(connectorId, pipeline, details, sourceOptions, Duration.toMillis(options.connectTimeout))
     }
 
     // The engine is provisioned while the source steps run (initdb and the certificate take
@@ -508,8 +560,8 @@ const runSetup = (
             const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }).pipe(
               Effect.mapError((e) => stepFailed("engine", e))
             )
-            const [exists] = yield* admin.query("select 1 from pg_database where datname = $1", [MIRROR_DATABASE]).pipe(Effect.mapError((e) => stepFailed("engine", e)))
-            if (exists === undefined) yield* admin.query(`create database ${quoteIdent(MIRROR_DATABASE)}`).pipe(Effect.mapError((e) => stepFailed("engine", e)))
+            const [exists] = yield* admin.query("select 1 from pg_database where datname = $1", [pipeline.mirrorDatabase]).pipe(Effect.mapError((e) => stepFailed("engine", e)))
+            if (exists === undefined) yield* admin.query(`create database ${quoteIdent(pipeline.mirrorDatabase)}`).pipe(Effect.mapError((e) => stepFailed("engine", e)))
           })
         )
         return engine
@@ -563,11 +615,11 @@ const runSetup = (
         // The publication: created, or reset to the mirrored tables (and the capture log).
         yield* step("publication", 8)
         const list = publishedTables(refs.map(qualified), capturePlan).join(", ")
-        const [publication] = yield* onSource<{ pubname: string }>("publication", "select pubname from pg_publication where pubname = $1", [names.publication])
+        const [publication] = yield* onSource<{ pubname: string }>("publication", "select pubname from pg_publication where pubname = $1", [pipeline.publication])
         const publicationStatement =
           publication === undefined
-            ? `create publication ${quoteIdent(names.publication)} for table ${list} with (publish_via_partition_root = true)`
-            : `alter publication ${quoteIdent(names.publication)} set table ${list}`
+            ? `create publication ${quoteIdent(pipeline.publication)} for table ${list} with (publish_via_partition_root = true)`
+            : `alter publication ${quoteIdent(pipeline.publication)} set table ${list}`
         yield* source.query(publicationStatement).pipe(
           Effect.mapError((e) =>
             stepFailed(
@@ -580,13 +632,13 @@ const runSetup = (
         )
 
         const wholeSchemas = wholeSchemasOf(connector.selectedEntityPaths, plan.database)
-        if (mode === "capture") yield* recordPublicationScope(source, names.publication, wholeSchemas).pipe(Effect.mapError((e) => stepFailed("publication", e)))
+        if (mode === "capture") yield* recordPublicationScope(source, pipeline.publication, wholeSchemas).pipe(Effect.mapError((e) => stepFailed("publication", e)))
 
         // The slot: made before the subscription so the subscription never has to create it.
         yield* step("slot", 10)
-        const [slot] = yield* onSource<{ slot_name: string }>("slot", "select slot_name from pg_replication_slots where slot_name = $1", [names.slot])
+        const [slot] = yield* onSource<{ slot_name: string }>("slot", "select slot_name from pg_replication_slots where slot_name = $1", [pipeline.slot])
         if (slot === undefined) {
-          yield* onSource("slot", "select pg_create_logical_replication_slot($1, 'pgoutput')", [names.slot])
+          yield* onSource("slot", "select pg_create_logical_replication_slot($1, 'pgoutput')", [pipeline.slot])
         }
 
         // The mirror's DDL, read now (after decisions changed the source's tables), with the
@@ -606,7 +658,7 @@ const runSetup = (
     const instance = engine.instanceName ?? `engine-${connectorId}`
     yield* sql`
       insert into engines (connector_id, host, port, instance_name, mirror_database, publication_name, slot_name, subscription_name, schema_follow, heartbeat)
-      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${MIRROR_DATABASE}, ${names.publication}, ${names.slot}, ${names.subscription}, ${ddl.mode}, ${ddl.heartbeat})
+      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${pipeline.mirrorDatabase}, ${pipeline.publication}, ${pipeline.slot}, ${pipeline.subscription}, ${ddl.mode}, ${ddl.heartbeat})
       on conflict (connector_id) do update set host = excluded.host, port = excluded.port, instance_name = excluded.instance_name,
         schema_follow = excluded.schema_follow, heartbeat = excluded.heartbeat, updated_at = now()`
     const engineOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }
@@ -614,7 +666,7 @@ const runSetup = (
     const tablesTotal = ddl.tables.length
     yield* Effect.scoped(
       Effect.gen(function* () {
-        const mirror = yield* engineSession(engine, MIRROR_DATABASE, engineOptions).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+        const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, engineOptions).pipe(Effect.mapError((e) => stepFailed("schema", e)))
         const onMirror = <R extends Record<string, unknown>>(stepName: StepName, text: string, values: ReadonlyArray<unknown> = []) =>
           mirror.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed(stepName, e)))
 
@@ -641,9 +693,9 @@ const runSetup = (
         // subscription paused.
         yield* withSubscriptionLock(
           engine,
-          MIRROR_DATABASE,
+          pipeline.mirrorDatabase,
           Effect.gen(function* () {
-            const [subscription] = yield* onMirror<{ enabled: boolean }>("subscription", "select subenabled as enabled from pg_subscription where subname = $1", [names.subscription])
+            const [subscription] = yield* onMirror<{ enabled: boolean }>("subscription", "select subenabled as enabled from pg_subscription where subname = $1", [pipeline.subscription])
             if (subscription === undefined) {
               // A new subscription copies the capture log and heartbeat again from the start.
               yield* onMirror(
@@ -652,15 +704,15 @@ const runSetup = (
               )
               yield* onMirror(
                 "subscription",
-                `create subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
-                 publication ${quoteIdent(names.publication)}
-                 with (create_slot = false, slot_name = ${quoteLiteral(names.slot)}, copy_data = true, enabled = true, binary = true)`
+                `create subscription ${quoteIdent(pipeline.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
+                 publication ${quoteIdent(pipeline.publication)}
+                 with (create_slot = false, slot_name = ${quoteLiteral(pipeline.slot)}, copy_data = true, enabled = true, binary = true)`
               )
             } else {
-              if (!subscription.enabled) yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} enable`)
+              if (!subscription.enabled) yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} enable`)
               // Credentials may have changed (PUT …), and the publication's table set may have.
-              yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}`)
-              yield* onMirror("subscription", `alter subscription ${quoteIdent(names.subscription)} refresh publication with (copy_data = true)`)
+              yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}`)
+              yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} refresh publication with (copy_data = true)`)
             }
           })
         ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e)))
@@ -683,7 +735,7 @@ const runSetup = (
                     coalesce((select sync_error_count from pg_stat_subscription_stats st where st.subname = s.subname), 0)::int as sync_errors
              from pg_subscription s left join pg_subscription_rel r on r.srsubid = s.oid
              where s.subname = $1 group by s.subname`,
-            [names.subscription]
+            [pipeline.subscription]
           )
           const ready = state?.ready ?? 0
           const total = state?.total ?? 0
@@ -705,16 +757,34 @@ const runSetup = (
 
     // Readiness evidence, then the verdict.
     yield* step("readiness", 88, { tables_total: tablesTotal, tables_ready: tablesTotal })
-    const evidence = yield* recordReadiness({ connectorId, engine, instance, details, plan, sourceOptions, engineOptions, catchUpTimeout: options.catchUpTimeout })
+    const evidence = yield* recordReadiness({ connectorId, pipeline, engine, instance, details, plan, sourceOptions, engineOptions, catchUpTimeout: options.catchUpTimeout })
     const failed = evidence.checks.filter((c) => c.status === "fail")
     if (failed.length > 0) {
-      yield* sql`update connectors set branching_engine_status = 'failed_validation', updated_at = now() where id = ${connectorId}`
+      // A deep reset's shadow failing validation leaves the active mirror serving.
+      if (mode !== "deep_reset") yield* sql`update connectors set branching_engine_status = 'failed_validation', updated_at = now() where id = ${connectorId}`
       return yield* new JobFailed({
         message: `Engine validation failed: ${failed.length} of ${evidence.checks.length} readiness checks failed (attempt ${evidence.attemptId}: ${failed
           .slice(0, 3)
           .map((c) => `${c.check_name} on ${c.table_path}`)
           .join(", ")}${failed.length > 3 ? ", …" : ""}); see GET /v1/connectors/${connectorId}/readiness-checks?attempt_id=${evidence.attemptId}&only_failed=true`
       })
+    }
+    if (mode === "deep_reset") {
+      // The shadow is validated: its cutover is an operation of its own. Until then branches are
+      // cut from the active mirror, untouched.
+      yield* sql`update pipelines set status = 'shadow', mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, updated_at = now()
+                 where publication_name = ${pipeline.publication} and connector_id = ${connectorId}`
+      yield* report({ stage: "cutover", stageLabel: "The new pipeline is ready: cutting over", progress: 99 })
+      const cutover = yield* startPipelineOperation({ connectorId, orgId: connector.orgId, action: "cutover", pipelineId: pipeline.publication, guard: true })
+      yield* Effect.logInfo("shadow pipeline ready").pipe(Effect.annotateLogs({ connector_id: connectorId, pipeline: pipeline.publication, cutover_operation_id: cutover }))
+      return {
+        connector_id: connectorId,
+        pipeline_id: pipeline.publication,
+        mirror_database: pipeline.mirrorDatabase,
+        tables: plan.tables.map(({ table }) => table.path),
+        readiness_attempt_id: evidence.attemptId,
+        cutover_operation_id: cutover
+      } satisfies JsonObject
     }
     yield* sql.withTransaction(
       Effect.gen(function* () {
@@ -724,7 +794,7 @@ const runSetup = (
         // A reset replaced the pipeline a quarantine paused: the entry is over.
         if (mode === "reset") yield* sql`delete from quarantine_entries where connector_id = ${connectorId}`
         // A rollout on a quarantined mirror leaves it degraded: the quarantine still stands.
-        const replication = { status: "streaming", lag_bytes: 0, last_applied_at: null, active_pipeline_id: names.publication, schema_follow: ddl.mode, measured_at: new Date().toISOString() }
+        const replication = { status: "streaming", lag_bytes: 0, last_applied_at: null, active_pipeline_id: pipeline.publication, schema_follow: ddl.mode, measured_at: new Date().toISOString() }
         yield* sql`update connectors set
                      branching_engine_status = case when exists (select 1 from quarantine_entries q where q.connector_id = ${connectorId} and q.status = 'quarantined') then 'degraded' else 'ready' end,
                      indexing_status = 'indexed',
@@ -743,13 +813,19 @@ const runSetup = (
     return {
       connector_id: connectorId,
       branching_engine_status: "ready",
-      mirror_database: MIRROR_DATABASE,
+      mirror_database: pipeline.mirrorDatabase,
       tables: plan.tables.map(({ table }) => table.path),
       excluded_tables: [...plan.excluded],
       readiness_attempt_id: evidence.attemptId,
       pod_name: instance
     } satisfies JsonObject
   })
+
+/** A shadow's names from its publication name (`scion_<id>_g<n>`). */
+const pipelineNamesOf = (publication: string, connectorId: string): PipelineNames => {
+  const generation = Number(/_g(\d+)$/.exec(publication)?.[1] ?? "1")
+  return pipelineNames(connectorId, generation)
+}
 
 /**
  * The reset's first step: the subscription dropped (under the subscription lock, keeping the slot
@@ -758,6 +834,7 @@ const runSetup = (
  */
 const resetPipeline = (
   connectorId: string,
+  pipeline: PipelineNames,
   details: PostgresDetails,
   sourceOptions: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis: number },
   connectMillis: number
@@ -765,20 +842,19 @@ const resetPipeline = (
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const provisioner = yield* EngineProvisioner
-    const names = replicationNames(connectorId)
     const failed = (e: PgStepFailed | string) => stepFailed("reset", e)
     const [record] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
     const engine = yield* provisioner.start(connectorId).pipe(Effect.mapError((e) => failed(e.message)))
     yield* Effect.scoped(
       Effect.gen(function* () {
-        const mirror = yield* engineSession(engine, MIRROR_DATABASE, { applicationName: "scion-engine-setup", connectMillis })
+        const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis })
         yield* withSubscriptionLock(
           engine,
-          MIRROR_DATABASE,
+          pipeline.mirrorDatabase,
           Effect.gen(function* () {
-            const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [names.subscription])
+            const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [pipeline.subscription])
             if (present === undefined) return
-            const subscription = quoteIdent(names.subscription)
+            const subscription = quoteIdent(pipeline.subscription)
             yield* mirror.query(`alter subscription ${subscription} disable`)
             yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
             yield* mirror.query(`drop subscription ${subscription}`)
@@ -798,10 +874,10 @@ const resetPipeline = (
     yield* Effect.scoped(
       Effect.gen(function* () {
         const source = yield* sourceSession(details, details.password, sourceOptions)
-        const [slot] = yield* source.query<{ active_pid: number | null }>("select active_pid from pg_replication_slots where slot_name = $1", [names.slot])
+        const [slot] = yield* source.query<{ active_pid: number | null }>("select active_pid from pg_replication_slots where slot_name = $1", [pipeline.slot])
         if (slot === undefined) return
         if (slot.active_pid !== null) yield* source.query("select pg_terminate_backend($1, 5000)", [slot.active_pid])
-        yield* source.query("select pg_drop_replication_slot($1)", [names.slot])
+        yield* source.query("select pg_drop_replication_slot($1)", [pipeline.slot])
       })
     ).pipe(Effect.mapError(failed))
   })
@@ -827,6 +903,7 @@ const newAttemptId = () => `att_${Date.now().toString(36)}${randomBytes(6).toStr
  */
 const recordReadiness = (input: {
   readonly connectorId: string
+  readonly pipeline: PipelineNames
   readonly engine: Engine
   readonly instance: string
   readonly details: PostgresDetails
@@ -838,18 +915,18 @@ const recordReadiness = (input: {
   Effect.scoped(
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const names = replicationNames(input.connectorId)
+      const pipeline = input.pipeline
       const attemptId = newAttemptId()
       const checks: Array<ReadinessCheck> = []
       const sessionFailure = (e: PgStepFailed) => stepFailed("readiness", e)
       const source = yield* sourceSession(input.details, input.details.password, input.sourceOptions).pipe(Effect.mapError(sessionFailure))
-      const mirror = yield* engineSession(input.engine, MIRROR_DATABASE, input.engineOptions).pipe(Effect.mapError(sessionFailure))
+      const mirror = yield* engineSession(input.engine, pipeline.mirrorDatabase, input.engineOptions).pipe(Effect.mapError(sessionFailure))
 
       // Catch up: the slot has confirmed everything the source had written when we looked.
       const catchUp = Effect.gen(function* () {
         const [position] = yield* source.query<{ lsn: string }>("select pg_current_wal_lsn()::text as lsn").pipe(Effect.mapError(sessionFailure))
         return yield* source
-          .query<{ caught_up: boolean }>("select coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) as caught_up from pg_replication_slots where slot_name = $1", [names.slot, position?.lsn ?? "0/0"])
+          .query<{ caught_up: boolean }>("select coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) as caught_up from pg_replication_slots where slot_name = $1", [pipeline.slot, position?.lsn ?? "0/0"])
           .pipe(
             Effect.mapError(sessionFailure),
             Effect.flatMap(([row]) => (row?.caught_up === true ? Effect.void : Effect.fail("behind" as const))),
@@ -862,7 +939,7 @@ const recordReadiness = (input: {
       const subscribed = yield* mirror
         .query<{ relation: string; state: string }>(
           `select r.srrelid::regclass::text as relation, r.srsubstate::text as state from pg_subscription_rel r join pg_subscription s on s.oid = r.srsubid where s.subname = $1`,
-          [names.subscription]
+          [pipeline.subscription]
         )
         .pipe(Effect.mapError(sessionFailure))
       const stateOf = new Map<string, string>()

@@ -12,6 +12,8 @@ import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { type Drift, reconcile } from "../replication/Reconciler.js"
 import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
+import { DiscoveryOperations } from "../connectors/Discovery.js"
+import { dueCleanups, startPipelineOperation } from "../replication/Pipelines.js"
 import { refreshStructure } from "../replication/StructureRefresh.js"
 
 /** Why replication was quarantined (the entry's reason). */
@@ -60,6 +62,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const provisioner = yield* EngineProvisioner
     const setup = yield* EngineSetup
     const changes = yield* SchemaChangesRepo
+    const operations = yield* DiscoveryOperations
     const introspector = yield* SourceIntrospector
     const connect = { applicationName: "scion-quarantine-monitor", connectMillis: 5_000 }
 
@@ -307,7 +310,18 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       )
 
     /** One round over every ready engine (and the ones a released slot_lost entry left setting up). */
+    /** Retired pipelines past their rollback grace: a cleanup operation each (once). */
+    const startCleanups = Effect.gen(function* () {
+      for (const due of yield* dueCleanups) {
+        const operationId = yield* startPipelineOperation({ connectorId: due.connector_id, orgId: due.org_id, action: "cleanup", pipelineId: due.id, guard: false }).pipe(
+          Effect.provideService(DiscoveryOperations, operations)
+        )
+        yield* Effect.logInfo("pipeline cleanup started").pipe(Effect.annotateLogs({ connector_id: due.connector_id, pipeline: due.id, operation_id: operationId }))
+      }
+    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("pipeline cleanups could not start", cause)))
+
     const round = Effect.gen(function* () {
+      yield* startCleanups
       const engines = yield* sql<EngineRow>`
         select e.connector_id, e.mirror_database, e.subscription_name, e.slot_name, e.mirrored_tables, e.last_apply_error_count::text as last_apply_error_count,
                e.publication_name, e.schema_follow

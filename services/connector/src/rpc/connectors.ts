@@ -248,6 +248,8 @@ export const connectorServiceRoutes = Effect.gen(function* () {
       listQuarantineEntries: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => quarantine.list(p, req.connectorId)), (entries) => ({ entries: entries.map(quarantineToProto) })),
       resetReplication: (req) => Effect.map(Effect.flatMap(caller, (p) => setup.reset(p, req.connectorId)), (started) => ({ started: handle(started) })),
+      deepResetReplication: (req) => Effect.map(Effect.flatMap(caller, (p) => setup.deepReset(p, req.connectorId)), (started) => ({ started: handle(started) })),
+      rollbackReplication: (req) => Effect.map(Effect.flatMap(caller, (p) => setup.rollback(p, req.connectorId)), (started) => ({ started: handle(started) })),
       listSchemaChanges: (req) =>
         Effect.map(
           Effect.flatMap(caller, (p) =>
