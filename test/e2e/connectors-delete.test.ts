@@ -77,10 +77,13 @@ describe("connector deletion", () => {
         deleted: true,
         force: false,
         source_cleanup: { status: "cleaned", databases: [{ database: "postgres", publications_dropped: [pub], slots_dropped: [pub] }] },
-        steps: [{ type: "connector_secret_purge", status: "completed", secrets_purged: 1 }]
+        steps: [{ type: "connector_secret_purge", operation_id: expect.stringMatching(/^op_prg/), status: "completed", secrets_purged: 1 }]
       }
     })
     expect((await getConnector(id)).status).toBe(404)
+    // The purge was an operation of its own, polled like any other.
+    const purge = await scion.request("GET", `/v1/operations/${operation.result.steps[0].operation_id}`, { token: tokens.admin })
+    expect(purge.body).toMatchObject({ type: "connector_secret_purge", status: "completed", resource_id: id, result: { connector_id: id, secrets_purged: 1 } })
     expect(await onSource(`select count(*) as n from pg_publication where pubname = '${pub}'`)).toBe(0)
     expect(await onSource(`select count(*) as n from pg_replication_slots where slot_name = '${pub}'`)).toBe(0)
     expect(await secretRows(id)).toEqual([])

@@ -5,7 +5,7 @@ import { Config, Duration, Effect, Layer } from "effect"
 import { CloudAccounts } from "./CloudAccounts.js"
 import { Connectors } from "./connectors/Connectors.js"
 import { ConnectorsRepo } from "./connectors/ConnectorsRepo.js"
-import { deleteJob, Deletion, SourceCleaner } from "./connectors/Deletion.js"
+import { deleteJob, Deletion, secretPurgeJob, SourceCleaner } from "./connectors/Deletion.js"
 import { Discovery, DiscoveryOperations, discoveryJob } from "./connectors/Discovery.js"
 import { SourceProbe } from "./connectors/Preflight.js"
 import { SourceIntrospector } from "./connectors/SchemaIntrospection.js"
@@ -58,6 +58,7 @@ export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duratio
   Layer.mergeAll(
     JobWorker.layer({ ...discoveryJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
     JobWorker.layer({ ...deleteJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
+    JobWorker.layer({ ...secretPurgeJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
     // Setup steps are idempotent, so a redelivery after a crash resumes; a step's own failure
     // fails the operation (JobFailed) instead of being retried. ENGINE_SETUP_ACK_WAIT (default
     // 60 s) is how long a crashed worker's setup waits for redelivery; heartbeats every third.
@@ -150,6 +151,9 @@ export {
   DeletePayload,
   type DeleteStarted,
   Deletion,
+  SECRET_PURGE_JOB,
+  secretPurgeJob,
+  SecretPurgePayload,
   SourceCleaner
 } from "./connectors/Deletion.js"
 export { handleProjectEvent, PROJECT_DELETED, ProjectEventsConsumer, projectEventsConfig } from "./ProjectEvents.js"

@@ -7,9 +7,9 @@
 import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, layer } from "@effect/vitest"
 import type { ProgressUpdate } from "@scion/kit"
-import { Effect, Redacted } from "effect"
+import { Effect, Fiber, Redacted } from "effect"
 import { startSourceCluster, type SourceCluster } from "../../../test/support/sourceCluster.js"
-import { ConnectorBranches, Connectors, deleteJob, Deletion, handleProjectEvent, PROJECT_DELETED, publicationName, SourceCleaner } from "../src/index.js"
+import { ConnectorBranches, Connectors, deleteJob, Deletion, handleProjectEvent, PROJECT_DELETED, publicationName, secretPurgeJob, SourceCleaner } from "../src/index.js"
 import { connectorTestLayer, newOrgId, operations, session } from "./support.js"
 
 let source: SourceCluster
@@ -24,18 +24,45 @@ afterAll(async () => {
 
 const details = (value: unknown) => Redacted.make<unknown>(value)
 
-/** Runs the delete job for an operation as the worker would. */
+/**
+ * The worker of `jobs.connector.secret_purge`, as the runtime would be: runs the purge job the
+ * delete job put in the outbox and marks its operation completed (or failed) in the stand-in
+ * operation unit.
+ */
+const purgeWorker = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const done = new Set<string>()
+  for (;;) {
+    const rows = yield* sql<{ readonly msg_id: string; readonly payload: { readonly payload: { connector_id: string; delete_operation_id: string } } }>`
+      select msg_id, payload from outbox where subject like '%secret_purge' order by msg_id`
+    for (const row of rows) {
+      if (done.has(row.msg_id)) continue
+      done.add(row.msg_id)
+      const exit = yield* Effect.exit(
+        secretPurgeJob.run({ operationId: row.msg_id, orgId: "org_x", payload: row.payload.payload, attempt: 1, maxAttempts: 3, report: () => Effect.void })
+      )
+      const known = operations.get(row.msg_id)
+      if (known !== undefined) operations.set(row.msg_id, { ...known, status: exit._tag === "Success" ? "completed" : "failed" })
+    }
+    yield* Effect.sleep("50 millis")
+  }
+})
+
+/** Runs the delete job for an operation as the worker would (the purge's worker beside it). */
 const runJob = (operationId: string, connectorId: string, force: boolean) =>
   Effect.gen(function* () {
     const reports: Array<ProgressUpdate> = []
-    const result = yield* deleteJob.run({
-      operationId,
-      orgId: "org_x",
-      payload: { connector_id: connectorId, force },
-      attempt: 1,
-      maxAttempts: 3,
-      report: (update) => Effect.sync(() => void reports.push(update))
-    })
+    const purging = yield* Effect.fork(purgeWorker)
+    const result = yield* deleteJob
+      .run({
+        operationId,
+        orgId: "org_x",
+        payload: { connector_id: connectorId, force },
+        attempt: 1,
+        maxAttempts: 3,
+        report: (update) => Effect.sync(() => void reports.push(update))
+      })
+      .pipe(Effect.ensuring(Fiber.interrupt(purging)))
     return { result, reports }
   }).pipe(
     Effect.provideService(SourceCleaner, SourceCleaner.make({ connectTimeout: "2 seconds", queryTimeout: "10 seconds" })),
@@ -99,7 +126,7 @@ describe("deletion", () => {
           force: false,
           source_cleanup: { status: "cleaned", databases: [{ database: "postgres", publications_dropped: [pub], slots_dropped: [pub] }] },
           engine: { status: "not_set_up" },
-          steps: [{ type: "connector_secret_purge", status: "completed", secrets_purged: 1 }]
+          steps: [{ type: "connector_secret_purge", operation_id: expect.stringMatching(/^op_prg/), status: "completed", secrets_purged: 1 }]
         })
         expect(reports.map((r) => r.stage)).toEqual(["engine_pause", "source", "engine", "secrets"])
         operations.get(started.operationId)!.status = "completed"

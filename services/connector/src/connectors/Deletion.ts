@@ -4,7 +4,7 @@ import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Princ
 import { randomBytes } from "node:crypto"
 import type { ConnectionOptions } from "node:tls"
 import type pg from "pg"
-import { Config, Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { Config, Context, Duration, Effect, Either, Layer, Option, Schedule, Schema } from "effect"
 import { ConnectorNotFound, DeleteInProgress, DeletionLocked } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
 import { type BranchesUnavailable, ConnectorBranches } from "./ConnectorBranches.js"
@@ -206,6 +206,43 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
 export const DeletePayload = Schema.Struct({ connector_id: Schema.String, force: Schema.Boolean })
 export type DeletePayload = typeof DeletePayload.Type
 
+/** Subject `jobs.connector.secret_purge`, durable `connector-secret_purge`: a delete's last step. */
+export const SECRET_PURGE_JOB = { unit: "connector", type: "secret_purge" } as const
+
+export const SecretPurgePayload = Schema.Struct({ connector_id: Schema.String, delete_operation_id: Schema.String })
+export type SecretPurgePayload = typeof SecretPurgePayload.Type
+
+/** The purge operation of a delete: its id follows from the delete's, so a redelivery finds it again. */
+const purgeOperationIdOf = (deleteOperationId: string) => `op_prg${deleteOperationId.replace(/^op_/, "")}`.slice(0, 120)
+
+/**
+ * The connector_secret_purge job: in one transaction, the connector's secrets (its encrypted
+ * connection details) and its row go. Started by the delete job once the source is cleaned and
+ * the engine destroyed; a redelivery after the row is gone answers the same.
+ */
+export const secretPurgeJob: JobHandler<SecretPurgePayload, typeof SecretPurgePayload.Encoded, JobFailed | OperationEnded | RpcError | SqlError.SqlError, SqlClient.SqlClient> = {
+  ...SECRET_PURGE_JOB,
+  payload: SecretPurgePayload,
+  run: (job) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const connectorId = job.payload.connector_id
+      yield* job.report({ stage: "purge", stageLabel: "Purging the connector's secrets and deleting the connector", progress: 50 })
+      return yield* sql.withTransaction(
+        Effect.gen(function* () {
+          const [row] = yield* sql<{ readonly delete_operation_id: string | null }>`select delete_operation_id from connectors where id = ${connectorId} for update`
+          if (row !== undefined && row.delete_operation_id !== job.payload.delete_operation_id) {
+            return yield* new JobFailed({ message: `Superseded by delete operation ${row.delete_operation_id ?? "none"}` })
+          }
+          const gone = yield* sql<{ readonly name: string }>`delete from secrets where owner_id = ${connectorId} returning name`
+          yield* sql`delete from connectors where id = ${connectorId}`
+          yield* Effect.logInfo("connector secrets purged").pipe(Effect.annotateLogs({ connector_id: connectorId, secrets_purged: gone.length }))
+          return { connector_id: connectorId, secrets_purged: gone.length, connector_deleted: row !== undefined } satisfies JsonObject
+        })
+      )
+    }).pipe(Effect.withSpan("secretPurgeJob.run", { attributes: { operationId: job.operationId } }))
+}
+
 
 /**
  * The delete job: drops what Scion created on the source (every database of the details), then,
@@ -219,7 +256,7 @@ export const deleteJob: JobHandler<
   DeletePayload,
   typeof DeletePayload.Encoded,
   JobFailed | OperationEnded | RpcError | SqlError.SqlError | BranchesUnavailable,
-  ConnectorsRepo | SecretStore | SourceCleaner | EngineProvisioner | ConnectorBranches | SqlClient.SqlClient
+  ConnectorsRepo | SecretStore | SourceCleaner | EngineProvisioner | ConnectorBranches | DiscoveryOperations | SqlClient.SqlClient
 > = {
   ...DELETE_JOB,
   payload: DeletePayload,
@@ -296,14 +333,23 @@ export const deleteJob: JobHandler<
       const provisioner = yield* EngineProvisioner
       yield* provisioner.destroy(connectorId).pipe(Effect.mapError((e) => new JobFailed({ message: `The engine could not be destroyed (${e.message}); retry the delete` })))
 
+      // The purge is an operation of its own (connector_secret_purge); the delete completes with it.
       yield* job.report({ stage: "secrets", stageLabel: "Purging the connector's secrets and deleting the connector", progress: 80 })
-      const purged = yield* sql.withTransaction(
-        Effect.gen(function* () {
-          const gone = yield* sql<{ readonly name: string }>`delete from secrets where owner_id = ${connectorId} returning name`
-          yield* sql`delete from connectors where id = ${connectorId}`
-          return gone.length
-        })
+      const operations = yield* DiscoveryOperations
+      const purgeOperationId = purgeOperationIdOf(job.operationId)
+      const [owned] = yield* sql<{ readonly n: number }>`select count(*)::int as n from secrets where owner_id = ${connectorId}`
+      yield* operations.create({ id: purgeOperationId, orgId: found.value.orgId, connectorId, type: "connector_secret_purge" }).pipe(
+        Effect.mapError((e) => new JobFailed({ message: `The secret purge could not start (${e.cause}); retry the delete` }))
       )
+      yield* enqueueJob({ ...SECRET_PURGE_JOB, operationId: purgeOperationId, orgId: found.value.orgId, payload: { connector_id: connectorId, delete_operation_id: job.operationId } })
+      const purgeStatus = yield* operations.status(purgeOperationId).pipe(
+        Effect.mapError((e) => e.cause),
+        Effect.flatMap((status) => (Option.isSome(status) && (status.value === "completed" || status.value === "failed") ? Effect.succeed(status.value) : Effect.fail("running"))),
+        Effect.retry(Schedule.spaced(Duration.millis(100)).pipe(Schedule.upTo(Duration.seconds(120)))),
+        Effect.mapError(() => new JobFailed({ message: `The secret purge (${purgeOperationId}) did not finish in time; retry the delete` }))
+      )
+      if (purgeStatus === "failed") return yield* new JobFailed({ message: `The secret purge failed (see operation ${purgeOperationId}); retry the delete` })
+      const purged = owned?.n ?? 0
       yield* Effect.logInfo("connector deleted").pipe(Effect.annotateLogs({ connector_id: connectorId, force, source_cleanup: String(source.status) }))
       return {
         connector_id: connectorId,
@@ -311,7 +357,7 @@ export const deleteJob: JobHandler<
         force,
         source_cleanup: source,
         engine: { status: engineRow !== undefined ? "destroyed" : "not_set_up" },
-        steps: [{ type: "connector_secret_purge", status: "completed", secrets_purged: purged }]
+        steps: [{ type: "connector_secret_purge", operation_id: purgeOperationId, status: "completed", secrets_purged: purged }]
       } satisfies JsonObject
     }).pipe(Effect.withSpan("deleteJob.run", { attributes: { operationId: job.operationId } }))
 }

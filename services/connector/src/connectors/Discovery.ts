@@ -51,6 +51,7 @@ export type ConnectorOperationType =
   | "connector_cdc_cutover"
   | "connector_replication_rollback"
   | "connector_cdc_shadow_cleanup"
+  | "connector_secret_purge"
 const operationTypes: Record<ConnectorOperationType, OperationType> = {
   connector_discovery: OperationType.CONNECTOR_DISCOVERY,
   connector_delete: OperationType.CONNECTOR_DELETE,
@@ -60,7 +61,8 @@ const operationTypes: Record<ConnectorOperationType, OperationType> = {
   connector_deep_reset: OperationType.CONNECTOR_DEEP_RESET,
   connector_cdc_cutover: OperationType.CONNECTOR_CDC_CUTOVER,
   connector_replication_rollback: OperationType.CONNECTOR_REPLICATION_ROLLBACK,
-  connector_cdc_shadow_cleanup: OperationType.CONNECTOR_CDC_SHADOW_CLEANUP
+  connector_cdc_shadow_cleanup: OperationType.CONNECTOR_CDC_SHADOW_CLEANUP,
+  connector_secret_purge: OperationType.CONNECTOR_SECRET_PURGE
 }
 
 /**
