@@ -645,6 +645,7 @@ export class BranchesGroup extends HttpApiGroup.make("branches")
       .setHeaders(Br.IdempotencyHeaders)
       .addSuccess(Br.BranchOperationHandle, { status: 202 })
       .addError(Br.EngineNotReady)
+      .addError(Br.MaskingIncomplete)
       .annotate(OpenApi.Summary, "Create a branch of a connector's mirror in the background (branches.create)")
       .annotate(
         OpenApi.Description,
@@ -685,7 +686,7 @@ export class BranchesGroup extends HttpApiGroup.make("branches")
     HttpApiEndpoint.put("setMaskingRules", "/connectors/:connector_id/masking-rules")
       .setPath(Br.MaskingConnectorPath)
       .setPayload(Br.MaskingRules)
-      .addSuccess(Br.MaskingRules)
+      .addSuccess(Br.MaskingConfiguration)
       .annotate(OpenApi.Summary, "Replace the connector's masking rules (connectors.update)")
       .annotate(
         OpenApi.Description,

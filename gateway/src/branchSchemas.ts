@@ -92,10 +92,43 @@ export const MaskingRule = Schema.Struct({
   })
 }).annotations({ identifier: "MaskingRule" })
 
-export const MaskingRules = Schema.Struct({ rules: Schema.Array(MaskingRule).pipe(Schema.maxItems(1000)) }).annotations({ identifier: "MaskingRules" })
+export const ColumnRef = Schema.Struct({
+  schema: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63)),
+  table: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63)),
+  column: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(63))
+}).annotations({ identifier: "ColumnRef" })
+
+const MaskingPolicy = Schema.Literal("permissive", "strict").annotations({
+  description:
+    "Extension. permissive (the default): discovery's detections are suggestions. strict: branch creates answer 422 naming the columns while a column discovery flags as personal or secret (new ones included, as the source's schema changes) has neither a rule nor a place in safe_columns."
+})
+
+/** PUT replaces the whole configuration: rules, policy (permissive when left out) and safe columns. */
+export const MaskingRules = Schema.Struct({
+  rules: Schema.Array(MaskingRule).pipe(Schema.maxItems(1000)),
+  policy: Schema.optional(MaskingPolicy),
+  safe_columns: Schema.optional(Schema.Array(ColumnRef).pipe(Schema.maxItems(1000))).annotations({ description: "Extension: columns marked as needing no masking" })
+}).annotations({ identifier: "MaskingRules" })
+
+export const MaskingConfiguration = Schema.Struct({
+  rules: Schema.Array(MaskingRule),
+  policy: MaskingPolicy,
+  safe_columns: Schema.Array(ColumnRef)
+}).annotations({ identifier: "MaskingConfiguration" })
+
+/** A strict masking policy refuses the branch: the columns to cover first. */
+export class MaskingIncomplete extends Schema.Class<MaskingIncomplete>("MaskingIncomplete")(
+  {
+    detail: Schema.String.annotations({ description: "Which columns, and what to do" }),
+    columns: Schema.Array(Schema.String).annotations({ description: "schema.table.column of each flagged column with neither a rule nor a mark as safe" })
+  },
+  HttpApiSchema.annotations({ status: 422, description: "The connector's masking policy is strict and columns flagged as personal or secret are not covered" })
+) {}
 
 export const MaskingRulesWithSuggestions = Schema.Struct({
   rules: Schema.Array(MaskingRule),
+  policy: MaskingPolicy,
+  safe_columns: Schema.Array(ColumnRef),
   suggested_rules: Schema.Array(MaskingRule).annotations({
     description:
       "What discovery detected by column name (email, phone, names, addresses, secrets, …) in the selected tables that no rule covers yet. Not applied: PUT them as rules to mask them in new branches."

@@ -127,8 +127,9 @@ export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "I
   | "CONNECTOR_STATE_INVALID" | "ENGINE_SETUP_IN_PROGRESS" | "QUARANTINE_ENTRY_NOT_FOUND" | "ENGINE_UNAVAILABLE" | "SOURCE_UNAVAILABLE"
 
 /**
- * The branch unit's reasons (access and connector reasons are shared). ENGINE_NOT_READY is not
- * here: the branches handler answers it as 422 (EngineNotReady) before this table is asked.
+ * The branch unit's reasons (access and connector reasons are shared). ENGINE_NOT_READY and
+ * MASKING_INCOMPLETE are not here: the branches handler answers them as 422 (EngineNotReady,
+ * MaskingIncomplete) before this table is asked.
  */
 export type BranchReason =
   | "BRANCH_NOT_FOUND" | "IDEMPOTENCY_KEY_REUSED" | "BRANCH_CREATE_IN_PROGRESS" | "BRANCH_NAME_TAKEN" | "BRANCH_DELETE_IN_PROGRESS" | "ENGINE_ACCESS_UNAVAILABLE"

@@ -99,12 +99,16 @@ describe("POST /v1/branch/create: validation, visibility and state", () => {
     expect((await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: stranger.token, body: rules })).status).toBe(404)
     const put = await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: member.token, body: rules })
     expect(put.status, JSON.stringify(put.body)).toBe(200)
-    expect(put.body).toEqual(rules)
+    // The policy defaults to permissive, nothing is marked safe.
+    expect(put.body).toEqual({ ...rules, policy: "permissive", safe_columns: [] })
     const got = await scion.request("GET", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: viewer.token })
     // Never discovered: nothing to suggest.
-    expect(got.body).toEqual({ ...rules, suggested_rules: [] })
+    expect(got.body).toEqual({ ...rules, policy: "permissive", safe_columns: [], suggested_rules: [] })
     const bad = await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: member.token, body: { rules: [{ schema: "s", table: "t", column: "c", method: "rot13" }] } })
     expect(bad.status).toBe(422)
+    const badPolicy = await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: member.token, body: { rules: [], policy: "lenient" } })
+    expect(badPolicy.status).toBe(422)
+    expect(badPolicy.body.detail[0].loc).toEqual(["body", "policy"])
   })
 })
 

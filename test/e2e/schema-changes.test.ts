@@ -297,6 +297,42 @@ describe("sequences in branches", () => {
   }, 120_000)
 })
 
+describe("masking follows schema changes", () => {
+  it("a captured column that looks personal is suggested at once; a strict policy refuses branches until it is covered", async () => {
+    const rulesOf = async () => (await scion.request("GET", `/v1/connectors/${connectorId}/masking-rules`, { token: tokens.member })).body
+    await source.query("alter table public.tags add column owner_phone text")
+    await waitFor("the new column among the suggestions", async () =>
+      (await rulesOf()).suggested_rules.some((r: { table: string; column: string }) => r.table === "tags" && r.column === "owner_phone"), 30_000)
+    const suggested = (await rulesOf()).suggested_rules as Array<{ schema: string; table: string; column: string; method: string }>
+    expect(suggested.find((r) => r.column === "owner_phone")).toMatchObject({ schema: "public", table: "tags", method: "hash" })
+
+    const strict = await scion.request("PUT", `/v1/connectors/${connectorId}/masking-rules`, { token: tokens.member, body: { rules: [], policy: "strict" } })
+    expect(strict.status, JSON.stringify(strict.body)).toBe(200)
+    expect(strict.body).toEqual({ rules: [], policy: "strict", safe_columns: [] })
+    const refused = await createBranch({ name: "unmasked" })
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422)
+    expect(refused.body.columns).toEqual(expect.arrayContaining(["public.tags.owner_phone"]))
+    expect(refused.body.columns).toHaveLength(suggested.length)
+    expect(refused.body.detail).toContain("public.tags.owner_phone")
+
+    // Every flagged column masked, or marked safe: branches again, masked.
+    const [first, ...others] = suggested
+    const covered = await scion.request("PUT", `/v1/connectors/${connectorId}/masking-rules`, {
+      token: tokens.member,
+      body: { rules: others.map((r) => ({ ...r })), policy: "strict", safe_columns: [{ schema: first!.schema, table: first!.table, column: first!.column }] }
+    })
+    expect(covered.status, JSON.stringify(covered.body)).toBe(200)
+    expect((await rulesOf()).suggested_rules).toEqual([])
+    const created = await createBranch({ name: "masked" })
+    expect(created.status, JSON.stringify(created.body)).toBe(202)
+    const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    expect(operation.result.masked_ready_at).not.toBeNull()
+    // Back to permissive for the tests after this one.
+    expect((await scion.request("PUT", `/v1/connectors/${connectorId}/masking-rules`, { token: tokens.member, body: { rules: [] } })).status).toBe(200)
+  }, 120_000)
+})
+
 describe("freshness of branches", () => {
   it("a branch carries data_as_of and source_lsn; GET answers them too", async () => {
     const before = Date.now()

@@ -36,6 +36,9 @@ export const branch = (b: pb.Branch | undefined): typeof Br.Branch.Type => {
   }
 }
 
+const maskingPolicies = { permissive: "permissive", strict: "strict" } as const
+const maskingPolicyOf = (policy: string) => required(maskingPolicies[policy as keyof typeof maskingPolicies], "a known masking policy")
+
 /** A replayed create carries X-Idempotency-Replay: true. */
 const markReplay = HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, "x-idempotency-replay", "true")))
 
@@ -58,14 +61,19 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
           .pipe(
             Effect.map(Either.right),
             Effect.catchIf(
-              (e) => e.reason === "ENGINE_NOT_READY",
+              (e) => e.reason === "ENGINE_NOT_READY" || e.reason === "MASKING_INCOMPLETE",
               (e) => Effect.succeed(Either.left(e))
             )
           )
       ).pipe(
         Effect.flatMap((outcome) =>
           Either.match(outcome, {
-            onLeft: (e): Effect.Effect<never, Br.EngineNotReady> => Effect.fail(new Br.EngineNotReady({ detail: e.message })),
+            onLeft: (e): Effect.Effect<never, Br.EngineNotReady | Br.MaskingIncomplete> =>
+              Effect.fail(
+                e.reason === "MASKING_INCOMPLETE"
+                  ? new Br.MaskingIncomplete({ detail: e.message, columns: (e.metadata.columns ?? "").split(",").filter((c) => c !== "") })
+                  : new Br.EngineNotReady({ detail: e.message })
+              ),
             onRight: (r) =>
               Effect.as(r.replayed ? markReplay : Effect.void, {
                 operation_id: r.operationId,
@@ -90,13 +98,26 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
       asCaller((u) => u.branches.getMaskingRules({ connectorId: path.connector_id })).pipe(
         Effect.map((r) => ({
           rules: r.rules.map((x) => ({ schema: x.schema, table: x.table, column: x.column, method: x.method as typeof Br.MaskingRule.Type.method })),
+          policy: maskingPolicyOf(r.policy),
+          safe_columns: r.safeColumns.map((c) => ({ schema: c.schema, table: c.table, column: c.column })),
           suggested_rules: r.suggestedRules.map((x) => ({ schema: x.schema, table: x.table, column: x.column, method: x.method as typeof Br.MaskingRule.Type.method }))
         }))
       )
     )
     .handle("setMaskingRules", ({ path, payload }) =>
-      asCaller((u) => u.branches.setMaskingRules({ connectorId: path.connector_id, rules: payload.rules.map((x) => ({ ...x })) })).pipe(
-        Effect.map((r) => ({ rules: r.rules.map((x) => ({ schema: x.schema, table: x.table, column: x.column, method: x.method as typeof Br.MaskingRule.Type.method })) }))
+      asCaller((u) =>
+        u.branches.setMaskingRules({
+          connectorId: path.connector_id,
+          rules: payload.rules.map((x) => ({ ...x })),
+          ...(payload.policy !== undefined ? { policy: payload.policy } : {}),
+          safeColumns: (payload.safe_columns ?? []).map((c) => ({ ...c }))
+        })
+      ).pipe(
+        Effect.map((r) => ({
+          rules: r.rules.map((x) => ({ schema: x.schema, table: x.table, column: x.column, method: x.method as typeof Br.MaskingRule.Type.method })),
+          policy: maskingPolicyOf(r.policy),
+          safe_columns: r.safeColumns.map((c) => ({ schema: c.schema, table: c.table, column: c.column }))
+        }))
       )
     )
 )

@@ -14,19 +14,24 @@ import {
   EngineAccessUnavailable,
   EngineNotReady,
   IdempotencyKeyReused,
+  MaskingIncomplete,
   PermissionDenied
 } from "./domain/errors.js"
 import {
   type Branch,
   type BranchUrls,
+  type ColumnRef,
+  columnKey,
   type CreateInput,
   engineNamesOf,
   fingerprintOf,
   IDEMPOTENCY_WINDOW_HOURS,
-  type MaskingRule,
+  type MaskingConfig,
   noUrls,
+  uncoveredColumns,
   urlsOf,
   validateCreate,
+  validateMaskingPolicy,
   validateMaskingRules
 } from "./domain/models.js"
 import { dropBranch } from "./engine/EngineSql.js"
@@ -125,6 +130,9 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
               return { operationId: record.operation_id, branchId: record.branch_id, status: yield* currentStatus(record.operation_id), replayed: true } satisfies Handle
             }
           }
+          // A strict masking policy: no branch while a flagged column is neither masked nor marked safe.
+          const uncovered = uncoveredColumns({ rules: yield* repo.maskingRules(engine.connectorId), ...(yield* repo.maskingPolicy(engine.connectorId)) }, engine.maskingSuggestions)
+          if (uncovered.length > 0) return yield* new MaskingIncomplete({ connectorId: engine.connectorId, columns: uncovered.map(columnKey) })
           if (!isBranchable(engine, { allowStale: valid.allowStale })) {
             return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status, ...Option.match(engine.quarantine, { onNone: () => ({}), onSome: (quarantine) => ({ quarantine }) }) })
           }
@@ -249,21 +257,29 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const getMaskingRules = Effect.fn("Branches.getMaskingRules")(function* (principal: Principal, connectorId: string) {
       const engine = yield* visibleConnector(principal, connectorId, "branches.read")
       const rules = yield* repo.maskingRules(engine.connectorId)
-      // Discovery's suggestions for columns no rule covers yet: shown, applied only once PUT as rules.
-      const covered = new Set(rules.map((r) => `${r.schema}.${r.table}.${r.column}`))
-      const suggested = engine.maskingSuggestions.filter((s) => !covered.has(`${s.schema}.${s.table}.${s.column}`))
-      return { rules, suggested }
+      const { policy, safeColumns } = yield* repo.maskingPolicy(engine.connectorId)
+      // Discovery's suggestions for columns no rule covers and no one marked safe: shown, applied
+      // only once PUT as rules. They follow the source's schema changes.
+      const covered = new Set([...rules.map(columnKey), ...safeColumns.map(columnKey)])
+      const suggested = engine.maskingSuggestions.filter((s) => !covered.has(columnKey(s)))
+      return { rules, suggested, policy, safeColumns }
     })
 
     const setMaskingRules = Effect.fn("Branches.setMaskingRules")(function* (
       principal: Principal,
       connectorId: string,
-      rules: ReadonlyArray<{ schema: string; table: string; column: string; method: string }>
+      input: {
+        readonly rules: ReadonlyArray<{ schema: string; table: string; column: string; method: string }>
+        readonly policy: string | undefined
+        readonly safeColumns: ReadonlyArray<ColumnRef>
+      }
     ) {
-      const valid = yield* validateMaskingRules(rules)
+      const valid = yield* validateMaskingRules(input.rules)
+      const { policy, safeColumns } = yield* validateMaskingPolicy(input.policy, input.safeColumns)
       const engine = yield* visibleConnector(principal, connectorId, "connectors.update")
-      yield* repo.replaceMaskingRules(engine.connectorId, engine.orgId, valid)
-      return valid as ReadonlyArray<MaskingRule>
+      const config: MaskingConfig = { rules: valid, policy, safeColumns }
+      yield* repo.replaceMaskingConfig(engine.connectorId, engine.orgId, config)
+      return config
     })
 
     return { create, get, list, delete: remove, removeConnectorBranches, getMaskingRules, setMaskingRules } as const

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import type { Branch, BranchStatus, MaskingRule } from "./domain/models.js"
+import type { Branch, BranchStatus, ColumnRef, MaskingConfig, MaskingPolicy, MaskingRule } from "./domain/models.js"
 import { PasswordEnvelope } from "./Passwords.js"
 import type { PasswordEnvelope as Envelope } from "./Passwords.js"
 
@@ -125,6 +125,26 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
         )
         .pipe(Effect.orDie)
 
-    return { find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, maskingRules, replaceMaskingRules } as const
+    /** The policy and safe columns (permissive and none without a row). */
+    const maskingPolicy = (connectorId: string) =>
+      Effect.map(
+        sql<{ policy: MaskingPolicy; safe_columns: ReadonlyArray<ColumnRef> }>`select policy, safe_columns from masking_policies where connector_id = ${connectorId}`,
+        ([row]) => ({ policy: row?.policy ?? ("permissive" as const), safeColumns: row?.safe_columns ?? [] })
+      ).pipe(Effect.orDie)
+
+    /** Rules, policy and safe columns replaced together. */
+    const replaceMaskingConfig = (connectorId: string, orgId: string, config: MaskingConfig) =>
+      sql
+        .withTransaction(
+          Effect.gen(function* () {
+            yield* replaceMaskingRules(connectorId, orgId, config.rules)
+            yield* sql`
+              insert into masking_policies (connector_id, org_id, policy, safe_columns) values (${connectorId}, ${orgId}, ${config.policy}, ${JSON.stringify(config.safeColumns)}::jsonb)
+              on conflict (connector_id) do update set policy = excluded.policy, safe_columns = excluded.safe_columns, updated_at = now()`
+          })
+        )
+        .pipe(Effect.orDie)
+
+    return { find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
   })
 }) {}

@@ -145,11 +145,15 @@ afterAll(async () => {
 
 describe("branches on a real engine", () => {
   it("creates a branch whose URL works with psql over TLS, writable, independent of mirror and source", async () => {
-    await runtime.runPromise(Effect.flatMap(Branches, (b) => b.setMaskingRules(user, engineId, [
-      { schema: "public", table: "customers", column: "email", method: "email" },
-      { schema: "public", table: "orders", column: "customer_email", method: "email" },
-      { schema: "public", table: "customers", column: "nope", method: "hash" }
-    ])))
+    await runtime.runPromise(Effect.flatMap(Branches, (b) => b.setMaskingRules(user, engineId, {
+      rules: [
+        { schema: "public", table: "customers", column: "email", method: "email" },
+        { schema: "public", table: "orders", column: "customer_email", method: "email" },
+        { schema: "public", table: "customers", column: "nope", method: "hash" }
+      ],
+      policy: undefined,
+      safeColumns: []
+    })))
     const started = Date.now()
     const { handle, result } = await createBranch("feature-a")
     const elapsed = Date.now() - started

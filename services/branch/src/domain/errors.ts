@@ -37,6 +37,16 @@ export class EngineNotReady extends Schema.TaggedError<EngineNotReady>()("Engine
   }
 }
 
+/** A strict masking policy refuses branches while suggested columns are neither masked nor marked safe. */
+export class MaskingIncomplete extends Schema.TaggedError<MaskingIncomplete>()("MaskingIncomplete", {
+  connectorId: Schema.String,
+  columns: Schema.Array(Schema.String)
+}) {
+  override get message() {
+    return `The masking policy of connector ${this.connectorId} is strict and these columns look personal or secret but have no masking rule and are not marked safe: ${this.columns.join(", ")}. Add rules for them or list them in safe_columns (PUT /v1/connectors/${this.connectorId}/masking-rules)`
+  }
+}
+
 export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()("IdempotencyKeyReused", { key: Schema.String }) {
   override get message() {
     return `The idempotency key ${this.key} was already used for a different request (connector, service type or name differ); use a new key`
@@ -96,6 +106,7 @@ export type BranchError =
   | ConnectorNotFound
   | BranchNotFound
   | EngineNotReady
+  | MaskingIncomplete
   | IdempotencyKeyReused
   | CreateInProgress
   | BranchNameTaken
@@ -112,6 +123,7 @@ const table: WireTable<BranchError> = {
   ConnectorNotFound: { code: Code.NotFound, reason: "CONNECTOR_NOT_FOUND", metadata: (e) => ({ connector_id: e.connectorId }) },
   BranchNotFound: { code: Code.NotFound, reason: "BRANCH_NOT_FOUND", metadata: (e) => ({ branch_id: e.branchId }) },
   EngineNotReady: { code: Code.FailedPrecondition, reason: "ENGINE_NOT_READY", metadata: (e) => ({ connector_id: e.connectorId, status: e.status }) },
+  MaskingIncomplete: { code: Code.FailedPrecondition, reason: "MASKING_INCOMPLETE", metadata: (e) => ({ connector_id: e.connectorId, columns: e.columns.join(",") }) },
   IdempotencyKeyReused: { code: Code.AlreadyExists, reason: "IDEMPOTENCY_KEY_REUSED", metadata: (e) => ({ key: e.key }) },
   CreateInProgress: {
     code: Code.Aborted,

@@ -184,3 +184,44 @@ export const validateMaskingRules = (rules: ReadonlyArray<{ schema: string; tabl
     }
     return out
   })
+
+/** permissive: discovery's detections are suggestions; strict: branches wait until each is covered. */
+export type MaskingPolicy = "permissive" | "strict"
+export const MASKING_POLICIES: ReadonlyArray<MaskingPolicy> = ["permissive", "strict"]
+
+export interface ColumnRef {
+  readonly schema: string
+  readonly table: string
+  readonly column: string
+}
+
+/** A connector's masking configuration: the rules, the policy and the columns marked safe. */
+export interface MaskingConfig {
+  readonly rules: ReadonlyArray<MaskingRule>
+  readonly policy: MaskingPolicy
+  readonly safeColumns: ReadonlyArray<ColumnRef>
+}
+
+export const columnKey = (c: ColumnRef) => `${c.schema}.${c.table}.${c.column}`
+
+export const validateMaskingPolicy = (policy: string | undefined, safeColumns: ReadonlyArray<ColumnRef>) =>
+  Effect.gen(function* () {
+    const chosen = policy === undefined || policy === "" ? "permissive" : policy
+    if (!MASKING_POLICIES.includes(chosen as MaskingPolicy)) {
+      return yield* new InvalidArgument({ field: "policy", message: `policy must be one of ${MASKING_POLICIES.join(", ")}` })
+    }
+    if (safeColumns.length > MAX_MASKING_RULES) return yield* new InvalidArgument({ field: "safe_columns", message: `At most ${MAX_MASKING_RULES} safe columns per connector` })
+    for (const [i, column] of safeColumns.entries()) {
+      for (const field of ["schema", "table", "column"] as const) {
+        if (!IDENT.test(column[field])) return yield* new InvalidArgument({ field: `safe_columns[${i}].${field}`, message: `safe_columns[${i}].${field} must be 1..63 characters` })
+      }
+    }
+    return { policy: chosen as MaskingPolicy, safeColumns: [...new Map(safeColumns.map((c) => [columnKey(c), { schema: c.schema, table: c.table, column: c.column }])).values()] }
+  })
+
+/** Under a strict policy: the suggested columns with neither a rule nor a mark as safe. */
+export const uncoveredColumns = (config: MaskingConfig, suggestions: ReadonlyArray<ColumnRef>): ReadonlyArray<ColumnRef> => {
+  if (config.policy !== "strict") return []
+  const covered = new Set([...config.rules.map(columnKey), ...config.safeColumns.map(columnKey)])
+  return suggestions.filter((s) => !covered.has(columnKey(s)))
+}

@@ -67,12 +67,17 @@ export const branchRoutes = Effect.gen(function* () {
         Effect.map(Effect.flatMap(caller, (p) => branches.delete(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: h.status })),
       deleteConnectorBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.removeConnectorBranches(p, req.connectorId)), (deleted) => ({ deleted })),
       getMaskingRules: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => branches.getMaskingRules(p, req.connectorId)), ({ rules, suggested }) => ({
+        Effect.map(Effect.flatMap(caller, (p) => branches.getMaskingRules(p, req.connectorId)), ({ rules, suggested, policy, safeColumns }) => ({
           rules: rules.map(ruleToProto),
-          suggestedRules: suggested.map(ruleToProto)
+          suggestedRules: suggested.map(ruleToProto),
+          policy,
+          safeColumns: safeColumns.map((c) => ({ ...c }))
         })),
       setMaskingRules: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => branches.setMaskingRules(p, req.connectorId, req.rules)), (rules) => ({ rules: rules.map(ruleToProto) }))
+        Effect.map(
+          Effect.flatMap(caller, (p) => branches.setMaskingRules(p, req.connectorId, { rules: req.rules, policy: req.policy, safeColumns: req.safeColumns })),
+          (config) => ({ rules: config.rules.map(ruleToProto), policy: config.policy, safeColumns: config.safeColumns.map((c) => ({ ...c })) })
+        )
     },
     toWireError
   )
