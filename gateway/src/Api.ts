@@ -592,7 +592,7 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
       .annotate(OpenApi.Summary, "Quarantined replication of the connector (connectors.read)")
       .annotate(
         OpenApi.Description,
-        "The monitor quarantines a connector's replication when it breaks (the source's slot lost, the subscription erroring or stopped, lag beyond the bound): it pauses the subscription and records why. Released entries are not listed. 404 for another org's connector."
+        "The monitor quarantines a connector's replication when it breaks (the source's slot lost, the subscription erroring or stopped, lag beyond the bound, a schema change it could not follow): it pauses the subscription, records why and the engine reads degraded until the monitor restores it. Released entries are not listed. 404 for another org's connector."
       )
   )
   .add(

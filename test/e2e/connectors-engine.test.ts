@@ -418,11 +418,11 @@ describe("engine setup end to end", () => {
   it("masking rules offer what discovery detected by column name; a rule covering it takes it off the suggestions", async () => {
     const before = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
     expect(before.status, JSON.stringify(before.body)).toBe(200)
-    expect(before.body).toEqual({ rules: [], suggested_rules: [{ schema: "public", table: "accounts", column: "email", method: "email" }] })
+    expect(before.body).toEqual({ rules: [], policy: "permissive", safe_columns: [], suggested_rules: [{ schema: "public", table: "accounts", column: "email", method: "email" }] })
     const rules = { rules: [{ schema: "public", table: "accounts", column: "email", method: "hash" }] }
     expect((await scion.request("PUT", `/v1/connectors/${id}/masking-rules`, { token: tokens.member, body: rules })).status).toBe(200)
     const after = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
-    expect(after.body).toEqual({ ...rules, suggested_rules: [] })
+    expect(after.body).toEqual({ ...rules, policy: "permissive", safe_columns: [], suggested_rules: [] })
   })
 
   it("new connection details (PUT) reach the engine's subscription, and replication goes on with them", async () => {

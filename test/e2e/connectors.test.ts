@@ -164,6 +164,8 @@ describe("connectors", () => {
       can_update: true,
       can_delete: false,
       deletion_locked: false,
+      // No engine yet: nothing replicates.
+      replication: null,
       created_by: expect.stringMatching(/^usr_/),
       created_at: expect.stringMatching(/Z$/),
       updated_at: expect.stringMatching(/Z$/)

@@ -64,7 +64,20 @@ export const startSourceCluster = async (options: SourceClusterOptions = {}): Pr
     await rm(databaseDir, { recursive: true, force: true })
     throw new Error(`source cluster failed to start: ${String(error)}\n${logs.join("")}`)
   }
-  const query = async (sql: string, database = "postgres") => {
+  return clusterOn(port, password, async () => {
+    await server.stop()
+    await rm(databaseDir, { recursive: true, force: true })
+  })
+}
+
+/** A running cluster on 127.0.0.1:`port` with superuser postgres/`password`, as tests use it. */
+const clusterOn = (port: number, password: string, stop: () => Promise<void>): SourceCluster => ({
+  host: "127.0.0.1",
+  port,
+  username: "postgres",
+  password,
+  details: (overrides = {}) => ({ host: "127.0.0.1", port, database: "postgres", username: "postgres", password, sslmode: "disable", ...overrides }),
+  query: async (sql: string, database = "postgres") => {
     const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database })
     await client.connect()
     try {
@@ -72,20 +85,9 @@ export const startSourceCluster = async (options: SourceClusterOptions = {}): Pr
     } finally {
       await client.end()
     }
-  }
-  return {
-    host: "127.0.0.1",
-    port,
-    username: "postgres",
-    password,
-    details: (overrides = {}) => ({ host: "127.0.0.1", port, database: "postgres", username: "postgres", password, sslmode: "disable", ...overrides }),
-    query,
-    stop: async () => {
-      await server.stop()
-      await rm(databaseDir, { recursive: true, force: true })
-    }
-  }
-}
+  },
+  stop
+})
 
 /** The machine's PostgreSQL 15 server binaries (Debian's postgresql-15, which CI runs anyway). */
 export const PG15_BIN_DIR = process.env.PG15_BIN_DIR ?? "/usr/lib/postgresql/15/bin"
@@ -125,27 +127,10 @@ export const startPg15SourceCluster = async (options: SourceClusterOptions = {})
     await rm(root, { recursive: true, force: true })
     throw new Error(`PostgreSQL 15 source cluster failed to start: ${String(error)}`)
   }
-  const query = async (sql: string, database = "postgres") => {
-    const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database })
-    await client.connect()
+  return clusterOn(port, password, async () => {
     try {
-      return await client.query(sql)
-    } finally {
-      await client.end()
-    }
-  }
-  return {
-    host: "127.0.0.1",
-    port,
-    username: "postgres",
-    password,
-    details: (overrides = {}) => ({ host: "127.0.0.1", port, database: "postgres", username: "postgres", password, sslmode: "disable", ...overrides }),
-    query,
-    stop: async () => {
-      try {
-        run("pg_ctl", ["-D", dataDir, "-m", "immediate", "-w", "stop"])
-      } catch {}
-      await rm(root, { recursive: true, force: true })
-    }
-  }
+      run("pg_ctl", ["-D", dataDir, "-m", "immediate", "-w", "stop"])
+    } catch {}
+    await rm(root, { recursive: true, force: true })
+  })
 }

@@ -31,6 +31,16 @@ export interface BranchingEngine {
 export const isBranchable = (engine: BranchingEngine, options: { readonly allowStale: boolean } = { allowStale: false }) =>
   (engine.status === "ready" || (engine.status === "degraded" && options.allowStale)) && engine.host !== "" && engine.port > 0 && engine.mirrorDatabase !== ""
 
+/** The connector unit restarting or briefly unreachable: asked again for up to 3 seconds. */
+const retryTransient = <A, R>(call: Effect.Effect<A, RpcError, R>) =>
+  Effect.retry(call, { while: isTransient, schedule: Schedule.exponential("50 millis").pipe(Schedule.upTo("3 seconds")) })
+
+/** NotFound is the connector's absence; anything else, the connector unit unavailable. */
+const failureOf = (connectorId: string, error: RpcError): Effect.Effect<never, ConnectorNotFound | EngineAccessUnavailable> =>
+  error.code === Code.NotFound
+    ? Effect.fail(new ConnectorNotFound({ connectorId }))
+    : Effect.fail(new EngineAccessUnavailable({ cause: `${error.codeName}: ${error.reason} ${error.message}` }))
+
 /**
  * The connector unit's answer about a connector's engine, asked with this unit's service
  * principal (the answer carries the engine's superuser credentials, so only services may ask).
@@ -54,7 +64,7 @@ export class Engines extends Context.Tag("@scion/branch/Engines")<
         return Engines.of({
           get: (connectorId) =>
             asService(client.getBranchingEngine({ connectorId })).pipe(
-              Effect.retry({ while: isTransient, schedule: Schedule.exponential("50 millis").pipe(Schedule.upTo("3 seconds")) }),
+              retryTransient,
               Effect.flatMap((response) => {
                 const e = response.engine
                 if (e === undefined) return Effect.fail(new EngineAccessUnavailable({ cause: "the connector unit answered without an engine" }))
@@ -75,23 +85,15 @@ export class Engines extends Context.Tag("@scion/branch/Engines")<
                   quarantine: e.quarantine === undefined ? Option.none() : Option.some({ id: e.quarantine.quarantineId, reason: e.quarantine.reason, detail: e.quarantine.detail })
                 })
               }),
-              Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<never, ConnectorNotFound | EngineAccessUnavailable> =>
-                error.code === Code.NotFound
-                  ? Effect.fail(new ConnectorNotFound({ connectorId }))
-                  : Effect.fail(new EngineAccessUnavailable({ cause: `${error.codeName}: ${error.reason} ${error.message}` }))
-              ),
+              Effect.catchTag("RpcError", (error: RpcError) => failureOf(connectorId, error)),
               Effect.provideService(ServiceIdentity, service),
               Effect.withSpan("Engines.get", { attributes: { connectorId } })
             ),
           sourcePosition: (connectorId) =>
             asService(client.getSourcePosition({ connectorId })).pipe(
-              Effect.retry({ while: isTransient, schedule: Schedule.exponential("50 millis").pipe(Schedule.upTo("3 seconds")) }),
+              retryTransient,
               Effect.map((response) => response.lsn),
-              Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<never, ConnectorNotFound | EngineAccessUnavailable> =>
-                error.code === Code.NotFound
-                  ? Effect.fail(new ConnectorNotFound({ connectorId }))
-                  : Effect.fail(new EngineAccessUnavailable({ cause: `${error.codeName}: ${error.reason} ${error.message}` }))
-              ),
+              Effect.catchTag("RpcError", (error: RpcError) => failureOf(connectorId, error)),
               Effect.provideService(ServiceIdentity, service),
               Effect.withSpan("Engines.sourcePosition", { attributes: { connectorId } })
             )

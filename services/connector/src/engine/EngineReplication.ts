@@ -1,8 +1,8 @@
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option } from "effect"
 import { quoteIdent } from "../connectors/GrantScript.js"
-import { EngineProvisioner } from "./EngineProvisioner.js"
-import { engineSession, withSubscriptionLock } from "./PgSession.js"
+import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
+import { engineSession, type PgSession, withSubscriptionLock } from "./PgSession.js"
 
 /** The engine record of a connector: where its subscription lives. */
 export const engineRecord = (connectorId: string) =>
@@ -39,3 +39,21 @@ export const setSubscriptionEnabled = (connectorId: string, enabled: boolean) =>
       })
     )
   }).pipe(Effect.withSpan("EngineReplication.setSubscriptionEnabled", { attributes: { connectorId, enabled } }))
+
+/**
+ * Drops a subscription without touching its slot (`slot_name = none` first: the slot is the
+ * source's, dropped there or kept), under the engine's subscription lock. Absent is fine.
+ */
+export const dropSubscriptionKeepingSlot = (engine: Engine, mirrorDatabase: string, mirror: PgSession, subscriptionName: string) =>
+  withSubscriptionLock(
+    engine,
+    mirrorDatabase,
+    Effect.gen(function* () {
+      const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [subscriptionName])
+      if (present === undefined) return
+      const subscription = quoteIdent(subscriptionName)
+      yield* mirror.query(`alter subscription ${subscription} disable`)
+      yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
+      yield* mirror.query(`drop subscription ${subscription}`)
+    })
+  )

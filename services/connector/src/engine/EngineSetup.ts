@@ -17,7 +17,7 @@ import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
-import { engineRecord } from "./EngineReplication.js"
+import { dropSubscriptionKeepingSlot, engineRecord } from "./EngineReplication.js"
 import { engineSession, PgStepFailed, sourceSession, withSubscriptionLock } from "./PgSession.js"
 import { activePipeline, type PipelineNames, pipelineNames } from "../replication/PipelineNames.js"
 import { dropPipeline, rollbackTarget, shadowPipeline, startPipelineOperation } from "../replication/Pipelines.js"
@@ -180,16 +180,25 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
         return Option.isSome(status) && (status.value === "pending" || status.value === "running") ? Option.some(operationId) : Option.none<string>()
       })
 
+    /**
+     * Inside a transaction: locks the connector row and refuses while a delete or another of its
+     * pipeline operations (setup, rollout, reset, deep reset, cutover, rollback) runs.
+     */
+    const lockIdle = (connectorId: string) =>
+      Effect.gen(function* () {
+        const [row] = yield* sql<{ readonly setup_operation_id: string | null; readonly delete_operation_id: string | null }>`
+          select setup_operation_id, delete_operation_id from connectors where id = ${connectorId} for update`
+        const deleting = yield* activeOperation(row?.delete_operation_id ?? null)
+        if (Option.isSome(deleting)) return yield* new DeleteInProgress({ connectorId, operationId: deleting.value })
+        const setting = yield* activeOperation(row?.setup_operation_id ?? null)
+        if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId, operationId: setting.value })
+      })
+
     /** Locks the row, refuses while a delete or another setup runs, then creates the operation and its job. */
     const dispatch = (connector: Connector, mode: EngineSetupPayload["mode"]) =>
       transaction(
         Effect.gen(function* () {
-          const [row] = yield* sql<{ readonly setup_operation_id: string | null; readonly delete_operation_id: string | null }>`
-            select setup_operation_id, delete_operation_id from connectors where id = ${connector.id} for update`
-          const deleting = yield* activeOperation(row?.delete_operation_id ?? null)
-          if (Option.isSome(deleting)) return yield* new DeleteInProgress({ connectorId: connector.id, operationId: deleting.value })
-          const setting = yield* activeOperation(row?.setup_operation_id ?? null)
-          if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId: connector.id, operationId: setting.value })
+          yield* lockIdle(connector.id)
           const operationId = newOperationId(mode)
           const type = operationTypeOf[mode]
           yield* operations.create({ id: operationId, orgId: connector.orgId, connectorId: connector.id, type })
@@ -316,20 +325,30 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
     }, dieOnSqlError)
 
     /**
+     * Work on a set-up engine's pipeline (reset, deep reset): refused when no engine was ever made
+     * (a setup in progress answers 409 from dispatch), then engine setup's prerequisites.
+     */
+    const startPipelineWork = (principal: Principal, connectorId: string, mode: "reset" | "deep_reset") =>
+      Effect.gen(function* () {
+        const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
+        const record = yield* engineRecord(connector.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        if (Option.isNone(record) || connector.branchingEngineStatus === "not_set_up") {
+          return yield* new EngineNotSetUp({ connectorId: connector.id, status: connector.branchingEngineStatus })
+        }
+        yield* checkPrerequisites(connector)
+        const started = yield* dispatch(connector, mode)
+        yield* Effect.logInfo(mode === "reset" ? "replication reset started" : "deep reset started").pipe(
+          Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId })
+        )
+        return started
+      })
+
+    /**
      * POST …/reset (connectors.update): a connector_reset operation that re-copies the mirror's
      * data in place from a fresh slot, keeping its schema. Branches wait meanwhile (setting_up).
      */
     const reset = Effect.fn("EngineSetup.reset")(function* (principal: Principal, connectorId: string) {
-      const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
-      const record = yield* engineRecord(connector.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-      // Never set up: no engine was ever made (a setup in progress answers 409 below).
-      if (Option.isNone(record) || connector.branchingEngineStatus === "not_set_up") {
-        return yield* new EngineNotSetUp({ connectorId: connector.id, status: connector.branchingEngineStatus })
-      }
-      yield* checkPrerequisites(connector)
-      const started = yield* dispatch(connector, "reset")
-      yield* Effect.logInfo("replication reset started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId }))
-      return started
+      return yield* startPipelineWork(principal, connectorId, "reset")
     }, dieOnSqlError)
 
     /**
@@ -339,15 +358,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
      * starts the cutover. Nothing changes for branches until the cutover.
      */
     const deepReset = Effect.fn("EngineSetup.deepReset")(function* (principal: Principal, connectorId: string) {
-      const connector = yield* connectors.visible(principal, connectorId, "connectors.update")
-      const record = yield* engineRecord(connector.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-      if (Option.isNone(record) || connector.branchingEngineStatus === "not_set_up") {
-        return yield* new EngineNotSetUp({ connectorId: connector.id, status: connector.branchingEngineStatus })
-      }
-      yield* checkPrerequisites(connector)
-      const started = yield* dispatch(connector, "deep_reset")
-      yield* Effect.logInfo("deep reset started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId }))
-      return started
+      return yield* startPipelineWork(principal, connectorId, "deep_reset")
     }, dieOnSqlError)
 
     /**
@@ -359,12 +370,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       if (connector.branchingEngineStatus === "not_set_up") return yield* new EngineNotSetUp({ connectorId: connector.id, status: connector.branchingEngineStatus })
       return yield* transaction(
         Effect.gen(function* () {
-          const [row] = yield* sql<{ readonly setup_operation_id: string | null; readonly delete_operation_id: string | null }>`
-            select setup_operation_id, delete_operation_id from connectors where id = ${connector.id} for update`
-          const deleting = yield* activeOperation(row?.delete_operation_id ?? null)
-          if (Option.isSome(deleting)) return yield* new DeleteInProgress({ connectorId: connector.id, operationId: deleting.value })
-          const setting = yield* activeOperation(row?.setup_operation_id ?? null)
-          if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId: connector.id, operationId: setting.value })
+          yield* lockIdle(connector.id)
           const target = yield* rollbackTarget(connector.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           if (Option.isNone(target)) return yield* new RollbackUnavailable({ connectorId: connector.id })
           const operationId = yield* startPipelineOperation({ connectorId: connector.id, orgId: connector.orgId, action: "rollback", pipelineId: target.value.id, guard: true }).pipe(
@@ -848,18 +854,7 @@ const resetPipeline = (
     yield* Effect.scoped(
       Effect.gen(function* () {
         const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis })
-        yield* withSubscriptionLock(
-          engine,
-          pipeline.mirrorDatabase,
-          Effect.gen(function* () {
-            const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [pipeline.subscription])
-            if (present === undefined) return
-            const subscription = quoteIdent(pipeline.subscription)
-            yield* mirror.query(`alter subscription ${subscription} disable`)
-            yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
-            yield* mirror.query(`drop subscription ${subscription}`)
-          })
-        )
+        yield* dropSubscriptionKeepingSlot(engine, pipeline.mirrorDatabase, mirror, pipeline.subscription)
         const [log] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
         const tables = [
           ...(record?.mirrored_tables ?? []).map((path) => {

@@ -8,6 +8,7 @@ import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
 import { engineSession, type PgSession, sourceSession, withSubscriptionLock } from "./PgSession.js"
+import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
 import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { type Drift, reconcile } from "../replication/Reconciler.js"
@@ -155,19 +156,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       Effect.gen(function* () {
         if (entry.reason === "slot_lost") {
           // The slot's position is gone: the mirror starts over from a new slot and a full copy.
-          const subscription = quoteIdent(engine.subscription_name)
-          const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [engine.subscription_name])
-          if (present !== undefined) {
-            yield* withSubscriptionLock(
-              running,
-              engine.mirror_database,
-              Effect.gen(function* () {
-                yield* mirror.query(`alter subscription ${subscription} disable`)
-                yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
-                yield* mirror.query(`drop subscription ${subscription}`)
-              })
-            )
-          }
+          yield* dropSubscriptionKeepingSlot(running, engine.mirror_database, mirror, engine.subscription_name)
           const tables = engine.mirrored_tables.map((path) => {
             const [, schema, name] = path.split(".")
             return `${quoteIdent(schema!)}.${quoteIdent(name!)}`

@@ -86,40 +86,7 @@ export const TABLE_SNAPSHOT_SQL = `
 const SNAPSHOT_FUNCTIONS = `
 create or replace function scion.table_snapshot(rel oid) returns jsonb
 language sql stable set search_path = pg_catalog as $fn$
-  select jsonb_build_object(
-    'relid', c.oid::bigint,
-    'schema', n.nspname,
-    'name', c.relname,
-    'replica_identity', c.relreplident::text,
-    'has_pk', exists (select 1 from pg_constraint k where k.conrelid = c.oid and k.contype = 'p'),
-    'columns', coalesce((
-      select jsonb_agg(jsonb_build_object(
-               'attnum', a.attnum,
-               'name', a.attname,
-               'type', format_type(a.atttypid, a.atttypmod),
-               'not_null', a.attnotnull,
-               'default', pg_get_expr(d.adbin, d.adrelid),
-               'identity', a.attidentity::text,
-               'generated', a.attgenerated::text,
-               'collation', case when a.attcollation <> t.typcollation and a.attcollation <> 0 then
-                              (select quote_ident(cn.nspname) || '.' || quote_ident(co.collname)
-                               from pg_collation co join pg_namespace cn on cn.oid = co.collnamespace where co.oid = a.attcollation) end
-             ) order by a.attnum)
-      from pg_attribute a
-      join pg_type t on t.oid = a.atttypid
-      left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
-      where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped), '[]'::jsonb),
-    'constraints', coalesce((
-      select jsonb_agg(jsonb_build_object('name', k.conname, 'kind', k.contype::text, 'definition', pg_get_constraintdef(k.oid),
-                                          'ref_relid', nullif(k.confrelid, 0)::bigint) order by k.conname)
-      from pg_constraint k where k.conrelid = c.oid and k.contype in ('p', 'u', 'c', 'x', 'f')), '[]'::jsonb),
-    'indexes', coalesce((
-      select jsonb_agg(jsonb_build_object('name', ic.relname, 'definition', pg_get_indexdef(i.indexrelid)) order by ic.relname)
-      from pg_index i join pg_class ic on ic.oid = i.indexrelid
-      where i.indrelid = c.oid and not exists (select 1 from pg_constraint k where k.conindid = i.indexrelid and k.conrelid = i.indrelid)), '[]'::jsonb)
-  )
-  from pg_class c join pg_namespace n on n.oid = c.relnamespace
-  where c.oid = rel and c.relkind in ('r', 'p')
+${TABLE_SNAPSHOT_SQL.replace("$1::oid", "rel")}
 $fn$;
 
 create or replace function scion.type_snapshot(typ oid) returns jsonb

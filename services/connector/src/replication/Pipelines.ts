@@ -9,7 +9,8 @@ import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import type { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import type { SecretStore } from "../secrets/SecretStore.js"
 import { EngineProvisioner } from "../engine/EngineProvisioner.js"
-import { engineSession, PgStepFailed, sourceSession, withSubscriptionLock } from "../engine/PgSession.js"
+import { engineSession, PgStepFailed, sourceSession } from "../engine/PgSession.js"
+import { dropSubscriptionKeepingSlot } from "../engine/EngineReplication.js"
 import { type PipelineNames, pipelineNames } from "./PipelineNames.js"
 
 /**
@@ -165,17 +166,7 @@ export const dropPipeline = (connectorId: string, names: PipelineNames) =>
           yield* Effect.scoped(
             Effect.gen(function* () {
               const mirror = yield* engineSession(engine, names.mirrorDatabase, { applicationName: "scion-connector", connectMillis: 10_000 })
-              yield* withSubscriptionLock(
-                engine,
-                names.mirrorDatabase,
-                Effect.gen(function* () {
-                  const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [names.subscription])
-                  if (present === undefined) return
-                  yield* mirror.query(`alter subscription ${quoteIdent(names.subscription)} disable`)
-                  yield* mirror.query(`alter subscription ${quoteIdent(names.subscription)} set (slot_name = none)`)
-                  yield* mirror.query(`drop subscription ${quoteIdent(names.subscription)}`)
-                })
-              )
+              yield* dropSubscriptionKeepingSlot(engine, names.mirrorDatabase, mirror, names.subscription)
             })
           )
           yield* admin.query(`drop database if exists ${quoteIdent(names.mirrorDatabase)} with (force)`)
