@@ -153,6 +153,15 @@ layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
     })
   )
 
+  it.effect("serves the OpenAPI description committed in gateway/test/openapi.snapshot.json: a change to the public surface shows up in review", () =>
+    Effect.gen(function* () {
+      const { status, body: spec } = yield* call("GET", "/v1/openapi.json")
+      expect(status).toBe(200)
+      // Update with `npx vitest run gateway/test/edge.test.ts -u` and review the diff.
+      yield* Effect.promise(() => expect(`${JSON.stringify(spec, null, 2)}\n`).toMatchFileSnapshot("./openapi.snapshot.json"))
+    })
+  )
+
   it.effect("documents 422 as ValidationError, not HttpApi's 400 decode error", () =>
     Effect.gen(function* () {
       const { body: spec } = yield* call("GET", "/v1/openapi.json")
