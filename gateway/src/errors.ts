@@ -98,7 +98,7 @@ export type IdentityReason =
   | "NOT_A_MEMBER" | "PERMISSION_DENIED" | "ROLE_ESCALATION" | "INVITE_EMAIL_MISMATCH" | "EMAIL_NOT_VERIFIED"
   | "MEMBER_NOT_FOUND" | "INVITE_NOT_FOUND" | "API_KEY_NOT_FOUND"
   | "LAST_OWNER" | "SOLE_OWNER" | "LAST_ORG" | "UNKNOWN_ROLE" | "NON_ORG_ROLE" | "SCOPE_OUTSIDE_ROLE" | "INVALID_ARGUMENT" | "INVALID_VERIFICATION_TOKEN"
-  | "ALREADY_MEMBER" | "EMAIL_TAKEN"
+  | "ALREADY_MEMBER" | "EMAIL_TAKEN" | "SERVICE_CREDENTIAL_INVALID" | "SERVICE_CREDENTIAL_NOT_CONFIGURED"
 
 /** The reasons the operation unit sends that a gateway request can meet. */
 export type OperationReason =
@@ -136,8 +136,26 @@ export type BranchReason =
 
 export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason | BranchReason
 
+/**
+ * Reasons the handlers answer themselves, with a body of their own, before the status table is
+ * asked (the prerequisite checks, the preflight report, the 422s of engines and masking).
+ */
+export const reasonsAnsweredByHandlers = [
+  "PREFLIGHT_FAILED",
+  "DISCOVERY_PREREQUISITES_FAILED",
+  "GRANT_SCRIPT_PREREQUISITES_FAILED",
+  "ENGINE_SETUP_PREREQUISITES_FAILED",
+  "ENGINE_NOT_SET_UP",
+  "ROLLBACK_UNAVAILABLE",
+  "ENGINE_NOT_READY",
+  "MASKING_INCOMPLETE"
+] as const
+
 export const statusByReason = {
   UNAUTHENTICATED: 401,
+  // Between units only (IssueServiceToken): reaching a user means a misconfigured deployment.
+  SERVICE_CREDENTIAL_INVALID: 500,
+  SERVICE_CREDENTIAL_NOT_CONFIGURED: 500,
   SESSION_REQUIRED: 401,
   INVALID_CREDENTIALS: 401,
   INVALID_PRINCIPAL: 401,

@@ -117,7 +117,8 @@ export type BranchError =
   | PlanLimitReached
   | BillingUnavailable
 
-const table: WireTable<BranchError> = {
+/** The one table from domain error to wire error. */
+export const wireErrors: WireTable<BranchError> = {
   ...accessWireErrors,
   InvalidArgument: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", metadata: (e) => ({ field: e.field }) },
   ConnectorNotFound: { code: Code.NotFound, reason: "CONNECTOR_NOT_FOUND", metadata: (e) => ({ connector_id: e.connectorId }) },
@@ -138,4 +139,4 @@ const table: WireTable<BranchError> = {
   ...planLimitWireErrors
 }
 
-export const toWireError = wireErrorFrom(table)
+export const toWireError = wireErrorFrom(wireErrors)
