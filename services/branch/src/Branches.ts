@@ -1,6 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, type Principal, transactional } from "@scion/kit"
-import { randomBytes } from "node:crypto"
+import { enqueueJob, makeId, newOperationId, type Principal, transactional } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
@@ -43,7 +42,7 @@ import { PlanLimits } from "./PlanLimits.js"
 export const CREATE_JOB = { unit: "branch", type: "create" } as const
 export const DELETE_JOB = { unit: "branch", type: "delete" } as const
 
-const newOperationId = (kind: "brc" | "brd") => `op_${kind}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
+
 
 export interface Handle {
   readonly operationId: string
@@ -179,7 +178,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
               expires_at: new Date(Date.now() + IDEMPOTENCY_WINDOW_HOURS * 3600_000)
             })}`
           }
-          yield* operations.create({ id: operationId, orgId, branchId, type: "branch_create" })
+          yield* operations.create({ id: operationId, orgId, resourceId: branchId, type: "branch_create" })
           yield* enqueueJob({ ...CREATE_JOB, operationId, orgId, payload: { branch_id: branchId } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* Effect.logInfo("branch create started").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: valid.connectorId, operation_id: operationId }))
           return { operationId, branchId, status: "pending", replayed: false } satisfies Handle
@@ -218,7 +217,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             }
           }
           const operationId = newOperationId("brd")
-          yield* operations.create({ id: operationId, orgId: branch.orgId, branchId: branch.id, type: "branch_delete" })
+          yield* operations.create({ id: operationId, orgId: branch.orgId, resourceId: branch.id, type: "branch_delete" })
           yield* sql`update branches set status = 'deleting', delete_operation_id = ${operationId}, updated_at = now() where id = ${branch.id}`
           yield* enqueueJob({ ...DELETE_JOB, operationId, orgId: branch.orgId, payload: { branch_id: branch.id } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* Effect.logInfo("branch delete started").pipe(Effect.annotateLogs({ branch_id: branch.id, operation_id: operationId }))

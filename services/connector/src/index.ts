@@ -6,7 +6,7 @@ import { CloudAccounts } from "./CloudAccounts.js"
 import { Connectors } from "./connectors/Connectors.js"
 import { ConnectorsRepo } from "./connectors/ConnectorsRepo.js"
 import { deleteJob, Deletion, secretPurgeJob, SourceCleaner } from "./connectors/Deletion.js"
-import { Discovery, DiscoveryOperations, discoveryJob } from "./connectors/Discovery.js"
+import { Discovery, ConnectorOperations, discoveryJob } from "./connectors/Discovery.js"
 import { SourceProbe } from "./connectors/Preflight.js"
 import { SourceIntrospector } from "./connectors/SchemaIntrospection.js"
 import { Entitlements } from "./Entitlements.js"
@@ -38,7 +38,7 @@ export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations:
 export const ConnectorServices: Layer.Layer<
   Environments | EnvironmentsRepo | Connectors | ConnectorsRepo | Discovery | Deletion | SqlClient.SqlClient,
   never,
-  OrgAccess | Entitlements | CloudAccounts | SecretStore | SourceProbe | DiscoveryOperations
+  OrgAccess | Entitlements | CloudAccounts | SecretStore | SourceProbe | ConnectorOperations
 > = Layer.merge(Discovery.Default, Deletion.Default).pipe(
   Layer.provideMerge(Layer.merge(Environments.Default, Connectors.Default)),
   Layer.provideMerge(Layer.merge(EnvironmentsRepo.Default, ConnectorsRepo.Default)),
@@ -123,7 +123,7 @@ export const connectorLive = (transports: {
         CloudAccounts.layerConfig,
         Secrets,
         SourceProbe.layerConfig,
-        DiscoveryOperations.live.pipe(Layer.provide(operations))
+        ConnectorOperations.live.pipe(Layer.provide(operations))
       )
     )
   )
@@ -157,7 +157,7 @@ export {
   SourceCleaner
 } from "./connectors/Deletion.js"
 export { handleProjectEvent, PROJECT_DELETED, ProjectEventsConsumer, projectEventsConfig } from "./ProjectEvents.js"
-export { Discovery, DISCOVERY_JOB, discoveryJob, DiscoveryOperations, DiscoveryPayload, type DiscoveryStarted, type StartedStatus } from "./connectors/Discovery.js"
+export { Discovery, DISCOVERY_JOB, discoveryJob, ConnectorOperations, DiscoveryPayload, type DiscoveryStarted, type StartedStatus } from "./connectors/Discovery.js"
 export * from "./connectors/SchemaIntrospection.js"
 export { MAX_SELECTED_PATHS, resolveSelection } from "./connectors/Selection.js"
 export { applyDecisions, DECISIONS, type Decision, preflightAfterDiscovery, type ReplicaIdentityPreflight } from "./connectors/ReplicaIdentity.js"

@@ -9,7 +9,7 @@ import {
   ConnectorServices,
   EngineProvisionerLive,
   EngineSetupConfig,
-  DiscoveryOperations,
+  ConnectorOperations,
   Entitlements,
   type EnvironmentPermission,
   generateSecretKey,
@@ -69,9 +69,9 @@ const FakeEntitlements = Layer.succeed(
 /** Operations discovery created, by id, with a status tests move on (the operation unit's stand-in). */
 export const operations = new Map<string, { orgId: string; connectorId: string; status: StartedStatus }>()
 const FakeOperations = Layer.succeed(
-  DiscoveryOperations,
-  DiscoveryOperations.of({
-    create: ({ id, orgId, connectorId }) => Effect.sync(() => void operations.set(id, { orgId, connectorId, status: "pending" })),
+  ConnectorOperations,
+  ConnectorOperations.of({
+    create: ({ id, orgId, resourceId }) => Effect.sync(() => void operations.set(id, { orgId, connectorId: resourceId, status: "pending" })),
     status: (id) => Effect.sync(() => Option.map(Option.fromNullable(operations.get(id)), (o) => o.status))
   })
 )

@@ -1,7 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Principal, type RpcError, transactional } from "@scion/kit"
-import { randomBytes } from "node:crypto"
+import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, type Principal, type RpcError, transactional } from "@scion/kit"
 import type { ConnectionOptions } from "node:tls"
 import type pg from "pg"
 import { Config, Context, Duration, Effect, Either, Layer, Option, Schedule, Schema } from "effect"
@@ -15,7 +14,7 @@ import { PostgresDetails } from "./ConnectionDetails.js"
 import { Connectors } from "./Connectors.js"
 import { ConnectorsRepo } from "./ConnectorsRepo.js"
 import { storedPostgresDetails } from "./StoredDetails.js"
-import { DiscoveryOperations } from "./Discovery.js"
+import { ConnectorOperations } from "./Discovery.js"
 import { publicationName, quoteIdent } from "./GrantScript.js"
 import { releaseCapture } from "../replication/SourceCapture.js"
 import { reasonOf, tlsFor } from "./Preflight.js"
@@ -101,7 +100,6 @@ export interface DeleteStarted {
   readonly status: "pending"
 }
 
-const newOperationId = () => `op_del${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
 
 /**
  * The deletion lock and connector deletion. A delete is an operation (connector_delete) and a
@@ -112,7 +110,7 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
   effect: Effect.gen(function* () {
     const repo = yield* ConnectorsRepo
     const connectors = yield* Connectors
-    const operations = yield* DiscoveryOperations
+    const operations = yield* ConnectorOperations
     const sql = yield* SqlClient.SqlClient
 
     const transaction = transactional(sql)
@@ -160,8 +158,8 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
           const row = yield* lockRow(connector.id)
           if (honourLock && row.locked) return yield* new DeletionLocked({ connectorId: connector.id })
           if (Option.isSome(row.active)) return Either.left(row.active.value)
-          const operationId = newOperationId()
-          yield* operations.create({ id: operationId, orgId: connector.orgId, connectorId: connector.id, type: "connector_delete" })
+          const operationId = newOperationId("del")
+          yield* operations.create({ id: operationId, orgId: connector.orgId, resourceId: connector.id, type: "connector_delete" })
           yield* sql`update connectors set delete_operation_id = ${operationId}, updated_at = now() where id = ${connector.id}`
           yield* enqueueJob({ ...DELETE_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id, force } }).pipe(
             Effect.provideService(SqlClient.SqlClient, sql)
@@ -256,7 +254,7 @@ export const deleteJob: JobHandler<
   DeletePayload,
   typeof DeletePayload.Encoded,
   JobFailed | OperationEnded | RpcError | SqlError.SqlError | BranchesUnavailable,
-  ConnectorsRepo | SecretStore | SourceCleaner | EngineProvisioner | ConnectorBranches | DiscoveryOperations | SqlClient.SqlClient
+  ConnectorsRepo | SecretStore | SourceCleaner | EngineProvisioner | ConnectorBranches | ConnectorOperations | SqlClient.SqlClient
 > = {
   ...DELETE_JOB,
   payload: DeletePayload,
@@ -335,10 +333,10 @@ export const deleteJob: JobHandler<
 
       // The purge is an operation of its own (connector_secret_purge); the delete completes with it.
       yield* job.report({ stage: "secrets", stageLabel: "Purging the connector's secrets and deleting the connector", progress: 80 })
-      const operations = yield* DiscoveryOperations
+      const operations = yield* ConnectorOperations
       const purgeOperationId = purgeOperationIdOf(job.operationId)
       const [owned] = yield* sql<{ readonly n: number }>`select count(*)::int as n from secrets where owner_id = ${connectorId}`
-      yield* operations.create({ id: purgeOperationId, orgId: found.value.orgId, connectorId, type: "connector_secret_purge" }).pipe(
+      yield* operations.create({ id: purgeOperationId, orgId: found.value.orgId, resourceId: connectorId, type: "connector_secret_purge" }).pipe(
         Effect.mapError((e) => new JobFailed({ message: `The secret purge could not start (${e.cause}); retry the delete` }))
       )
       yield* enqueueJob({ ...SECRET_PURGE_JOB, operationId: purgeOperationId, orgId: found.value.orgId, payload: { connector_id: connectorId, delete_operation_id: job.operationId } })

@@ -1,8 +1,21 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { asService, enqueueJob, JobFailed, type JobHandler, OperationClient, type OperationEnded, type Principal, type RpcError, ServiceIdentity, transactional } from "@scion/kit"
-import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
-import { randomBytes } from "node:crypto"
+import {
+  enqueueJob,
+  JobFailed,
+  type JobHandler,
+  makeUnitOperations,
+  newOperationId,
+  OperationClient,
+  type OperationEnded,
+  type OperationState,
+  type OperationTypeName,
+  type Principal,
+  type RpcError,
+  ServiceIdentity,
+  transactional,
+  type UnitOperations
+} from "@scion/kit"
 import { Context, Effect, Either, Layer, Option, Schema } from "effect"
 import {
   ConnectorNotFound,
@@ -38,10 +51,11 @@ import { resolveSelection } from "./Selection.js"
 /** The job's unit and type: subject `jobs.connector.discovery`, durable `connector-discovery`. */
 export const DISCOVERY_JOB = { unit: "connector", type: "discovery" } as const
 
-export type StartedStatus = "pending" | "running" | "completed" | "failed"
+export type StartedStatus = OperationState
 
 /** The operations this unit starts. */
-export type ConnectorOperationType =
+export type ConnectorOperationType = Extract<
+  OperationTypeName,
   | "connector_discovery"
   | "connector_delete"
   | "connector_engine_setup"
@@ -52,72 +66,19 @@ export type ConnectorOperationType =
   | "connector_replication_rollback"
   | "connector_cdc_shadow_cleanup"
   | "connector_secret_purge"
-const operationTypes: Record<ConnectorOperationType, OperationType> = {
-  connector_discovery: OperationType.CONNECTOR_DISCOVERY,
-  connector_delete: OperationType.CONNECTOR_DELETE,
-  connector_engine_setup: OperationType.CONNECTOR_ENGINE_SETUP,
-  connector_rollout: OperationType.CONNECTOR_ROLLOUT,
-  connector_reset: OperationType.CONNECTOR_RESET,
-  connector_deep_reset: OperationType.CONNECTOR_DEEP_RESET,
-  connector_cdc_cutover: OperationType.CONNECTOR_CDC_CUTOVER,
-  connector_replication_rollback: OperationType.CONNECTOR_REPLICATION_ROLLBACK,
-  connector_cdc_shadow_cleanup: OperationType.CONNECTOR_CDC_SHADOW_CLEANUP,
-  connector_secret_purge: OperationType.CONNECTOR_SECRET_PURGE
-}
+>
 
 /**
- * The operation unit as discovery uses it, with this unit's service principal: a worker reports
- * long after the user's request, and the user's permission was checked when the work started.
+ * The operation unit as this unit uses it, with its service principal: a worker reports long
+ * after the user's request, and the user's permission was checked when the work started.
  */
-export class DiscoveryOperations extends Context.Tag("@scion/connector/DiscoveryOperations")<
-  DiscoveryOperations,
-  {
-    /** type defaults to connector_discovery (deletion creates connector_delete with the same client). */
-    readonly create: (input: {
-      readonly id: string
-      readonly orgId: string
-      readonly connectorId: string
-      readonly type?: ConnectorOperationType
-    }) => Effect.Effect<void, OperationsUnavailable>
-    /** None when the operation unit does not know it. */
-    readonly status: (operationId: string) => Effect.Effect<Option.Option<StartedStatus>, OperationsUnavailable>
-  }
+export class ConnectorOperations extends Context.Tag("@scion/connector/ConnectorOperations")<
+  ConnectorOperations,
+  UnitOperations<ConnectorOperationType, OperationsUnavailable>
 >() {
-  static readonly live: Layer.Layer<DiscoveryOperations, never, OperationClient | ServiceIdentity> = Layer.effect(
-    DiscoveryOperations,
-    Effect.gen(function* () {
-      const client = yield* OperationClient
-      const service = yield* ServiceIdentity
-      const unavailable = (error: RpcError) => new OperationsUnavailable({ cause: `${error.codeName}: ${error.reason}` })
-      const statuses: Partial<Record<OperationStatus, StartedStatus>> = {
-        [OperationStatus.PENDING]: "pending",
-        [OperationStatus.RUNNING]: "running",
-        [OperationStatus.COMPLETED]: "completed",
-        [OperationStatus.FAILED]: "failed"
-      }
-      return DiscoveryOperations.of({
-        create: ({ id, orgId, connectorId, type }) =>
-          asService(
-            client.createOperation({
-              id,
-              orgId,
-              type: operationTypes[type ?? "connector_discovery"],
-              resourceId: connectorId
-            })
-          ).pipe(
-            Effect.asVoid,
-            Effect.mapError(unavailable),
-            Effect.provideService(ServiceIdentity, service)
-          ),
-        status: (operationId) =>
-          asService(client.getOperation({ id: operationId, waitSeconds: 0 })).pipe(
-            Effect.map((r) => Option.fromNullable(r.operation === undefined ? undefined : statuses[r.operation.status])),
-            Effect.catchIf((e) => e.reason === "OPERATION_NOT_FOUND", () => Effect.succeed(Option.none<StartedStatus>())),
-            Effect.mapError(unavailable),
-            Effect.provideService(ServiceIdentity, service)
-          )
-      })
-    })
+  static readonly live: Layer.Layer<ConnectorOperations, never, OperationClient | ServiceIdentity> = Layer.effect(
+    ConnectorOperations,
+    makeUnitOperations<ConnectorOperationType, OperationsUnavailable>((cause) => new OperationsUnavailable({ cause }))
   )
 }
 
@@ -137,7 +98,6 @@ const pass = (id: string, message: string): PreflightCheck => ({ id, status: "pa
 const fail = (id: string, message: string, remedy: string): PreflightCheck => ({ id, status: "fail", message, remedy })
 
 
-const newOperationId = () => `op_disc${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
 
 /**
  * Discovery (start and join) and selection. Discovery's prerequisites are checked before anything
@@ -149,7 +109,7 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
     const connectors = yield* Connectors
     const secrets = yield* SecretStore
     const probe = yield* SourceProbe
-    const operations = yield* DiscoveryOperations
+    const operations = yield* ConnectorOperations
     const sql = yield* SqlClient.SqlClient
 
     const transaction = transactional(sql)
@@ -212,8 +172,8 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
               return { operationId: previous, status: status.value, joined: true }
             }
           }
-          const operationId = newOperationId()
-          yield* operations.create({ id: operationId, orgId: connector.orgId, connectorId: connector.id })
+          const operationId = newOperationId("disc")
+          yield* operations.create({ id: operationId, orgId: connector.orgId, resourceId: connector.id, type: "connector_discovery" })
           yield* sql`update connectors set discovery_operation_id = ${operationId} where id = ${connector.id}`
           yield* enqueueJob({ ...DISCOVERY_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id } }).pipe(
             Effect.provideService(SqlClient.SqlClient, sql)

@@ -1,13 +1,13 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type Principal, type RpcError, dieOnSqlError, transactional } from "@scion/kit"
+import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, type Principal, type RpcError, dieOnSqlError, transactional } from "@scion/kit"
 import { randomBytes } from "node:crypto"
 import { Config, Duration, Effect, Either, Fiber, Layer, Option, Schedule, Schema } from "effect"
 import { PostgresDetails } from "../connectors/ConnectionDetails.js"
 import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
-import { type ConnectorOperationType, DiscoveryOperations, type StartedStatus } from "../connectors/Discovery.js"
+import { type ConnectorOperationType, ConnectorOperations, type StartedStatus } from "../connectors/Discovery.js"
 import { quoteIdent } from "../connectors/GrantScript.js"
 import type { PreflightCheck } from "../connectors/Preflight.js"
 import type { Decision } from "../connectors/ReplicaIdentity.js"
@@ -149,7 +149,7 @@ export const setupPrerequisites = (connector: Connector, database: string): { re
 
 
 const operationPrefixOf = { setup: "eng", rollout: "roll", reset: "rst", deep_reset: "drst" } as const satisfies Record<EngineSetupPayload["mode"], string>
-const newOperationId = (mode: EngineSetupPayload["mode"]) => `op_${operationPrefixOf[mode]}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
+
 
 /**
  * Starting engine setup (POST …/engine-setup) and applying a selection (POST …/index). The
@@ -160,7 +160,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
     const repo = yield* ConnectorsRepo
     const connectors = yield* Connectors
     const secrets = yield* SecretStore
-    const operations = yield* DiscoveryOperations
+    const operations = yield* ConnectorOperations
     const provisioner = yield* EngineProvisioner
     const sql = yield* SqlClient.SqlClient
     const transaction = transactional(sql)
@@ -199,9 +199,9 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       transaction(
         Effect.gen(function* () {
           yield* lockIdle(connector.id)
-          const operationId = newOperationId(mode)
+          const operationId = newOperationId(operationPrefixOf[mode])
           const type = operationTypeOf[mode]
-          yield* operations.create({ id: operationId, orgId: connector.orgId, connectorId: connector.id, type })
+          yield* operations.create({ id: operationId, orgId: connector.orgId, resourceId: connector.id, type })
           yield* sql`update connectors set setup_operation_id = ${operationId}, updated_at = now(),
                        branching_engine_status = case when ${mode} in ('setup', 'reset') then 'setting_up' else branching_engine_status end,
                        indexing_status = case when ${mode} = 'deep_reset' then indexing_status else 'indexing' end
@@ -375,7 +375,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
           if (Option.isNone(target)) return yield* new RollbackUnavailable({ connectorId: connector.id })
           const operationId = yield* startPipelineOperation({ connectorId: connector.id, orgId: connector.orgId, action: "rollback", pipelineId: target.value.id, guard: true }).pipe(
             Effect.provideService(SqlClient.SqlClient, sql),
-            Effect.provideService(DiscoveryOperations, operations)
+            Effect.provideService(ConnectorOperations, operations)
           )
           return { operationId, connectorId: connector.id, status: "pending", type: "connector_replication_rollback" } as const
         })
@@ -477,7 +477,7 @@ export const engineSetupJob: JobHandler<
   EngineSetupPayload,
   typeof EngineSetupPayload.Encoded,
   EngineSetupJobError,
-  ConnectorsRepo | SecretStore | EngineProvisioner | EngineSetupConfig | SqlClient.SqlClient | DiscoveryOperations
+  ConnectorsRepo | SecretStore | EngineProvisioner | EngineSetupConfig | SqlClient.SqlClient | ConnectorOperations
 > = {
   ...ENGINE_SETUP_JOB,
   payload: EngineSetupPayload,

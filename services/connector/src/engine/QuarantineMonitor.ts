@@ -13,7 +13,7 @@ import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { type Drift, reconcile } from "../replication/Reconciler.js"
 import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
-import { DiscoveryOperations } from "../connectors/Discovery.js"
+import { ConnectorOperations } from "../connectors/Discovery.js"
 import { dueCleanups, startPipelineOperation } from "../replication/Pipelines.js"
 import { refreshStructure } from "../replication/StructureRefresh.js"
 
@@ -63,7 +63,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const provisioner = yield* EngineProvisioner
     const setup = yield* EngineSetup
     const changes = yield* SchemaChangesRepo
-    const operations = yield* DiscoveryOperations
+    const operations = yield* ConnectorOperations
     const introspector = yield* SourceIntrospector
     const connect = { applicationName: "scion-quarantine-monitor", connectMillis: 5_000 }
 
@@ -214,7 +214,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           schema_follow: engine.schema_follow,
           measured_at: new Date().toISOString()
         }
-        yield* sql`update connectors set replication = ${JSON.stringify(state)}::jsonb where id = ${engine.connector_id}`
+        // The active pipeline is read as the row is written: a cutover during this round wins.
+        yield* sql`update connectors set replication = ${JSON.stringify(state)}::jsonb
+                     || jsonb_build_object('active_pipeline_id', (select e.publication_name from engines e where e.connector_id = ${engine.connector_id}))
+                   where id = ${engine.connector_id}`
       })
 
     /**
@@ -303,7 +306,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const startCleanups = Effect.gen(function* () {
       for (const due of yield* dueCleanups) {
         const operationId = yield* startPipelineOperation({ connectorId: due.connector_id, orgId: due.org_id, action: "cleanup", pipelineId: due.id, guard: false }).pipe(
-          Effect.provideService(DiscoveryOperations, operations)
+          Effect.provideService(ConnectorOperations, operations)
         )
         yield* Effect.logInfo("pipeline cleanup started").pipe(Effect.annotateLogs({ connector_id: due.connector_id, pipeline: due.id, operation_id: operationId }))
       }

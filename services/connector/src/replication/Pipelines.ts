@@ -1,9 +1,8 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, type OperationEnded, type RpcError } from "@scion/kit"
-import { randomBytes } from "node:crypto"
+import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, type RpcError } from "@scion/kit"
 import { Config, Duration, Effect, Option, Schema } from "effect"
-import { DiscoveryOperations } from "../connectors/Discovery.js"
+import { ConnectorOperations } from "../connectors/Discovery.js"
 import { quoteIdent } from "../connectors/GrantScript.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import type { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
@@ -41,7 +40,7 @@ const operationTypeOf = {
 
 const operationPrefixOf = { cutover: "cut", rollback: "rbk", cleanup: "cln" } as const satisfies Record<PipelinePayload["action"], string>
 
-export const newPipelineOperationId = (action: PipelinePayload["action"]) => `op_${operationPrefixOf[action]}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
+
 
 export interface PipelineRow {
   readonly id: string
@@ -86,9 +85,9 @@ export const shadowPipeline = (connectorId: string, operationId: string) =>
 export const startPipelineOperation = (input: { readonly connectorId: string; readonly orgId: string; readonly action: PipelinePayload["action"]; readonly pipelineId: string; readonly guard: boolean }) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const operations = yield* DiscoveryOperations
-    const operationId = newPipelineOperationId(input.action)
-    yield* operations.create({ id: operationId, orgId: input.orgId, connectorId: input.connectorId, type: operationTypeOf[input.action] })
+    const operations = yield* ConnectorOperations
+    const operationId = newOperationId(operationPrefixOf[input.action])
+    yield* operations.create({ id: operationId, orgId: input.orgId, resourceId: input.connectorId, type: operationTypeOf[input.action] })
     yield* sql.withTransaction(
       Effect.gen(function* () {
         // Cutover and rollback hold the connector's pipeline pointer: another setup, reset or
