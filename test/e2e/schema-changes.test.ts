@@ -377,6 +377,15 @@ describe("freshness of branches", () => {
     const [{ ahead }] = (await source.query(`select '${done.result.source_lsn}'::pg_lsn >= '${lsn}'::pg_lsn as ahead`)).rows
     expect(ahead).toBe(true)
 
+    // A position named by the caller (a CI job's own pg_current_wal_lsn()): the copy holds it.
+    await source.query("insert into public.vouchers values ('LATE-3', 3)")
+    const [{ lsn: named }] = (await source.query("select pg_current_wal_lsn()::text as lsn")).rows
+    const byPosition = await createBranch({ name: "at-position", min_source_lsn: named })
+    expect(byPosition.status, JSON.stringify(byPosition.body)).toBe(202)
+    const positioned = await settleOperation(scion, byPosition.body.operation_id, tokens.member)
+    expect(positioned.status, JSON.stringify(positioned)).toBe("completed")
+    expect(await branchRows(positioned.result.branch_url, "select count(*)::int as n from public.vouchers where code = 'LATE-3'")).toEqual([{ n: 1 }])
+
     const badLsn = await createBranch({ name: "bad-lsn", min_source_lsn: "yesterday" })
     expect(badLsn.status).toBe(400)
     expect(badLsn.body.detail).toMatch(/min_source_lsn/)
