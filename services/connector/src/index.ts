@@ -161,7 +161,7 @@ export { Discovery, DISCOVERY_JOB, discoveryJob, ConnectorOperations, DiscoveryP
 export * from "./connectors/SchemaIntrospection.js"
 export { MAX_SELECTED_PATHS, resolveSelection } from "./connectors/Selection.js"
 export { applyDecisions, DECISIONS, type Decision, preflightAfterDiscovery, type ReplicaIdentityPreflight } from "./connectors/ReplicaIdentity.js"
-export { type GrantScript, grantScript, publicationName, quoteIdent } from "./connectors/GrantScript.js"
+export { type GrantScript, grantScript, publicationName } from "./connectors/GrantScript.js"
 export { CONNECTION_DETAILS, ConnectorsRepo } from "./connectors/ConnectorsRepo.js"
 export { detectProvider, type PreflightCheck, type PreflightReport, type ProbeOutcome, type ProviderMarkers, reportOf, type SourceFacts, SourceProbe } from "./connectors/Preflight.js"
 export { CloudAccounts, parseRoleArn, type RoleCheck, type SetupLinkInput } from "./CloudAccounts.js"

@@ -1,4 +1,5 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto"
+import { quoteIdent, quoteLiteral } from "@scion/kit"
 import pg from "pg"
 import { Duration, Effect, Redacted, Schema, type Scope } from "effect"
 import type { MaskingRule } from "../domain/models.js"
@@ -7,8 +8,6 @@ import type { BranchingEngine } from "./Engines.js"
 /** A statement on the engine failed, or the engine could not be reached. Worth another attempt. */
 export class EngineFailure extends Schema.TaggedError<EngineFailure>()("EngineFailure", { step: Schema.String, message: Schema.String }) {}
 
-export const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`
-const quoteLiteral = (value: string) => `'${value.replace(/'/g, "''")}'`
 
 const reasonOf = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 

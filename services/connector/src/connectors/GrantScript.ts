@@ -2,10 +2,7 @@ import { CAPTURE_PUBLISHED_TABLES, sourceCaptureInstall } from "../replication/C
 import type { Decision } from "./ReplicaIdentity.js"
 import type { SchemaStructure } from "./SchemaIntrospection.js"
 
-/** A Postgres identifier, always quoted (names are used exactly as discovered). */
-export const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`
-/** A Postgres string literal. */
-const quoteLiteral = (value: string) => `'${value.replaceAll("'", "''")}'`
+import { quoteIdent, quoteLiteral } from "@scion/kit"
 
 /** The publication the engine replicates from: one per connector and database. */
 export const publicationName = (connectorId: string) => `scion_${connectorId.toLowerCase().replace(/[^a-z0-9_]/g, "_")}`.slice(0, 63)

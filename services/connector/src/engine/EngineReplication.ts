@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option } from "effect"
-import { quoteIdent } from "../connectors/GrantScript.js"
+import { quoteIdent } from "@scion/kit"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { engineSession, type PgSession, withSubscriptionLock } from "./PgSession.js"
 

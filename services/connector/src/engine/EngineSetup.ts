@@ -1,6 +1,18 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, type Principal, type RpcError, dieOnSqlError, transactional } from "@scion/kit"
+import {
+  dieOnSqlError,
+  enqueueJob,
+  JobFailed,
+  type JobHandler,
+  newOperationId,
+  type OperationEnded,
+  type Principal,
+  quoteIdent,
+  quoteLiteral,
+  type RpcError,
+  transactional
+} from "@scion/kit"
 import { randomBytes } from "node:crypto"
 import { Config, Duration, Effect, Either, Fiber, Layer, Option, Schedule, Schema } from "effect"
 import { PostgresDetails } from "../connectors/ConnectionDetails.js"
@@ -8,7 +20,7 @@ import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { type ConnectorOperationType, ConnectorOperations, type StartedStatus } from "../connectors/Discovery.js"
-import { quoteIdent } from "../connectors/GrantScript.js"
+
 import type { PreflightCheck } from "../connectors/Preflight.js"
 import type { Decision } from "../connectors/ReplicaIdentity.js"
 import { type DiscoveredTable, isStructure, tablesOf } from "../connectors/SchemaIntrospection.js"
@@ -416,7 +428,6 @@ export class EngineSetupConfig extends Effect.Tag("@scion/connector/EngineSetupC
   )
 }
 
-const quoteLiteral = (value: string) => `'${value.replaceAll("'", "''")}'`
 /** A libpq conninfo value: single-quoted, with quotes and backslashes escaped. */
 const conninfoValue = (value: string | number) => `'${String(value).replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`
 

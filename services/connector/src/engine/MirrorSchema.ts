@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { quoteIdent } from "../connectors/GrantScript.js"
+import { quoteIdent, quoteLiteral } from "@scion/kit"
 
 /**
  * The mirror's DDL, read from the source's catalog (ARCHITECTURE.md, "The branching engine"):
@@ -36,7 +36,6 @@ export class UnsupportedDdl {
 
 export type SourceQuery = <R extends Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, unknown>
 
-const quoteLiteral = (value: string) => `'${value.replaceAll("'", "''")}'`
 export const qualified = (table: TableRef) => `${quoteIdent(table.schema)}.${quoteIdent(table.name)}`
 
 interface ColumnRow extends Record<string, unknown> {

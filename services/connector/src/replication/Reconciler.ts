@@ -1,5 +1,5 @@
 import { Effect, Option } from "effect"
-import { quoteIdent } from "../connectors/GrantScript.js"
+import { quoteIdent } from "@scion/kit"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
 import { snapshotOf } from "./SourceCapture.js"

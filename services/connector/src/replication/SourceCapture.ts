@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { quoteIdent } from "../connectors/GrantScript.js"
+import { quoteIdent } from "@scion/kit"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import {
   CAPTURE_PUBLISHED_TABLES,
