@@ -1,4 +1,5 @@
 import { HttpApiSchema } from "@effect/platform"
+import type { BranchJson } from "@scion/kit"
 import { Schema } from "effect"
 
 // ---------------------------------------------------------------------------------------------
@@ -75,6 +76,11 @@ export const Branch = Schema.Struct({
   }),
   source_lsn: Schema.NullOr(Schema.String).annotations({ description: "Extension: the source WAL position the mirror had applied when the branch was cut; null until copied" })
 }).annotations({ identifier: "Branch" })
+
+/** The schema and the kit's presenter describe one shape: a field added to one alone fails to compile. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+const branchShapeAgrees: Same<typeof Branch.Type, BranchJson> = true
+void branchShapeAgrees
 
 export const BranchList = Schema.Struct({ branches: Schema.Array(Branch) }).annotations({ identifier: "BranchList" })
 

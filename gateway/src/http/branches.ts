@@ -1,6 +1,6 @@
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import type * as pb from "@scion/proto/scion/branch/v1/branch_pb"
+import { branchJson } from "@scion/kit"
 import { Effect, Either } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
@@ -8,33 +8,12 @@ import * as Br from "../branchSchemas.js"
 import { requiredFrom } from "./present.js"
 
 const required = requiredFrom("branch")
-const iso = (ts: Timestamp | undefined) => timestampDate(required(ts, "a timestamp")).toISOString()
-const isoOrNull = (ts: Timestamp | undefined) => (ts === undefined ? null : timestampDate(ts).toISOString())
 
 const statuses = ["pending", "running", "completed", "failed"] as const
 const statusOf = (s: string) => required(statuses.find((k) => k === s), "a known operation status")
-const branchStatuses = ["creating", "active", "deleting", "deleted", "failed"] as const
 
-export const branch = (b: pb.Branch | undefined): typeof Br.Branch.Type => {
-  const v = required(b, "branch")
-  return {
-    branch_id: v.branchId,
-    name: v.name,
-    connector_id: v.connectorId,
-    service_type: "postgres",
-    status: required(branchStatuses.find((s) => s === v.status), "a known branch status"),
-    branch_url: v.branchUrl ?? null,
-    pooled_branch_url: v.pooledBranchUrl ?? null,
-    pooled_branch_prisma_url: v.pooledBranchPrismaUrl ?? null,
-    created_at: iso(v.createdAt),
-    read_ready_at: isoOrNull(v.readReadyAt),
-    write_ready_at: isoOrNull(v.writeReadyAt),
-    masked_ready_at: isoOrNull(v.maskedReadyAt),
-    error: v.error ?? null,
-    data_as_of: isoOrNull(v.dataAsOf),
-    source_lsn: v.sourceLsn ?? null
-  }
-}
+/** The interface's Branch: the kit's presenter, the same one the branch_create result is made with. */
+export const branch = (b: pb.Branch | undefined): typeof Br.Branch.Type => branchJson(required(b, "branch"))
 
 const maskingPolicies = { permissive: "permissive", strict: "strict" } as const
 const maskingPolicyOf = (policy: string) => required(maskingPolicies[policy as keyof typeof maskingPolicies], "a known masking policy")

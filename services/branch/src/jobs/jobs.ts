@@ -4,12 +4,13 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { BranchesRepo } from "../BranchesRepo.js"
 import { CREATE_JOB, DELETE_JOB } from "../Branches.js"
 import type { SecretStoreFailure } from "../domain/errors.js"
-import type { Branch, BranchUrls } from "../domain/models.js"
+import type { Branch } from "../domain/models.js"
 import { urlsOf } from "../domain/models.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
 import { adminSession, applyMasking, dropBranch, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
 import { generatePassword, Passwords } from "../Passwords.js"
+import { branchResult } from "../rpc/routes.js"
 import { stampBranch, waitForSourcePosition } from "../engine/Freshness.js"
 import { alignSequences } from "../engine/Sequences.js"
 import { FreshnessConfig } from "../engine/FreshnessConfig.js"
@@ -17,25 +18,7 @@ import { FreshnessConfig } from "../engine/FreshnessConfig.js"
 export const BranchPayload = Schema.Struct({ branch_id: Schema.String })
 export type BranchPayload = typeof BranchPayload.Type
 
-const iso = (d: Date | null) => (d === null ? null : d.toISOString())
 
-/** The interface's Branch table, as the completed operation's result. */
-export const branchResult = (branch: Branch, urls: BranchUrls, status: string = branch.status): JsonObject => ({
-  branch_id: branch.id,
-  name: branch.name,
-  connector_id: branch.connectorId,
-  service_type: branch.serviceType,
-  status,
-  branch_url: urls.branchUrl,
-  pooled_branch_url: urls.pooledBranchUrl,
-  pooled_branch_prisma_url: urls.pooledBranchPrismaUrl,
-  created_at: branch.createdAt.toISOString(),
-  read_ready_at: iso(branch.readReadyAt),
-  write_ready_at: iso(branch.writeReadyAt),
-  masked_ready_at: iso(branch.maskedReadyAt),
-  data_as_of: iso(branch.dataAsOf),
-  source_lsn: branch.sourceLsn
-})
 
 type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | SecretStoreFailure | Error
 
@@ -81,7 +64,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
       const first = yield* load
       if (first.branch.status === "active" && Option.isSome(first.envelope)) {
         const password = yield* passwords.open(first.envelope.value, branchId)
-        return branchResult(first.branch, urlsOf(first.branch, Redacted.value(password)))
+        return branchResult({ branch: first.branch, urls: urlsOf(first.branch, Redacted.value(password)) })
       }
       if (first.branch.status !== "creating") {
         return yield* abandon(Option.none(), first.branch, `Branch ${branchId} was ${first.branch.status} before it was ready`)
@@ -162,7 +145,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
         if (!(yield* repo.activate(branchId))) return yield* new JobFailed({ message: `Branch ${branchId} was deleted before it was ready` })
         yield* mark("total_ms")
         yield* Effect.logInfo("branch ready").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: branch.connectorId, ...timings }))
-        return branchResult(branch, urls, "active")
+        return branchResult({ branch: { ...branch, status: "active" }, urls })
       })
 
       return yield* steps.pipe(

@@ -1,8 +1,8 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt"
-import { Caller, effectService, type Routes } from "@scion/kit"
+import { branchJson, Caller, effectService, type Routes } from "@scion/kit"
 import { BranchService, type Branch as PbBranch } from "@scion/proto/scion/branch/v1/branch_pb"
-import type { MessageInitShape } from "@bufbuild/protobuf"
-import type { BranchSchema } from "@scion/proto/scion/branch/v1/branch_pb"
+import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf"
+import { BranchSchema } from "@scion/proto/scion/branch/v1/branch_pb"
 import { Effect, Option } from "effect"
 import { Branches, type BranchView } from "../Branches.js"
 import { type BranchError, toWireError, Unauthenticated } from "../domain/errors.js"
@@ -37,6 +37,12 @@ export const branchToProto = ({ branch, urls }: BranchView): MessageInitShape<ty
   ...(branch.dataAsOf !== null ? { dataAsOf: timestampFromDate(branch.dataAsOf) } : {}),
   ...(branch.sourceLsn !== null ? { sourceLsn: branch.sourceLsn } : {})
 })
+
+/**
+ * The interface's Branch as the completed branch_create operation's result: the same presenter
+ * the gateway answers GET and list with, over the same proto Branch.
+ */
+export const branchResult = (view: BranchView): JsonObject => ({ ...branchJson(create(BranchSchema, branchToProto(view))) })
 
 const ruleToProto = (r: MaskingRule) => ({ schema: r.schema, table: r.table, column: r.column, method: r.method })
 
