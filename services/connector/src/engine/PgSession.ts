@@ -117,3 +117,20 @@ export const withSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: st
       return yield* effect
     })
   )
+
+/** A libpq conninfo value: single-quoted, with quotes and backslashes escaped. */
+const conninfoValue = (value: string | number) => `'${String(value).replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`
+
+/** The source's conninfo for the engine's subscription (stored in the engine's catalog, superuser-only). */
+export const subscriptionConninfo = (details: PostgresDetails, password: string) =>
+  [
+    `host=${conninfoValue(details.host)}`,
+    `port=${conninfoValue(details.port)}`,
+    `dbname=${conninfoValue(details.database)}`,
+    `user=${conninfoValue(details.username)}`,
+    `password=${conninfoValue(password)}`,
+    `sslmode=${conninfoValue(details.sslmode)}`,
+    // No application_name: the walsender then carries the subscription's name (scion_<id>), which
+    // tells connectors apart on a shared source.
+    "connect_timeout='10'"
+  ].join(" ")

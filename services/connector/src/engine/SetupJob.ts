@@ -1,0 +1,494 @@
+import type { JsonObject } from "@bufbuild/protobuf"
+import { SqlClient, type SqlError } from "@effect/sql"
+import { JobFailed, type JobHandler, type OperationEnded, quoteIdent, quoteLiteral, type RpcError } from "@scion/kit"
+import { Config, Duration, Effect, Fiber, Layer, Option } from "effect"
+import type { PostgresDetails } from "../connectors/ConnectionDetails.js"
+import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
+import { storedPostgresDetails } from "../connectors/StoredDetails.js"
+import { ConnectorOperations } from "../connectors/Discovery.js"
+import { type OperationsUnavailable } from "../domain/errors.js"
+import { SecretStore } from "../secrets/SecretStore.js"
+import { EngineProvisioner } from "./EngineProvisioner.js"
+import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
+import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
+import { engineSession, PgStepFailed, sourceSession, subscriptionConninfo, withSubscriptionLock } from "./PgSession.js"
+import { activePipeline, type PipelineNames, pipelineNames } from "../replication/PipelineNames.js"
+import { dropPipeline, shadowPipeline, startPipelineOperation } from "../replication/Pipelines.js"
+import { wholeSchemasOf } from "../replication/CaptureSql.js"
+import { prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
+import { type BranchingEngineStatus, ENGINE_SETUP_JOB, EngineSetupPayload, setupPrerequisites, stepFailed } from "./SetupPlan.js"
+import { recordReadiness } from "./ReadinessEvidence.js"
+
+/**
+ * The engine setup job (`jobs.connector.engine_setup`) in all its modes — setup, rollout, reset,
+ * deep reset — and its configuration: the steps of ARCHITECTURE.md, "The branching engine", each
+ * idempotent so a redelivery resumes. Starting it is EngineSetup.ts's; what it checks first is
+ * SetupPlan.ts's; the readiness evidence it writes last is ReadinessEvidence.ts's.
+ */
+
+export interface EngineSetupOptions {
+  readonly connectTimeout: Duration.Duration
+  /** Statement timeout on the source (publication, slot, catalog reads). */
+  readonly queryTimeout: Duration.Duration
+  /** How long the initial copy may take before the setup fails. */
+  readonly syncTimeout: Duration.Duration
+  /** Table-sync errors the engine may report before the setup gives up. */
+  readonly maxSyncErrors: number
+  /** How long readiness waits for the mirror to catch up with the source before counting rows. */
+  readonly catchUpTimeout: Duration.Duration
+}
+
+export class EngineSetupConfig extends Effect.Tag("@scion/connector/EngineSetupConfig")<EngineSetupConfig, EngineSetupOptions>() {
+  /** ENGINE_SETUP_* (services/connector/README.md, "Engine setup"). */
+  static readonly layerConfig: Layer.Layer<EngineSetupConfig> = Layer.effect(
+    EngineSetupConfig,
+    Config.all({
+      connectTimeout: Config.duration("PREFLIGHT_CONNECT_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+      queryTimeout: Config.duration("ENGINE_SETUP_QUERY_TIMEOUT").pipe(Config.withDefault(Duration.minutes(5))),
+      syncTimeout: Config.duration("ENGINE_SETUP_SYNC_TIMEOUT").pipe(Config.withDefault(Duration.hours(2))),
+      maxSyncErrors: Config.integer("ENGINE_SETUP_MAX_SYNC_ERRORS").pipe(Config.withDefault(5)),
+      catchUpTimeout: Config.duration("ENGINE_SETUP_CATCH_UP_TIMEOUT").pipe(Config.withDefault(Duration.seconds(60)))
+    }).pipe(Effect.orDie)
+  )
+}
+
+/** setup_status: the steps in order and where each is. */
+const STEPS = [
+  ["source_checks", "Checking the source"],
+  ["replica_identity", "Applying replica-identity decisions on the source"],
+  ["capture", "Installing schema-change capture on the source"],
+  ["publication", "Creating the publication on the source"],
+  ["slot", "Creating the replication slot on the source"],
+  ["engine", "Provisioning the engine"],
+  ["schema", "Creating the mirror's tables"],
+  ["subscription", "Subscribing the mirror to the source"],
+  ["initial_copy", "Copying the selected tables"],
+  ["readiness", "Checking the mirror's readiness"]
+] as const
+type StepName = (typeof STEPS)[number][0]
+
+const setupStatus = (current: StepName | "done", extra: JsonObject = {}): JsonObject => {
+  const index = current === "done" ? STEPS.length : STEPS.findIndex(([name]) => name === current)
+  return {
+    current_step: current,
+    steps: STEPS.map(([name, label], i) => ({ name, label, status: i < index ? "completed" : i === index ? "running" : "pending" })),
+    ...extra
+  }
+}
+
+
+const PRIVILEGE_ERRORS = new Set(["42501"])
+
+export type EngineSetupJobError = JobFailed | OperationEnded | RpcError | SqlError.SqlError | OperationsUnavailable
+
+/**
+ * The engine setup (and rollout) job (ARCHITECTURE.md, "The branching engine"). Every step is
+ * idempotent, so a redelivery re-runs them and resumes where the work stopped: source checks →
+ * replica-identity decisions on the source → publication → slot → engine → mirror DDL →
+ * subscription (created, or refreshed for a rollout) → initial copy → readiness evidence →
+ * branching_engine_status ready (or failed_validation).
+ */
+export const engineSetupJob: JobHandler<
+  EngineSetupPayload,
+  typeof EngineSetupPayload.Encoded,
+  EngineSetupJobError,
+  ConnectorsRepo | SecretStore | EngineProvisioner | EngineSetupConfig | SqlClient.SqlClient | ConnectorOperations
+> = {
+  ...ENGINE_SETUP_JOB,
+  payload: EngineSetupPayload,
+  run: (job) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const { connector_id: connectorId, mode } = job.payload
+      const setEngineStatus = (status: BranchingEngineStatus) =>
+        sql`update connectors set branching_engine_status = ${status}, updated_at = now() where id = ${connectorId}`.pipe(Effect.asVoid)
+      return yield* runSetup(job.operationId, connectorId, mode, job.report).pipe(
+        Effect.tapError((error) =>
+          error._tag === "JobFailed" && mode === "deep_reset"
+            ? // A failed shadow leaves the current mirror serving and is cleaned up.
+              Effect.gen(function* () {
+                const [shadow] = yield* sql<{ readonly publication_name: string }>`select publication_name from pipelines where operation_id = ${job.operationId}`
+                if (shadow === undefined) return
+                yield* dropPipeline(connectorId, pipelineNamesOf(shadow.publication_name, connectorId))
+                yield* sql`update pipelines set status = 'failed', updated_at = now() where operation_id = ${job.operationId}`
+              }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("a failed shadow pipeline could not be cleaned up", cause)))
+            : error._tag === "JobFailed"
+            ? Effect.gen(function* () {
+                // failed_validation is set by the readiness step itself; anything else is a failed setup.
+                const [row] = yield* sql<{ readonly branching_engine_status: string }>`select branching_engine_status from connectors where id = ${connectorId}`
+                if (row !== undefined && row.branching_engine_status !== "failed_validation") {
+                  // A failed rollout leaves the engine as it was; a failed setup or reset leaves no usable mirror.
+                  yield* setEngineStatus(mode === "rollout" ? (row.branching_engine_status as BranchingEngineStatus) : "failed")
+                }
+                yield* sql`update connectors set indexing_status = 'failed', updated_at = now() where id = ${connectorId}`
+              }).pipe(Effect.catchAll(() => Effect.void))
+            : Effect.void
+        )
+      )
+    }).pipe(Effect.withSpan("engineSetupJob.run", { attributes: { operationId: job.operationId } }))
+}
+
+const runSetup = (
+  operationId: string,
+  connectorId: string,
+  mode: EngineSetupPayload["mode"],
+  report: (update: { stage?: string; stageLabel?: string; progress?: number; setupStatus?: JsonObject }) => Effect.Effect<void, OperationEnded | RpcError>
+) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* ConnectorsRepo
+    const provisioner = yield* EngineProvisioner
+    const options = yield* EngineSetupConfig
+    const step = (name: StepName, progress: number, extra: JsonObject = {}) => {
+      const label = STEPS.find(([n]) => n === name)![1]
+      // setup_status belongs to connector_engine_setup operations only (the interface).
+      return report({ stage: name, stageLabel: label, progress, ...(mode === "setup" ? { setupStatus: setupStatus(name, extra) } : {}) })
+    }
+
+    const found = yield* repo.find(connectorId)
+    if (Option.isNone(found)) return yield* new JobFailed({ message: `Connector ${connectorId} no longer exists` })
+    const connector = found.value
+    if (connector.setupOperationId !== null && connector.setupOperationId !== operationId) {
+      return yield* new JobFailed({ message: `Superseded by operation ${connector.setupOperationId}` })
+    }
+
+    // Credentials and plan.
+    yield* step("source_checks", 2)
+    const details = yield* storedPostgresDetails(connectorId).pipe(Effect.mapError((e) => stepFailed("source_checks", e.reason)))
+    const checked = setupPrerequisites(connector, details.database)
+    if (Option.isNone(checked.plan)) {
+      return yield* stepFailed("source_checks", checked.checks.filter((c) => c.status === "fail").map((c) => c.message).join("; "))
+    }
+    const plan = checked.plan.value
+    // The pipeline the steps build: the active one, or for a deep reset a new generation beside it.
+    const pipeline = mode === "deep_reset" ? yield* shadowPipeline(connectorId, operationId) : yield* activePipeline(connectorId)
+    const refs: ReadonlyArray<TableRef> = plan.tables.map(({ table }) => ({ schema: table.path.split(".")[1]!, name: table.name }))
+    const sourceOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout), queryMillis: Duration.toMillis(options.queryTimeout) }
+
+    if (mode === "reset") {
+      // The old pipeline goes first: the steps below then make a fresh slot and copy everything.
+      yield* report({ stage: "reset", stageLabel: "Dropping the subscription and the slot, emptying the mirror", progress: 3 })
+      yield* resetPipeline(connectorId, pipeline, details, sourceOptions, Duration.toMillis(options.connectTimeout))
+    }
+
+    // The engine is provisioned while the source steps run (initdb and the certificate take
+    // seconds); its step is reported once the source side is done.
+    const provisioning = yield* Effect.fork(
+      Effect.gen(function* () {
+        const engine = yield* provisioner.provision(connectorId).pipe(Effect.mapError((e) => stepFailed("engine", e.message)))
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }).pipe(
+              Effect.mapError((e) => stepFailed("engine", e))
+            )
+            const [exists] = yield* admin.query("select 1 from pg_database where datname = $1", [pipeline.mirrorDatabase]).pipe(Effect.mapError((e) => stepFailed("engine", e)))
+            if (exists === undefined) yield* admin.query(`create database ${quoteIdent(pipeline.mirrorDatabase)}`).pipe(Effect.mapError((e) => stepFailed("engine", e)))
+          })
+        )
+        return engine
+      })
+    )
+
+    const ddl = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const source = yield* sourceSession(details, details.password, sourceOptions).pipe(Effect.mapError((e) => stepFailed("source_checks", e)))
+        const onSource = <R extends Record<string, unknown>>(stepName: StepName, text: string, values: ReadonlyArray<unknown> = []) =>
+          source.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed(stepName, e)))
+        const [wal] = yield* onSource<{ wal_level: string }>("source_checks", "select current_setting('wal_level') as wal_level")
+        if (wal?.wal_level !== "logical") {
+          return yield* stepFailed("source_checks", `the source's wal_level is ${wal?.wal_level ?? "unknown"}, not logical (set wal_level = logical and restart the source)`)
+        }
+
+        // Decisions: a key or REPLICA IDENTITY FULL on the source, where the role may.
+        yield* step("replica_identity", 5)
+        for (const { table, decision } of plan.tables) {
+          if (decision === null) continue
+          const name = qualified({ schema: table.path.split(".")[1]!, name: table.name })
+          const statement =
+            decision === "replica_identity_full"
+              ? `alter table ${name} replica identity full`
+              : `alter table ${name} add column if not exists scion_row_id bigint generated by default as identity, add constraint ${quoteIdent(`${table.name.slice(0, 50)}_scion_pk`)} primary key (scion_row_id)`
+          const [current] = yield* onSource<{ identity: string; has_pk: boolean }>(
+            "replica_identity",
+            "select c.relreplident as identity, exists (select 1 from pg_constraint where conrelid = c.oid and contype = 'p') as has_pk from pg_class c where c.oid = $1::regclass",
+            [name]
+          )
+          const done = decision === "replica_identity_full" ? current?.identity === "f" : current?.has_pk === true
+          if (done) continue
+          yield* source.query(statement).pipe(
+            Effect.mapError((e) =>
+              stepFailed(
+                "replica_identity",
+                PRIVILEGE_ERRORS.has(e.sqlstate ?? "")
+                  ? `the role ${details.username} may not change ${table.path} (decision ${decision}); run as the table's owner: ${statement};`
+                  : e.message
+              )
+            )
+          )
+        }
+
+        // Schema changes: captured in commit order where the role may install event triggers,
+        // otherwise reconciled by the monitor.
+        yield* step("capture", 7)
+        const capturePlan = yield* prepareCapture(source).pipe(Effect.mapError((e) => stepFailed("capture", e)))
+        const mode = capturePlan.mode
+
+        // The publication: created, or reset to the mirrored tables (and the capture log).
+        yield* step("publication", 8)
+        const list = publishedTables(refs.map(qualified), capturePlan).join(", ")
+        const [publication] = yield* onSource<{ pubname: string }>("publication", "select pubname from pg_publication where pubname = $1", [pipeline.publication])
+        const publicationStatement =
+          publication === undefined
+            ? `create publication ${quoteIdent(pipeline.publication)} for table ${list} with (publish_via_partition_root = true)`
+            : `alter publication ${quoteIdent(pipeline.publication)} set table ${list}`
+        yield* source.query(publicationStatement).pipe(
+          Effect.mapError((e) =>
+            stepFailed(
+              "publication",
+              PRIVILEGE_ERRORS.has(e.sqlstate ?? "")
+                ? `the role ${details.username} may not publish the selected tables (${e.reason}); run the grant script (POST /v1/connectors/{connector_id}/grant-script) as an administrator, then retry`
+                : e.message
+            )
+          )
+        )
+
+        const wholeSchemas = wholeSchemasOf(connector.selectedEntityPaths, plan.database)
+        if (mode === "capture") yield* recordPublicationScope(source, pipeline.publication, wholeSchemas).pipe(Effect.mapError((e) => stepFailed("publication", e)))
+
+        // The slot: made before the subscription so the subscription never has to create it.
+        yield* step("slot", 10)
+        const [slot] = yield* onSource<{ slot_name: string }>("slot", "select slot_name from pg_replication_slots where slot_name = $1", [pipeline.slot])
+        if (slot === undefined) {
+          yield* onSource("slot", "select pg_create_logical_replication_slot($1, 'pgoutput')", [pipeline.slot])
+        }
+
+        // The mirror's DDL, read now (after decisions changed the source's tables), with the
+        // snapshots captured changes are applied against.
+        const mirrorDdl = yield* readMirrorDdl(source.query, refs).pipe(
+          Effect.mapError((e) => (e instanceof UnsupportedDdl ? stepFailed("schema", e) : e instanceof PgStepFailed ? stepFailed("schema", e) : stepFailed("schema", String(e))))
+        )
+        // The snapshots serve both ways of following: captured changes are diffed against them,
+        // and reconciliation compares the source's catalog with them.
+        const snapshots = yield* readSnapshots(source, refs.map(qualified), mode).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+        return { ...mirrorDdl, mode: mode as SchemaFollowMode, heartbeat: capturePlan.heartbeat, capture: { ...snapshots, wholeSchemas: mode === "capture" ? wholeSchemas : [] } }
+      })
+    )
+
+    yield* step("engine", 15)
+    const engine = yield* Fiber.join(provisioning)
+    const instance = engine.instanceName ?? `engine-${connectorId}`
+    yield* sql`
+      insert into engines (connector_id, host, port, instance_name, mirror_database, publication_name, slot_name, subscription_name, schema_follow, heartbeat)
+      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${pipeline.mirrorDatabase}, ${pipeline.publication}, ${pipeline.slot}, ${pipeline.subscription}, ${ddl.mode}, ${ddl.heartbeat})
+      on conflict (connector_id) do update set host = excluded.host, port = excluded.port, instance_name = excluded.instance_name,
+        schema_follow = excluded.schema_follow, heartbeat = excluded.heartbeat, updated_at = now()`
+    const engineOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }
+
+    const tablesTotal = ddl.tables.length
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, engineOptions).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+        const onMirror = <R extends Record<string, unknown>>(stepName: StepName, text: string, values: ReadonlyArray<unknown> = []) =>
+          mirror.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed(stepName, e)))
+
+        yield* step("schema", 20, { tables_total: tablesTotal })
+        for (const schema of ddl.schemas) yield* onMirror("schema", `create schema if not exists ${quoteIdent(schema)}`)
+        for (const statement of ddl.prelude) yield* onMirror("schema", statement)
+        for (const table of ddl.tables) {
+          const [present] = yield* onMirror("schema", "select to_regclass($1) is not null as present", [qualified(table.table)])
+          if (present?.present === true) continue
+          // One transaction per table: a crash leaves it wholly made or not at all.
+          yield* onMirror("schema", `begin; ${table.create.join("; ")}; commit`).pipe(Effect.tapError(() => mirror.query("rollback").pipe(Effect.ignore)))
+        }
+        for (const table of ddl.tables) {
+          for (const key of table.foreignKeys) {
+            const [present] = yield* onMirror("schema", "select 1 from pg_constraint where conrelid = $1::regclass and conname = $2", [qualified(table.table), key.name])
+            if (present === undefined) yield* onMirror("schema", key.statement)
+          }
+        }
+        // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
+        yield* prepareMirror(mirror, { ...ddl.capture, tables: refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+
+        yield* step("subscription", 30, { tables_total: tablesTotal })
+        // Not under a branch's template copy: the branch unit holds this lock while it has the
+        // subscription paused.
+        yield* withSubscriptionLock(
+          engine,
+          pipeline.mirrorDatabase,
+          Effect.gen(function* () {
+            const [subscription] = yield* onMirror<{ enabled: boolean }>("subscription", "select subenabled as enabled from pg_subscription where subname = $1", [pipeline.subscription])
+            if (subscription === undefined) {
+              // A new subscription copies the capture log and heartbeat again from the start.
+              yield* onMirror(
+                "subscription",
+                "do $$ begin if to_regclass('scion.schema_log') is not null then truncate scion.schema_log; end if; if to_regclass('scion.heartbeat') is not null then truncate scion.heartbeat; end if; end $$"
+              )
+              yield* onMirror(
+                "subscription",
+                `create subscription ${quoteIdent(pipeline.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
+                 publication ${quoteIdent(pipeline.publication)}
+                 with (create_slot = false, slot_name = ${quoteLiteral(pipeline.slot)}, copy_data = true, enabled = true, binary = true)`
+              )
+            } else {
+              if (!subscription.enabled) yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} enable`)
+              // Credentials may have changed (PUT …), and the publication's table set may have.
+              yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}`)
+              yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} refresh publication with (copy_data = true)`)
+            }
+          })
+        ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e)))
+        // Tables no longer selected leave the mirror (the refresh stopped replicating them).
+        const [previous] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
+        const keep = new Set(plan.tables.map(({ table }) => table.path))
+        for (const path of previous?.mirrored_tables ?? []) {
+          if (keep.has(path)) continue
+          const [, schema, name] = path.split(".")
+          yield* onMirror("subscription", `drop table if exists ${qualified({ schema: schema!, name: name! })} cascade`)
+        }
+
+        // The initial copy: every table of the subscription ready, progress moving with them.
+        const started = Date.now()
+        let lastReady = -1
+        for (;;) {
+          const [state] = yield* onMirror<{ ready: number; total: number; sync_errors: number }>(
+            "initial_copy",
+            `select count(*) filter (where r.srsubstate = 'r')::int as ready, count(*)::int as total,
+                    coalesce((select sync_error_count from pg_stat_subscription_stats st where st.subname = s.subname), 0)::int as sync_errors
+             from pg_subscription s left join pg_subscription_rel r on r.srsubid = s.oid
+             where s.subname = $1 group by s.subname`,
+            [pipeline.subscription]
+          )
+          const ready = state?.ready ?? 0
+          const total = state?.total ?? 0
+          if (ready !== lastReady) {
+            lastReady = ready
+            yield* step("initial_copy", 35 + Math.floor((50 * ready) / Math.max(total, 1)), { tables_total: total, tables_ready: ready })
+          }
+          if (total > 0 && ready === total) break
+          if ((state?.sync_errors ?? 0) > options.maxSyncErrors) {
+            return yield* stepFailed("initial_copy", `the engine failed to copy a table ${state?.sync_errors} times; the source's tables may have changed since discovery (discover and select again)`)
+          }
+          if (Date.now() - started > Duration.toMillis(options.syncTimeout)) {
+            return yield* stepFailed("initial_copy", `the initial copy did not finish within ${Duration.format(options.syncTimeout)} (${ready} of ${total} tables ready)`)
+          }
+          yield* Effect.sleep(Duration.millis(100))
+        }
+      })
+    )
+
+    // Readiness evidence, then the verdict.
+    yield* step("readiness", 88, { tables_total: tablesTotal, tables_ready: tablesTotal })
+    const evidence = yield* recordReadiness({ connectorId, pipeline, engine, instance, details, plan, sourceOptions, engineOptions, catchUpTimeout: options.catchUpTimeout })
+    const failed = evidence.checks.filter((c) => c.status === "fail")
+    if (failed.length > 0) {
+      // A deep reset's shadow failing validation leaves the active mirror serving.
+      if (mode !== "deep_reset") yield* sql`update connectors set branching_engine_status = 'failed_validation', updated_at = now() where id = ${connectorId}`
+      return yield* new JobFailed({
+        message: `Engine validation failed: ${failed.length} of ${evidence.checks.length} readiness checks failed (attempt ${evidence.attemptId}: ${failed
+          .slice(0, 3)
+          .map((c) => `${c.check_name} on ${c.table_path}`)
+          .join(", ")}${failed.length > 3 ? ", …" : ""}); see GET /v1/connectors/${connectorId}/readiness-checks?attempt_id=${evidence.attemptId}&only_failed=true`
+      })
+    }
+    if (mode === "deep_reset") {
+      // The shadow is validated: its cutover is an operation of its own. Until then branches are
+      // cut from the active mirror, untouched.
+      yield* sql`update pipelines set status = 'shadow', mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, updated_at = now()
+                 where publication_name = ${pipeline.publication} and connector_id = ${connectorId}`
+      yield* report({ stage: "cutover", stageLabel: "The new pipeline is ready: cutting over", progress: 99 })
+      const cutover = yield* startPipelineOperation({ connectorId, orgId: connector.orgId, action: "cutover", pipelineId: pipeline.publication, guard: true })
+      yield* Effect.logInfo("shadow pipeline ready").pipe(Effect.annotateLogs({ connector_id: connectorId, pipeline: pipeline.publication, cutover_operation_id: cutover }))
+      return {
+        connector_id: connectorId,
+        pipeline_id: pipeline.publication,
+        mirror_database: pipeline.mirrorDatabase,
+        tables: plan.tables.map(({ table }) => table.path),
+        readiness_attempt_id: evidence.attemptId,
+        cutover_operation_id: cutover
+      } satisfies JsonObject
+    }
+    yield* sql.withTransaction(
+      Effect.gen(function* () {
+        yield* sql`update engines set mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, steps = ${JSON.stringify(STEPS.map(([n]) => n))}::jsonb,
+                     last_apply_error_count = null, subscription_disabled_since = null, updated_at = now()
+                   where connector_id = ${connectorId}`
+        // A reset replaced the pipeline a quarantine paused: the entry is over.
+        if (mode === "reset") yield* sql`delete from quarantine_entries where connector_id = ${connectorId}`
+        // A rollout on a quarantined mirror leaves it degraded: the quarantine still stands.
+        const replication = { status: "streaming", lag_bytes: 0, last_applied_at: null, active_pipeline_id: pipeline.publication, schema_follow: ddl.mode, measured_at: new Date().toISOString() }
+        yield* sql`update connectors set
+                     branching_engine_status = case when exists (select 1 from quarantine_entries q where q.connector_id = ${connectorId} and q.status = 'quarantined') then 'degraded' else 'ready' end,
+                     indexing_status = 'indexed',
+                     replication = ${JSON.stringify(replication)}::jsonb,
+                     last_indexed_version = greatest(last_indexed_version, selected_schema_version), updated_at = now()
+                   where id = ${connectorId}`
+      })
+    )
+    yield* report({
+      stage: "ready",
+      stageLabel: "The engine is ready to branch",
+      progress: 99,
+      ...(mode === "setup" ? { setupStatus: setupStatus("done", { tables_total: tablesTotal, tables_ready: tablesTotal }) } : {})
+    })
+    yield* Effect.logInfo(mode === "setup" ? "engine set up" : "selection rolled out").pipe(Effect.annotateLogs({ connector_id: connectorId, tables: tablesTotal, attempt_id: evidence.attemptId }))
+    return {
+      connector_id: connectorId,
+      branching_engine_status: "ready",
+      mirror_database: pipeline.mirrorDatabase,
+      tables: plan.tables.map(({ table }) => table.path),
+      excluded_tables: [...plan.excluded],
+      readiness_attempt_id: evidence.attemptId,
+      pod_name: instance
+    } satisfies JsonObject
+  })
+
+/** A shadow's names from its publication name (`scion_<id>_g<n>`). */
+const pipelineNamesOf = (publication: string, connectorId: string): PipelineNames => {
+  const generation = Number(/_g(\d+)$/.exec(publication)?.[1] ?? "1")
+  return pipelineNames(connectorId, generation)
+}
+
+/**
+ * The reset's first step: the subscription dropped (under the subscription lock, keeping the slot
+ * out of it), the slot dropped on the source (ending a walsender still holding it), the mirrored
+ * tables and the capture log emptied. The schema stays.
+ */
+const resetPipeline = (
+  connectorId: string,
+  pipeline: PipelineNames,
+  details: PostgresDetails,
+  sourceOptions: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis: number },
+  connectMillis: number
+) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const provisioner = yield* EngineProvisioner
+    const failed = (e: PgStepFailed | string) => stepFailed("reset", e)
+    const [record] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
+    const engine = yield* provisioner.start(connectorId).pipe(Effect.mapError((e) => failed(e.message)))
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis })
+        yield* dropSubscriptionKeepingSlot(engine, pipeline.mirrorDatabase, mirror, pipeline.subscription)
+        const [log] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
+        const tables = [
+          ...(record?.mirrored_tables ?? []).map((path) => {
+            const [, schema, name] = path.split(".")
+            return qualified({ schema: schema!, name: name! })
+          }),
+          ...(log?.present === true ? ["scion.schema_log", "scion.heartbeat"] : [])
+        ]
+        if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
+      })
+    ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? failed(e) : e)))
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        const source = yield* sourceSession(details, details.password, sourceOptions)
+        const [slot] = yield* source.query<{ active_pid: number | null }>("select active_pid from pg_replication_slots where slot_name = $1", [pipeline.slot])
+        if (slot === undefined) return
+        if (slot.active_pid !== null) yield* source.query("select pg_terminate_backend($1, 5000)", [slot.active_pid])
+        yield* source.query("select pg_drop_replication_slot($1)", [pipeline.slot])
+      })
+    ).pipe(Effect.mapError(failed))
+  })
+
