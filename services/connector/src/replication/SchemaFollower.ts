@@ -8,7 +8,8 @@ import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { EngineProvisioner } from "../engine/EngineProvisioner.js"
-import { engineSession, sourceSession, withSubscriptionLock } from "../engine/PgSession.js"
+import { engineSession, type PgSession, sourceSession, withSubscriptionLock } from "../engine/PgSession.js"
+import { makeSessionCache } from "./SessionCache.js"
 import { writeHeartbeat } from "./SourceCapture.js"
 import { refreshStructure } from "./StructureRefresh.js"
 import { type FollowedEngine, type MirrorChangeResult, SchemaChangesRepo } from "./SchemaChangesRepo.js"
@@ -99,6 +100,8 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
       Effect.withSpan("SchemaFollower.follow", { attributes: { connectorId: engine.connector_id } })
     )
 
+  const sources = yield* makeSessionCache<PgSession>()
+
   /** When each connector's next heartbeat is due (this replica's; two replicas only write twice as often). */
   const heartbeatDue = new Map<string, number>()
   const beat = (connectorId: string) =>
@@ -106,16 +109,25 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
       const now = Date.now()
       if ((heartbeatDue.get(connectorId) ?? 0) > now) return
       heartbeatDue.set(connectorId, now + Duration.toMillis(options.heartbeatInterval))
-      const details = yield* detailsOf(connectorId)
-      yield* Effect.scoped(
-        Effect.flatMap(sourceSession(details, details.password, { ...connect, queryMillis: 5_000 }), (source) => writeHeartbeat(source, connectorId))
+      // The source's session stays open between beats. (A mirror's never does: a template copy
+      // refuses to start while any other session is connected to the mirror database.)
+      yield* sources.withSession(
+        connectorId,
+        Effect.flatMap(detailsOf(connectorId), (details) => sourceSession(details, details.password, { ...connect, queryMillis: 5_000 })),
+        (source) => writeHeartbeat(source, connectorId)
       )
     }).pipe(Effect.catchAllCause((cause) => Effect.logDebug("heartbeat not written", cause).pipe(Effect.annotateLogs({ connector_id: connectorId }))))
 
   const round = Effect.all(
     [
       Effect.flatMap(repo.capturingEngines, (engines) => Effect.forEach(engines, followOne, { concurrency: 4, discard: true })),
-      Effect.flatMap(repo.heartbeatEngines, (engines) => Effect.forEach(engines, (e) => beat(e.connector_id), { concurrency: 4, discard: true }))
+      Effect.flatMap(repo.heartbeatEngines, (engines) =>
+        // Sessions of connectors gone (deleted, or no longer set up) close.
+        Effect.zipRight(
+          sources.closeAllBut(new Set(engines.map((e) => e.connector_id))),
+          Effect.forEach(engines, (e) => beat(e.connector_id), { concurrency: 4, discard: true })
+        )
+      )
     ],
     { concurrency: 2, discard: true }
   ).pipe(
