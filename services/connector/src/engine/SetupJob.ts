@@ -8,8 +8,8 @@ import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { ConnectorOperations } from "../connectors/Discovery.js"
 import { type OperationsUnavailable } from "../domain/errors.js"
 import { SecretStore } from "../secrets/SecretStore.js"
-import { EngineProvisioner } from "./EngineProvisioner.js"
-import { qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
+import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
+import { type MirrorDdl, qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
 import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
 import { engineSession, type PgSession, PgStepFailed, sourceSession, subscriptionConninfo, withSubscriptionLock } from "./PgSession.js"
 import { activePipeline, type PipelineNames, pipelineNames } from "../replication/PipelineNames.js"
@@ -268,51 +268,12 @@ const runSetup = (
           mirror.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed(stepName, e)))
 
         yield* step("schema", 20, { tables_total: tablesTotal })
-        for (const schema of ddl.schemas) yield* onMirror("schema", `create schema if not exists ${quoteIdent(schema)}`)
-        for (const statement of ddl.prelude) yield* onMirror("schema", statement)
-        for (const table of ddl.tables) {
-          const [present] = yield* onMirror("schema", "select to_regclass($1) is not null as present", [qualified(table.table)])
-          if (present?.present === true) continue
-          // One transaction per table: a crash leaves it wholly made or not at all.
-          yield* onMirror("schema", `begin; ${table.create.join("; ")}; commit`).pipe(Effect.tapError(() => mirror.query("rollback").pipe(Effect.ignore)))
-        }
-        for (const table of ddl.tables) {
-          for (const key of table.foreignKeys) {
-            const [present] = yield* onMirror("schema", "select 1 from pg_constraint where conrelid = $1::regclass and conname = $2", [qualified(table.table), key.name])
-            if (present === undefined) yield* onMirror("schema", key.statement)
-          }
-        }
+        yield* createMirrorTables(mirror, ddl)
         // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
         yield* prepareMirror(mirror, { ...ddl.capture, tables: refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
 
         yield* step("subscription", 30, { tables_total: tablesTotal })
-        // Not under a branch's template copy: the branch unit holds this lock while it has the
-        // subscription paused.
-        yield* withSubscriptionLock(
-          engine,
-          pipeline.mirrorDatabase,
-          Effect.gen(function* () {
-            const [subscription] = yield* onMirror<{ enabled: boolean }>("subscription", "select subenabled as enabled from pg_subscription where subname = $1", [pipeline.subscription])
-            if (subscription === undefined) {
-              // A new subscription copies the capture log and heartbeat again from the start.
-              yield* onMirror(
-                "subscription",
-                "do $$ begin if to_regclass('scion.schema_log') is not null then truncate scion.schema_log; end if; if to_regclass('scion.heartbeat') is not null then truncate scion.heartbeat; end if; end $$"
-              )
-              yield* onMirror(
-                "subscription",
-                `create subscription ${quoteIdent(pipeline.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}
-                 publication ${quoteIdent(pipeline.publication)}
-                 with (create_slot = false, slot_name = ${quoteLiteral(pipeline.slot)}, copy_data = true, enabled = true, binary = true)`
-              )
-            } else {
-              if (!subscription.enabled) yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} enable`)
-              // Credentials may have changed (PUT …), and the publication's table set may have.
-              yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} connection ${quoteLiteral(subscriptionConninfo(details, details.password))}`)
-              yield* onMirror("subscription", `alter subscription ${quoteIdent(pipeline.subscription)} refresh publication with (copy_data = true)`)
-            }
-          })
-        ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e)))
+        yield* subscribe(engine, mirror, pipeline, details)
         // Tables no longer selected leave the mirror (the refresh stopped replicating them).
         const [previous] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
         const keep = new Set(plan.tables.map(({ table }) => table.path))
@@ -394,6 +355,58 @@ const runSetup = (
       pod_name: instance
     } satisfies JsonObject
   })
+
+/** The schema step: schemas, types and sequences, then each table in one transaction, then the foreign keys. */
+const createMirrorTables = (mirror: PgSession, ddl: MirrorDdl) =>
+  Effect.gen(function* () {
+    const onMirror = (text: string, values: ReadonlyArray<unknown> = []) => mirror.query(text, values).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+    for (const schema of ddl.schemas) yield* onMirror(`create schema if not exists ${quoteIdent(schema)}`)
+    for (const statement of ddl.prelude) yield* onMirror(statement)
+    for (const table of ddl.tables) {
+      const [present] = yield* onMirror("select to_regclass($1) is not null as present", [qualified(table.table)])
+      if ((present as { present?: boolean } | undefined)?.present === true) continue
+      // One transaction per table: a crash leaves it wholly made or not at all.
+      yield* onMirror(`begin; ${table.create.join("; ")}; commit`).pipe(Effect.tapError(() => mirror.query("rollback").pipe(Effect.ignore)))
+    }
+    for (const table of ddl.tables) {
+      for (const key of table.foreignKeys) {
+        const [present] = yield* onMirror("select 1 from pg_constraint where conrelid = $1::regclass and conname = $2", [qualified(table.table), key.name])
+        if (present === undefined) yield* onMirror(key.statement)
+      }
+    }
+  })
+
+/**
+ * The subscription step, under the subscription lock (never under a branch's template copy, for
+ * which the branch unit holds it with the subscription paused): a new subscription copies
+ * everything (the capture log and heartbeat from the start too); an existing one is enabled, given
+ * the current credentials (a PUT may have changed them) and refreshed (the table set may have).
+ */
+const subscribe = (engine: Engine, mirror: PgSession, pipeline: PipelineNames, details: PostgresDetails) =>
+  withSubscriptionLock(
+    engine,
+    pipeline.mirrorDatabase,
+    Effect.gen(function* () {
+      const onMirror = <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) =>
+        mirror.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed("subscription", e)))
+      const conninfo = quoteLiteral(subscriptionConninfo(details, details.password))
+      const [subscription] = yield* onMirror<{ enabled: boolean }>("select subenabled as enabled from pg_subscription where subname = $1", [pipeline.subscription])
+      if (subscription === undefined) {
+        yield* onMirror(
+          "do $$ begin if to_regclass('scion.schema_log') is not null then truncate scion.schema_log; end if; if to_regclass('scion.heartbeat') is not null then truncate scion.heartbeat; end if; end $$"
+        )
+        yield* onMirror(
+          `create subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}
+           publication ${quoteIdent(pipeline.publication)}
+           with (create_slot = false, slot_name = ${quoteLiteral(pipeline.slot)}, copy_data = true, enabled = true, binary = true)`
+        )
+        return
+      }
+      if (!subscription.enabled) yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} enable`)
+      yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}`)
+      yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} refresh publication with (copy_data = true)`)
+    })
+  ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e)))
 
 /** The replica_identity step: each decision applied on the source unless it already holds. */
 const applyReplicaIdentityDecisions = (source: PgSession, plan: MirrorPlan, username: string) =>
