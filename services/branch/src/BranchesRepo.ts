@@ -24,6 +24,7 @@ interface Row {
   readonly read_ready_at: Date | null
   readonly write_ready_at: Date | null
   readonly masked_ready_at: Date | null
+  readonly sequences_aligned_at: Date | null
   readonly error: string | null
   readonly allow_stale: boolean
   readonly consistent_with_source: boolean
@@ -32,7 +33,11 @@ interface Row {
   readonly data_as_of: Date | null
   readonly created_at: Date
   readonly updated_at: Date
+  readonly deleted_at: Date | null
 }
+
+/** The columns an update may set (updated_at is set by it). */
+export type BranchUpdate = Partial<Omit<Row, "id" | "org_id" | "connector_id" | "created_at" | "updated_at">>
 
 const toBranch = (r: Row): Branch => ({
   id: r.id,
@@ -54,6 +59,7 @@ const toBranch = (r: Row): Branch => ({
   readReadyAt: r.read_ready_at,
   writeReadyAt: r.write_ready_at,
   maskedReadyAt: r.masked_ready_at,
+  sequencesAlignedAt: r.sequences_aligned_at,
   error: r.error,
   allowStale: r.allow_stale,
   consistentWithSource: r.consistent_with_source,
@@ -101,7 +107,7 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
     const liveOnConnector = (connectorId: string) =>
       Effect.map(sql<Row>`select * from branches where connector_id = ${connectorId} and status not in ('deleted')`, (rows) => rows.map(toBranch)).pipe(Effect.orDie)
 
-    const update = (id: string, fields: Record<string, unknown>) =>
+    const update = (id: string, fields: BranchUpdate) =>
       sql`update branches set ${sql.update({ ...fields, updated_at: new Date() })} where id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
 
     const maskingRules = (connectorId: string) =>

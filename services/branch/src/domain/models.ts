@@ -24,6 +24,8 @@ export interface Branch {
   readonly readReadyAt: Date | null
   readonly writeReadyAt: Date | null
   readonly maskedReadyAt: Date | null
+  /** The branch's sequences were moved past the data it holds (the create's sequences step). */
+  readonly sequencesAlignedAt: Date | null
   readonly error: string | null
   /** The create accepted a degraded engine (stale data). */
   readonly allowStale: boolean

@@ -304,3 +304,70 @@ export const dropBranch = (engine: BranchingEngine, database: string, role: stri
       yield* admin.query("drop", `drop role if exists ${quoteIdent(role)}`)
     })
   ).pipe(Effect.withSpan("EngineSql.dropBranch", { attributes: { database, role } }))
+
+/**
+ * Logical replication carries rows, not sequence values: the mirror's sequences stay where its
+ * setup left them while its tables fill up, so a branch would hand out keys its rows already use.
+ * At the cut, every sequence a column draws from — identity (pg_depend 'i'), serial / OWNED BY
+ * ('a'), or a default calling nextval (the default depends on the sequence, 'n'), one sequence
+ * shared by several columns too — is moved to the furthest value those columns hold: max for an
+ * ascending sequence, min for a descending one; only forward (a sequence already past the data
+ * stays), never for empty tables, within the sequence's bounds. Columns that cannot hold the
+ * sequence's value as such (not an integer or numeric type, e.g. 'ord_' || nextval(…)) say nothing
+ * about it and are left out. One DO block: one round trip, and no data value leaves the engine
+ * (none can end up in a log or an error).
+ */
+export const alignSequences = (engine: BranchingEngine, database: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const branch = yield* connectEngine(engine, database)
+      yield* branch.query(
+        "sequences",
+        `do $scion$
+declare s record; probe text; v numeric; furthest numeric; at_value bigint; called boolean;
+begin
+  for s in
+    with uses as (
+      select d.objid as seq, d.refobjid as rel, d.refobjsubid as attnum from pg_depend d
+      where d.classid = 'pg_class'::regclass and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i') and d.refobjsubid > 0
+      union
+      select d.refobjid, ad.adrelid, ad.adnum from pg_attrdef ad
+      join pg_depend d on d.classid = 'pg_attrdef'::regclass and d.objid = ad.oid and d.refclassid = 'pg_class'::regclass and d.deptype = 'n'
+    )
+    select u.seq, q.seqincrement > 0 as ascending, q.seqmin, q.seqmax, format('%I.%I', sn.nspname, sc.relname) as seq_name,
+           array_agg(format('select %s(%I)::numeric from %I.%I', case when q.seqincrement > 0 then 'max' else 'min' end, a.attname, tn.nspname, t.relname)) as probes
+    from uses u
+    join pg_sequence q on q.seqrelid = u.seq
+    join pg_class sc on sc.oid = u.seq and sc.relkind = 'S'
+    join pg_namespace sn on sn.oid = sc.relnamespace
+    join pg_class t on t.oid = u.rel and t.relkind in ('r', 'p')
+    join pg_namespace tn on tn.oid = t.relnamespace
+    join pg_attribute a on a.attrelid = u.rel and a.attnum = u.attnum and not a.attisdropped
+    join pg_type ty on ty.oid = a.atttypid
+    where tn.nspname not like 'pg\\_%' and tn.nspname <> 'information_schema'
+      and coalesce(nullif(ty.typbasetype, 0), ty.oid) in ('int2'::regtype::oid, 'int4'::regtype::oid, 'int8'::regtype::oid, 'numeric'::regtype::oid)
+    group by u.seq, q.seqincrement, q.seqmin, q.seqmax, sn.nspname, sc.relname
+  loop
+    furthest := null;
+    foreach probe in array s.probes loop
+      execute probe into v;
+      if v is not null then
+        furthest := case when furthest is null then v when s.ascending then greatest(furthest, v) else least(furthest, v) end;
+      end if;
+    end loop;
+    -- Empty tables: whatever the sequence gives next is free.
+    continue when furthest is null;
+    -- At its bound a (non-cycling) sequence says it is exhausted rather than reusing a key.
+    furthest := least(greatest(case when s.ascending then ceil(furthest) else floor(furthest) end, s.seqmin), s.seqmax);
+    execute format('select last_value, is_called from %s', s.seq_name) into at_value, called;
+    -- Moved only when its next value could be one the data holds (never moved back).
+    if (s.ascending and (at_value < furthest or (at_value = furthest and not called)))
+       or (not s.ascending and (at_value > furthest or (at_value = furthest and not called))) then
+      perform setval(s.seq::regclass, furthest::bigint, true);
+    end if;
+  end loop;
+end
+$scion$`
+      )
+    })
+  ).pipe(Effect.withSpan("EngineSql.alignSequences", { attributes: { database } }))

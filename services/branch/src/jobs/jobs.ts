@@ -8,11 +8,10 @@ import type { Branch } from "../domain/models.js"
 import { urlsOf } from "../domain/models.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
-import { adminSession, applyMasking, dropBranch, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
+import { adminSession, alignSequences, applyMasking, dropBranch, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
 import { generatePassword, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
 import { stampBranch, waitForSourcePosition } from "../engine/Freshness.js"
-import { alignSequences } from "../engine/Sequences.js"
 import { FreshnessConfig } from "../engine/FreshnessConfig.js"
 
 export const BranchPayload = Schema.Struct({ branch_id: Schema.String })
@@ -25,11 +24,12 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
 /**
  * The branch_create job. Each step is recorded on the branch row when it finishes, so a
  * redelivery (a crashed or killed worker) resumes where the last one stopped: the template copy
- * (with the subscriptions paused, shared with every create waiting on the engine), the role's
- * password sealed before the role exists, the role, the grants (read_ready_at, write_ready_at),
- * masking (masked_ready_at), then active with the URLs. A create that cannot finish (JobFailed,
- * or the last attempt) drops what it made on the engine and marks the branch failed: nothing is
- * left behind. An active branch always has a branch_url.
+ * (with the subscriptions paused, shared with every create waiting on the engine), the sequences
+ * moved past the copied rows (sequences_aligned_at), the role's password sealed before the role
+ * exists, the role, the grants (read_ready_at, write_ready_at), masking (masked_ready_at), then
+ * active with the URLs. A create that cannot finish (JobFailed, or the last attempt) drops what
+ * it made on the engine and marks the branch failed: nothing is left behind. An active branch
+ * always has a branch_url.
  */
 export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords | FreshnessConfig> = {
   ...CREATE_JOB,
@@ -100,13 +100,14 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
           if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
         }
         yield* mark("copy_ms")
-        if (branch.roleCreatedAt === null) {
-          // Before its role exists nobody writes to the branch: its sequences are set for the
-          // data it holds (replication carries no sequence values). Raising only, so a redelivery
-          // repeats it harmlessly.
+        if (branch.sequencesAlignedAt === null) {
+          // Replication carries no sequence values: the copy's sequences are moved past the data
+          // it holds before its role exists, so nobody can insert before they are. Only forward,
+          // so a redelivery that repeats it (crashed before the record) moves nothing back.
           yield* alignSequences(engine, branch.databaseName)
-          yield* mark("sequences_ms")
+          yield* repo.update(branchId, { sequences_aligned_at: new Date() })
         }
+        yield* mark("sequences_ms")
         let sealed = Option.getOrNull(envelope)
         if (sealed === null) {
           sealed = yield* passwords.seal(generatePassword(), branchId)
