@@ -80,13 +80,21 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const quarantine = (engine: EngineRow, running: Engine, mirror: PgSession, reason: QuarantineReason, detail: string) =>
       Effect.gen(function* () {
         const id = newQuarantineId()
-        const inserted = yield* sql`
-          insert into quarantine_entries (id, connector_id, status, reason, detail) values (${id}, ${engine.connector_id}, 'quarantined', ${reason}, ${detail})
-          on conflict do nothing returning id`
+        // The entry and the degraded status commit together: never ready while quarantined (branches
+        // are refused unless the caller accepts stale data), not even while the pause is waiting.
+        const inserted = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const rows = yield* sql`
+              insert into quarantine_entries (id, connector_id, status, reason, detail) values (${id}, ${engine.connector_id}, 'quarantined', ${reason}, ${detail})
+              on conflict do nothing returning id`
+            if (rows.length > 0) {
+              yield* sql`update connectors set branching_engine_status = 'degraded', updated_at = now() where id = ${engine.connector_id} and branching_engine_status = 'ready'`
+            }
+            return rows
+          })
+        )
         if (inserted.length === 0) return
         yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`)).pipe(Effect.ignore)
-        // Never ready while quarantined: branches are refused unless the caller accepts stale data.
-        yield* sql`update connectors set branching_engine_status = 'degraded', updated_at = now() where id = ${engine.connector_id} and branching_engine_status = 'ready'`
         yield* Effect.logWarning("connector replication quarantined").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: id, reason, detail }))
       })
 
