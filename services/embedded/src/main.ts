@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { Code, ConnectError, createRouterTransport, type Transport } from "@connectrpc/connect"
+import { Code, ConnectError } from "@connectrpc/connect"
 import { NodeRuntime } from "@effect/platform-node"
 import { BillingLive, billingRoutes, IdentityClient as BillingIdentityClient } from "@scion/billing"
 import { branchLive, branchRoutes } from "@scion/branch"
@@ -9,7 +9,7 @@ import { existsSync, readdirSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { connectorLive, connectorRoutes, LocalEngineConfig, makeLocalEngineProvisioner, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
 import { Entitlements, IdentityEventsRelay, identityLive, identityRoutes } from "@scion/identity"
-import { InMemoryBus, LoggingLive, type Routes } from "@scion/kit"
+import { InMemoryBus, inProcessTransport, LoggingLive, type Routes, type UnitTransport } from "@scion/kit"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
 import { Config, ConfigProvider, Console, Effect, Layer, Option, Redacted } from "effect"
 import { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"
@@ -20,16 +20,20 @@ import { embeddedSecretKeys } from "./SecretKeys.js"
  * billing is built after identity (it asks identity for authorization).
  */
 const lateTransport = () => {
-  let target: Transport | undefined
+  let target: UnitTransport | undefined
   const current = () => {
     if (target === undefined) throw new ConnectError("the unit is still starting", Code.Unavailable)
     return target
   }
-  const transport: Transport = {
+  const transport: UnitTransport = {
     unary: (...args) => current().unary(...args),
-    stream: (...args) => current().stream(...args)
+    stream: (...args) => current().stream(...args),
+    directUnary: (...args) => {
+      const direct = current().directUnary
+      return direct ? direct(...args) : Promise.reject(new ConnectError("no direct path to the unit", Code.Unimplemented))
+    }
   }
-  return { transport, set: (t: Transport) => void (target = t) }
+  return { transport, set: (t: UnitTransport) => void (target = t) }
 }
 
 /**
@@ -60,7 +64,7 @@ const UnitsLive = Layer.unwrapEffect(
         () => ConfigProvider.fromEnv()
       )
     )
-    const inMemory = (routes: ReadonlyArray<Routes>) => createRouterTransport((router) => routes.forEach((register) => register(router)))
+    const inMemory = (routes: ReadonlyArray<Routes>) => inProcessTransport(routes)
     const billingForIdentity = lateTransport()
     // The connector's delete job asks the branch unit, which is built after the connector.
     const branchForConnector = lateTransport()

@@ -1,9 +1,25 @@
-import type { DescMessage, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
-import { ConnectError, createClient, type Transport } from "@connectrpc/connect"
+import type { DescMessage, DescMethod, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
+import { ConnectError, createClient, createRouterTransport, type Transport } from "@connectrpc/connect"
 import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node"
 import { Config, Effect, FiberRef, Option } from "effect"
+import { type Routes, unaryEndpointsOf } from "./connect-server.js"
 import { fromConnectError, type RpcError } from "./errors.js"
+import { type DirectUnary, grpcDirectUnary, inProcessDirectUnary } from "./grpc-unary.js"
 import { OutgoingPrincipal, PRINCIPAL_HEADER } from "./principal.js"
+
+/**
+ * A Connect transport to another unit that may also offer the direct unary path
+ * (`grpc-unary.ts`); the Effect clients take it when it is there, other clients never see it.
+ */
+export interface UnitTransport extends Transport {
+  readonly directUnary?: DirectUnary
+}
+
+/** A unit's routes served inside this process: Connect's router transport plus direct calls. */
+export const inProcessTransport = (routes: ReadonlyArray<Routes>): UnitTransport =>
+  Object.assign(createRouterTransport((router) => routes.forEach((register) => register(router))), {
+    directUnary: inProcessDirectUnary(unaryEndpointsOf(routes))
+  })
 
 type UnaryCall<M> = M extends DescMethodUnary<infer I extends DescMessage, infer O extends DescMessage>
   ? (request: MessageInitShape<I>) => Effect.Effect<MessageShape<O>, RpcError>
@@ -15,10 +31,22 @@ type UnaryCall<M> = M extends DescMethodUnary<infer I extends DescMessage, infer
  */
 export type EffectClient<S extends DescService> = { readonly [K in keyof S["method"]]: UnaryCall<S["method"][K]> }
 
-export const makeEffectClient = <S extends DescService>(service: S, transport: Transport): EffectClient<S> => {
+export const makeEffectClient = <S extends DescService>(service: S, transport: UnitTransport): EffectClient<S> => {
   const client = createClient(service, transport) as unknown as Record<string, (request: unknown, options: object) => Promise<unknown>>
   const calls: Record<string, (request: unknown) => Effect.Effect<unknown, RpcError>> = {}
-  for (const name of Object.keys(service.method)) {
+  const direct = transport.directUnary
+  for (const [name, desc] of Object.entries(service.method as Record<string, DescMethod>)) {
+    if (direct !== undefined && desc.methodKind === "unary") {
+      const unary = desc as DescMethodUnary
+      calls[name] = (request) =>
+        Effect.flatMap(FiberRef.get(OutgoingPrincipal), (principal) =>
+          Effect.tryPromise({
+            try: (signal) => direct(unary, request, Option.isSome(principal) ? { [PRINCIPAL_HEADER]: principal.value } : {}, signal),
+            catch: fromConnectError
+          })
+        ).pipe(Effect.withSpan(`rpc.client ${service.typeName}/${name}`, { kind: "client" }))
+      continue
+    }
     const method = client[name]!
     calls[name] = (request) =>
       Effect.flatMap(FiberRef.get(OutgoingPrincipal), (principal) =>
@@ -74,24 +102,24 @@ export const http2Transport = (baseUrl: string, protocol: UnitRpcProtocol) =>
         pingTimeoutMs: 10_000,
         idleConnectionTimeoutMs: 60_000
       })
-      const transport =
+      const transport: UnitTransport =
         protocol === "grpc"
-          ? createGrpcTransport({ baseUrl, sessionManager })
+          ? Object.assign(createGrpcTransport({ baseUrl, sessionManager }), { directUnary: grpcDirectUnary(sessionManager) })
           : createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, sessionManager })
       return { sessionManager, transport }
     }),
     ({ sessionManager }) => Effect.sync(() => sessionManager.abort())
-  ).pipe(Effect.map(({ transport }) => transport))
+  ).pipe(Effect.map(({ transport }): UnitTransport => transport))
 
 /** An HTTP/2 gRPC transport to another unit (tests and other teams' clients prove gRPC with it). */
 export const grpcTransport = (baseUrl: string) => http2Transport(baseUrl, "grpc")
 
 /**
  * The transport units use to call each other: UNIT_RPC_PROTOCOL, `grpc` (default, as the
- * architecture states) or `connect` (the Connect protocol, binary, same HTTP/2 sessions). Measured
- * here, connect-es needs about half the CPU per concurrent unary call with the Connect protocol
- * (no trailers, no envelope async iterables), which lifts `bench:gateway` by ~40%. Servers always
- * serve gRPC, gRPC-Web and Connect, so either works against any unit.
+ * architecture states: unary calls take the direct path of `grpc-unary.ts`) or `connect` (the
+ * Connect protocol through connect-es, binary, same HTTP/2 sessions; kept to compare in
+ * `bench:gateway`). Servers always serve gRPC, gRPC-Web and Connect, so either works against any
+ * unit.
  */
 export const unitTransport = (baseUrl: string) =>
   Effect.flatMap(

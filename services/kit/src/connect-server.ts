@@ -1,12 +1,13 @@
 import { setMaxListeners } from "node:events"
 import * as http2 from "node:http2"
 import type { AddressInfo } from "node:net"
-import type { DescMessage, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
+import type { DescMessage, DescMethod, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
 import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect"
 import { connectNodeAdapter } from "@connectrpc/connect-node"
 import { HealthCheckResponse_ServingStatus, Health } from "@scion/proto/grpc/health/v1/health_pb"
 import { Cause, Config, Context, Deferred, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { toConnectError, type WireError } from "./errors.js"
+import { methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
 import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
 
 type UnaryMethodOf<M> = M extends DescMethodUnary<infer I, infer O> ? { readonly input: I; readonly output: O } : never
@@ -22,8 +23,19 @@ export type EffectServiceImpl<S extends DescService, E, R> = {
     : never
 }
 
-/** A unit's routes: one function that registers its services, as connect-es recommends. */
-export type Routes = (router: ConnectRouter) => void
+/**
+ * A unit's routes: one function that registers its services, as connect-es recommends, plus the
+ * unary methods that can also be called directly (`grpc-unary.ts`: the HTTP/2 fast path and
+ * in-process calls).
+ */
+export interface Routes {
+  (router: ConnectRouter): void
+  readonly unary?: ReadonlyArray<UnaryEndpoint>
+}
+
+/** Every directly callable unary method of some routes, by HTTP/2 path. */
+export const unaryEndpointsOf = (routes: ReadonlyArray<Routes>): UnaryEndpoints =>
+  new Map(routes.flatMap((r) => r.unary ?? []).map((endpoint) => [methodPath(endpoint.method), endpoint]))
 
 const interruptionCode = (signal: AbortSignal): Code =>
   ConnectError.from(signal.reason).code === Code.DeadlineExceeded ? Code.DeadlineExceeded : Code.Canceled
@@ -42,8 +54,7 @@ export const effectService = <S extends DescService, E, R>(
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<Exclude<R, Caller> | PrincipalVerifier>()
     const verifier = yield* PrincipalVerifier
-    const run = <A>(effect: Effect.Effect<A, E, R>, context: HandlerContext): Promise<A> => {
-      const token = context.requestHeader.get(PRINCIPAL_HEADER)
+    const run = <A>(effect: Effect.Effect<A, E, R>, token: string | null, methodName: string, signal: AbortSignal): Promise<A> => {
       const program = Effect.gen(function* () {
         const caller = token === null
           ? Option.none()
@@ -60,23 +71,30 @@ export const effectService = <S extends DescService, E, R>(
           Effect.provideService(Caller, caller),
           Effect.locally(OutgoingPrincipal, Option.map(caller, (c) => c.token))
         )
-      }).pipe(Effect.withSpan(`rpc ${service.typeName}/${context.method.name}`, { kind: "server" })) as Effect.Effect<A, ConnectError, never>
-      return Runtime.runPromiseExit(runtime, program, { signal: context.signal }).then((exit) => {
+      }).pipe(Effect.withSpan(`rpc ${service.typeName}/${methodName}`, { kind: "server" })) as Effect.Effect<A, ConnectError, never>
+      return Runtime.runPromiseExit(runtime, program, { signal }).then((exit) => {
         if (Exit.isSuccess(exit)) return exit.value
         const failure = Cause.failureOption(exit.cause)
         if (Option.isSome(failure)) throw failure.value
-        if (Cause.isInterruptedOnly(exit.cause)) throw new ConnectError("request was cancelled", interruptionCode(context.signal))
-        Runtime.runFork(runtime)(Effect.logError("rpc handler defect", exit.cause).pipe(Effect.annotateLogs("rpc", context.method.name)))
+        if (Cause.isInterruptedOnly(exit.cause)) throw new ConnectError("request was cancelled", interruptionCode(signal))
+        Runtime.runFork(runtime)(Effect.logError("rpc handler defect", exit.cause).pipe(Effect.annotateLogs("rpc", methodName)))
         throw new ConnectError("internal error", Code.Internal)
       })
     }
+    const handlers = impl as Record<string, (request: unknown) => Effect.Effect<unknown, E, R>>
     const connectImpl: Record<string, (request: unknown, context: HandlerContext) => Promise<unknown>> = {}
-    for (const [name, handler] of Object.entries(impl as Record<string, (request: unknown) => Effect.Effect<unknown, E, R>>)) {
-      connectImpl[name] = (request, context) => run(handler(request), context)
+    const unary: Array<UnaryEndpoint> = []
+    for (const [name, handler] of Object.entries(handlers)) {
+      connectImpl[name] = (request, context) => run(handler(request), context.requestHeader.get(PRINCIPAL_HEADER), context.method.name, context.signal)
+      const desc = (service.method as Record<string, DescMethod>)[name]
+      if (desc?.methodKind !== "unary") continue
+      const method = desc as DescMethodUnary
+      unary.push({ method, invoke: (request, token, signal) => run(handler(request), token, method.name, signal) })
     }
-    return (router: ConnectRouter) => {
+    const routes = (router: ConnectRouter) => {
       router.service(service, connectImpl as unknown as ServiceImpl<S>)
     }
+    return Object.assign(routes, { unary }) as Routes
   })
 
 /** Serving state reported by grpc.health.v1; flips to NOT_SERVING when shutdown begins. */
@@ -148,8 +166,12 @@ export const serveHttp2 = (options: {
       setMaxListeners(0, shutdown.signal)
       const status = { serving: true }
       const routes = [...options.routes, healthRoutes(status)]
-      const handler = connectNodeAdapter({ routes: (router) => routes.forEach((r) => r(router)), shutdownSignal: shutdown.signal })
-      const server = http2.createServer({}, handler)
+      const connectHandler = connectNodeAdapter({ routes: (router) => routes.forEach((r) => r(router)), shutdownSignal: shutdown.signal })
+      const endpoints = unaryEndpointsOf(routes)
+      // Unary gRPC to our own methods takes the direct path; the rest is connect-es's.
+      const server = http2.createServer({}, (request, response) => {
+        if (!serveGrpcUnary(endpoints, request, response, shutdown.signal)) connectHandler(request, response)
+      })
       const sessions = new Set<http2.ServerHttp2Session>()
       server.on("session", (session) => {
         sessions.add(session)
