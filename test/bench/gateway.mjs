@@ -4,7 +4,7 @@
 // in the same run: a plain Node HTTP server doing the same key lookup in Postgres.
 import { spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -38,6 +38,38 @@ const peakRssMb = (pid) => {
   return match ? Number(match[1]) / 1024 : NaN
 }
 
+/** CPU time (user + system) a process has used so far, in ms. */
+const cpuMs = (pid) => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+  } catch {
+    return 0
+  }
+}
+/** CPU time of every Postgres backend on this machine, in ms. */
+const postgresCpuMs = () =>
+  readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "postgres"
+      } catch {
+        return false
+      }
+    })
+    .reduce((sum, pid) => sum + cpuMs(pid), 0)
+
+/** Runs a load and reports the CPU each named process spent per request during it. */
+const measured = async (run, pids) => {
+  const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid)]))
+  const pgBefore = postgresCpuMs()
+  const result = await run()
+  const perRequest = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, ((cpuMs(pid) - before[name]) * 1000) / result.total]))
+  perRequest.postgres = ((postgresCpuMs() - pgBefore) * 1000) / result.total
+  return { ...result, cpuUsPerRequest: perRequest }
+}
+
 const waitFor = async (probe, what) => {
   for (let i = 0; i < 300; i++) {
     if (await probe().catch(() => false)) return
@@ -56,9 +88,8 @@ const json = async (base, method, path, token, body) => {
   return response.json()
 }
 
+const warmUp = (url, token) => autocannon({ url, connections: CONNECTIONS, duration: 2, headers: { authorization: `Bearer ${token}` } })
 const load = async (url, token) => {
-  // Warm up (JIT, pools, HTTP/2 sessions) before measuring.
-  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers: { authorization: `Bearer ${token}` } })
   const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers: { authorization: `Bearer ${token}` } })
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx responses, ${result.errors} errors`)
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, total: result.requests.total }
@@ -94,13 +125,20 @@ try {
   await waitFor(async () => (await fetch(`http://127.0.0.1:${baselinePort}/v1/orgs/${org.org_id}`, { headers: { authorization: `Bearer ${key.secret}` } })).ok, "baseline")
 
   console.log(`\nGET /v1/orgs/{org_id} with an API key, ${CONNECTIONS} connections, ${DURATION}s each\n`)
-  const base0 = await load(`http://127.0.0.1:${baselinePort}/v1/orgs/${org.org_id}`, key.secret)
-  const scion = await load(`${base}/v1/orgs/${org.org_id}`, key.secret)
+  const baselineUrl = `http://127.0.0.1:${baselinePort}/v1/orgs/${org.org_id}`
+  const scionUrl = `${base}/v1/orgs/${org.org_id}`
+  // Warm up (JIT, pools, HTTP/2 sessions) before measuring.
+  await warmUp(baselineUrl, key.secret)
+  const base0 = await measured(() => load(baselineUrl, key.secret), { baseline: baseline.pid })
+  await warmUp(scionUrl, key.secret)
+  const scion = await measured(() => load(scionUrl, key.secret), { gateway: gateway.pid, identity: identity.pid })
 
   const rss = { baseline: peakRssMb(baseline.pid), gateway: peakRssMb(gateway.pid), identity: peakRssMb(identity.pid) }
   const row = (name, r, mem) => `${name.padEnd(34)} ${r.rps.toFixed(0).padStart(8)} req/s   p50 ${String(r.p50).padStart(3)} ms   p99 ${String(r.p99).padStart(3)} ms   peak RSS ${mem}`
   console.log(row("baseline (one process, pg lookup)", base0, `${rss.baseline.toFixed(0)} MB`))
   console.log(row("scion (gateway → identity, gRPC)", scion, `gateway ${rss.gateway.toFixed(0)} MB, identity ${rss.identity.toFixed(0)} MB`))
+  const cpu = (r) => Object.entries(r.cpuUsPerRequest).map(([name, us]) => `${name} ${us.toFixed(0)} µs`).join(", ")
+  console.log(`\nCPU per request: baseline: ${cpu(base0)}; scion: ${cpu(scion)}`)
   const ratio = scion.rps / base0.rps
   console.log(`\nratio scion/baseline: ${ratio.toFixed(2)}x (target >= 0.50x); p99 ${scion.p99} ms (target < 20 ms); max unit RSS ${Math.max(rss.gateway, rss.identity).toFixed(0)} MB (target < 150 MB)`)
 } finally {

@@ -12,7 +12,7 @@ NodeRuntime.runMain(
   Layer.launch(
     serveRoutesLayer(50053, billingRoutes).pipe(
       Layer.provide(BillingLive),
-      Layer.provide(Layer.merge(IdentityClient.layerConfig, NatsBus.layer())),
+      Layer.provide(Layer.provideMerge(IdentityClient.layerConfig, NatsBus.layer())),
       Layer.provide(LoggingLive)
     )
   ),

@@ -1,11 +1,13 @@
-import type { Principal } from "@scion/kit"
-import { Effect, Option } from "effect"
+import { type AccessChange, accessCacheTtl, makeAccessCache, scopeOf, type Principal } from "@scion/kit"
+import { randomUUID } from "node:crypto"
+import { Duration, Effect, Option } from "effect"
 import { ApiKeysRepo } from "./ApiKeysRepo.js"
+import { OutboxRepo } from "./OutboxRepo.js"
 import { NotAMember, PermissionDenied, RoleEscalation, SessionRequired, Unauthenticated } from "./domain/errors.js"
 import { effectivePermissions, knownRole, ROLES, type Role } from "./domain/roles.js"
 import { SessionsRepo } from "./SessionsRepo.js"
 
-/** A caller's standing in one org, read fresh on every request (nothing cached). */
+/** A caller's standing in one org. */
 export interface OrgAccess {
   readonly orgId: string
   readonly role: Role
@@ -18,27 +20,46 @@ export interface OrgAccess {
 
 /**
  * The authorization policy every identity RPC goes through. The principal's signature proves who
- * called; the session or key is still re-read here, so logging out, revoking a key or removing a
- * member takes effect on the very next request even while a principal token is unexpired.
+ * called; the session or key is read once and the standing kept (ACCESS_CACHE_SECONDS, never past
+ * the principal's expiry) until a change touches it: `forget` right after identity commits one,
+ * and the AccessChange events (`followAccessChanges`) for the changes other replicas commit.
  */
 export class Access extends Effect.Service<Access>()("@scion/identity/Access", {
   effect: Effect.gen(function* () {
     const sessions = yield* SessionsRepo
     const apiKeys = yield* ApiKeysRepo
+    const outbox = yield* OutboxRepo
+    const ttlMillis = Duration.toMillis(yield* Effect.orDie(accessCacheTtl))
+    const standings = makeAccessCache<OrgAccess>({ ttlMillis })
+    const liveSessions = makeAccessCache<{ userId: string; sessionId: string }>({ ttlMillis })
+    // Never past the principal's expiry, which identity caps at an expiring key's expires_at.
+    const cached = <V, E>(cache: ReturnType<typeof makeAccessCache<V>>, key: string, principal: Principal, orgId: string | null, read: Effect.Effect<V, E>) =>
+      ttlMillis === 0 ? read : cache.getOrLookup(key, scopeOf(principal, orgId), principal.exp * 1000, read)
 
     /** A live dashboard session; API keys get SESSION_REQUIRED. */
     const session = Effect.fn("Access.session")(function* (principal: Principal) {
       if (principal.kind !== "user_session") return yield* new SessionRequired()
       const sessionId = principal.sessionId
       if (sessionId === null) return yield* new Unauthenticated()
-      const userId = yield* sessions.liveUser(sessionId).pipe(Effect.flatMap(Option.match({ onNone: () => new Unauthenticated(), onSome: Effect.succeed })))
-      return { userId, sessionId }
+      return yield* cached(
+        liveSessions,
+        sessionId,
+        principal,
+        null,
+        sessions.liveUser(sessionId).pipe(
+          Effect.flatMap(Option.match({ onNone: () => new Unauthenticated(), onSome: (userId) => Effect.succeed({ userId, sessionId }) }))
+        )
+      )
     })
 
     /** The caller's role and permissions in an org: NOT_A_MEMBER when it has none there. */
-    const inOrg = Effect.fn("Access.inOrg")(function* (principal: Principal, orgId: string): Effect.fn.Return<OrgAccess, Unauthenticated | NotAMember> {
+    const inOrg = (principal: Principal, orgId: string): Effect.Effect<OrgAccess, Unauthenticated | NotAMember> =>
       // Services act for the platform and hold no role in any org.
-      if (principal.kind === "service") return yield* new NotAMember({ orgId })
+      principal.kind === "service"
+        ? Effect.fail(new NotAMember({ orgId }))
+        : cached(standings, `${principal.apiKeyId ?? principal.sessionId}\u0000${orgId}`, principal, orgId, readInOrg(principal, orgId))
+
+    const readInOrg = Effect.fn("Access.readInOrg")(function* (principal: Principal, orgId: string): Effect.fn.Return<OrgAccess, Unauthenticated | NotAMember> {
       if (principal.kind === "api_key") {
         const key = yield* apiKeys.findActive(principal.apiKeyId ?? "")
         if (Option.isNone(key)) return yield* new Unauthenticated()
@@ -74,7 +95,20 @@ export class Access extends Effect.Service<Access>()("@scion/identity/Access", {
         access.permissions.includes(permission) ? Effect.succeed(access) : Effect.fail(new PermissionDenied({ orgId, permission }))
       )
 
-    return { session, inOrg, require } as const
+    /** Drops what a committed change touches, in this process (other replicas hear the event). */
+    const forget = (change: AccessChange) => Effect.zipRight(standings.apply(change), liveSessions.apply(change))
+
+    /**
+     * In the transaction of a change that can take access away: the event every unit's caches
+     * follow. Call `forget` with the same change once the transaction committed.
+     */
+    const announce = (change: AccessChange) =>
+      Effect.flatMap(
+        Effect.sync(() => randomUUID()),
+        (id) => outbox.write(`access.changed.${id}`, { subject: "events.access.changed", payload: { ...change } })
+      )
+
+    return { session, inOrg, require, announce, forget, caches: [standings, liveSessions] as const } as const
   })
 }) {}
 

@@ -1,4 +1,4 @@
-import type { Principal } from "@scion/kit"
+import { AccessChange, type Principal } from "@scion/kit"
 import { Clock, Effect, Option } from "effect"
 import { Access } from "./Access.js"
 import { Database } from "./Database.js"
@@ -47,8 +47,10 @@ export class Accounts extends Effect.Service<Accounts>()("@scion/identity/Accoun
           yield* users.delete(userId)
           const now = new Date(yield* Clock.currentTimeMillis)
           yield* outbox.write(`user.deleted.${userId}`, { subject: "events.user.deleted", payload: { user_id: userId, deleted_at: now.toISOString() } })
+          yield* access.announce(new AccessChange({ user_id: userId }))
         })
       )
+      yield* access.forget(new AccessChange({ user_id: userId }))
       yield* Effect.logInfo("user deleted").pipe(Effect.annotateLogs({ user_id: userId }))
     })
 

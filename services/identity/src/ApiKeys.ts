@@ -1,7 +1,8 @@
-import type { Principal } from "@scion/kit"
+import { AccessChange, type Principal } from "@scion/kit"
 import { Clock, Effect } from "effect"
 import { Access, noEscalation } from "./Access.js"
 import { ApiKeysRepo } from "./ApiKeysRepo.js"
+import { Database } from "./Database.js"
 import { ApiKeyNotFound, InvalidArgument, NonOrgRole, RoleEscalation, ScopeOutsideRole, UnknownRole } from "./domain/errors.js"
 import { Ids } from "./domain/ids.js"
 import type { ApiKey } from "./domain/models.js"
@@ -22,6 +23,7 @@ export interface CreateApiKeyInput {
 export class ApiKeys extends Effect.Service<ApiKeys>()("@scion/identity/ApiKeys", {
   effect: Effect.gen(function* () {
     const access = yield* Access
+    const db = yield* Database
     const repo = yield* ApiKeysRepo
 
     const listApiKeys = Effect.fn("ApiKeys.listApiKeys")(function* (principal: Principal, orgId: string) {
@@ -68,7 +70,14 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("@scion/identity/ApiKeys"
 
     const revokeApiKey = Effect.fn("ApiKeys.revokeApiKey")(function* (principal: Principal, input: { orgId: string; apiKeyId: string }) {
       yield* access.require(principal, input.orgId, "api_keys.delete")
-      if (!(yield* repo.revoke(input.orgId, input.apiKeyId))) return yield* new ApiKeyNotFound({ apiKeyId: input.apiKeyId })
+      const change = new AccessChange({ api_key_id: input.apiKeyId })
+      yield* db.transaction(
+        Effect.gen(function* () {
+          if (!(yield* repo.revoke(input.orgId, input.apiKeyId))) return yield* new ApiKeyNotFound({ apiKeyId: input.apiKeyId })
+          yield* access.announce(change)
+        })
+      )
+      yield* access.forget(change)
       yield* Effect.logInfo("api key revoked").pipe(Effect.annotateLogs({ org_id: input.orgId, api_key_id: input.apiKeyId }))
     })
 

@@ -43,6 +43,8 @@ export interface ActiveKey {
   readonly createdBy: string | null
   readonly roleId: string
   readonly scopes: ReadonlyArray<string>
+  /** When the key stops working by itself; no standing or principal outlives it. */
+  readonly expiresAt: Date | null
 }
 
 interface ActiveKeyRow {
@@ -51,6 +53,7 @@ interface ActiveKeyRow {
   readonly created_by: string | null
   readonly role_id: string
   readonly scopes: ReadonlyArray<string>
+  readonly expires_at: Date | null
 }
 
 const toActiveKey = (row: ActiveKeyRow): ActiveKey => ({
@@ -58,7 +61,8 @@ const toActiveKey = (row: ActiveKeyRow): ActiveKey => ({
   orgId: row.org_id,
   createdBy: row.created_by,
   roleId: row.role_id,
-  scopes: row.scopes
+  scopes: row.scopes,
+  expiresAt: row.expires_at
 })
 
 /** Org API keys and their role grants. Secrets are stored as SHA-256 digests only. */
@@ -105,7 +109,7 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("@scion/identity/
        */
       authenticate: (secretDigest: string) =>
         sql<ActiveKeyRow & { readonly stale: boolean }>`
-          select k.id, k.org_id, k.created_by, g.role_id, k.scopes,
+          select k.id, k.org_id, k.created_by, g.role_id, k.scopes, k.expires_at,
                  (k.last_used_at is null or k.last_used_at < now() - interval '1 minute') as stale
           from api_keys k join role_grants g on g.api_key_id = k.id
           where k.secret_digest = ${secretDigest} and ${active}`.pipe(
@@ -122,7 +126,7 @@ export class ApiKeysRepo extends Effect.Service<ApiKeysRepo>()("@scion/identity/
 
       findActive: (id: string) =>
         sql<ActiveKeyRow>`
-          select k.id, k.org_id, k.created_by, g.role_id, k.scopes
+          select k.id, k.org_id, k.created_by, g.role_id, k.scopes, k.expires_at
           from api_keys k join role_grants g on g.api_key_id = k.id
           where k.id = ${id} and ${active}`.pipe(
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toActiveKey)),

@@ -1,4 +1,4 @@
-import { Principal, PrincipalSigner } from "@scion/kit"
+import { AccessChange, Principal, PrincipalSigner } from "@scion/kit"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { Clock, Effect, Option, Redacted } from "effect"
 import { Access } from "./Access.js"
@@ -109,7 +109,9 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
 
     const logOut = Effect.fn("Auth.logOut")(function* (principal: Principal) {
       const { sessionId } = yield* access.session(principal)
-      yield* sessions.delete(sessionId)
+      const change = new AccessChange({ session_id: sessionId })
+      yield* db.transaction(Effect.zipRight(sessions.delete(sessionId), access.announce(change)))
+      yield* access.forget(change)
     })
 
     const verifyEmail = Effect.fn("Auth.verifyEmail")(function* (token: string) {
@@ -118,9 +120,11 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
       return user.value
     })
 
-    const sign = (fields: Omit<ConstructorParameters<typeof Principal>[0], "exp">) =>
+    /** A principal for PRINCIPAL_TTL_SECONDS, or until `notAfter` (an expiring API key) if sooner. */
+    const sign = (fields: Omit<ConstructorParameters<typeof Principal>[0], "exp">, notAfter: Date | null = null) =>
       Effect.map(Clock.currentTimeMillis, (now): Authenticated => {
-        const exp = Math.floor(now / 1000) + config.principalTtlSeconds
+        const ttlExp = Math.floor(now / 1000) + config.principalTtlSeconds
+        const exp = notAfter === null ? ttlExp : Math.min(ttlExp, Math.floor(notAfter.getTime() / 1000))
         const principal = new Principal({ ...fields, exp })
         return { principal, token: signer.sign(principal), expiresAt: new Date(exp * 1000) }
       })
@@ -161,7 +165,7 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
           orgId: key.orgId,
           roleKey: role.key,
           permissions: effectivePermissions(role, key.scopes)
-        })
+        }, key.expiresAt)
       }
       if (!bearerToken.startsWith("scion_sess_")) return yield* new Unauthenticated()
       const session = yield* sessions.findLiveByDigest(digest(bearerToken))

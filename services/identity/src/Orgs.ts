@@ -1,4 +1,4 @@
-import type { Principal } from "@scion/kit"
+import { AccessChange, type Principal } from "@scion/kit"
 import { Clock, Effect, Option } from "effect"
 import { Access, noEscalation, ownerOnlyOnOwners, type OrgAccess } from "./Access.js"
 import { Database } from "./Database.js"
@@ -92,8 +92,10 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
             subject: "events.org.deleted",
             payload: { org_id: orgId, name: name.value, deleted_by_user_id: granted.userId, deleted_at: now.toISOString() }
           })
+          yield* access.announce(new AccessChange({ org_id: orgId }))
         })
       )
+      yield* access.forget(new AccessChange({ org_id: orgId }))
       yield* Effect.logInfo("org deleted").pipe(Effect.annotateLogs({ org_id: orgId }))
     })
 
@@ -127,29 +129,35 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
       const role = roleByKey(input.roleKey)
       if (!role) return yield* new UnknownRole({ role: input.roleKey })
       yield* noEscalation(granted, role)
+      const change = new AccessChange({ user_id: input.userId, org_id: input.orgId })
       const member = yield* db.transaction(
         Effect.gen(function* () {
           const member = yield* lockedMember(input.orgId, input.userId)
           yield* ownerOnlyOnOwners(granted, ROLES[member.roleKey])
           if (member.roleKey === "owner" && role.key !== "owner") yield* keepsAnOwner(input.orgId)
           yield* repo.setRole({ orgId: input.orgId, userId: input.userId, roleId: role.id, grantedBy: granted.userId })
+          yield* access.announce(change)
           return { ...member, roleKey: role.key }
         })
       )
+      yield* access.forget(change)
       return { message: `${member.email} is now ${role.key} of the org`, member }
     })
 
     /** Needs org.remove_members, also to remove oneself; the last owner stays. */
     const removeMember = Effect.fn("Orgs.removeMember")(function* (principal: Principal, input: { orgId: string; userId: string }) {
       const granted = yield* access.require(principal, input.orgId, "org.remove_members")
+      const change = new AccessChange({ user_id: input.userId, org_id: input.orgId })
       yield* db.transaction(
         Effect.gen(function* () {
           const member = yield* lockedMember(input.orgId, input.userId)
           yield* ownerOnlyOnOwners(granted, ROLES[member.roleKey])
           if (member.roleKey === "owner") yield* keepsAnOwner(input.orgId)
           yield* repo.removeMember(input.orgId, input.userId)
+          yield* access.announce(change)
         })
       )
+      yield* access.forget(change)
       yield* Effect.logInfo("member removed").pipe(Effect.annotateLogs({ org_id: input.orgId, user_id: input.userId }))
     })
 

@@ -7,6 +7,11 @@ export type IdentityEvent =
   | { readonly subject: "events.org.deleted"; readonly payload: { org_id: string; name: string; deleted_by_user_id: string | null; deleted_at: string } }
   | { readonly subject: "events.user.deleted"; readonly payload: { user_id: string; deleted_at: string } }
   | {
+      /** Something that can take access away changed: every unit's caches drop what it touches (kit AccessChange). */
+      readonly subject: "events.access.changed"
+      readonly payload: { session_id?: string | undefined; api_key_id?: string | undefined; user_id?: string | undefined; org_id?: string | undefined }
+    }
+  | {
       readonly subject: "events.project.deleted"
       readonly payload: { project_id: string; org_id: string; name: string; deleted_by_user_id: string | null; deleted_at: string }
     }

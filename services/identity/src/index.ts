@@ -1,4 +1,4 @@
-import { type Bus, OutboxRelay, PrincipalSigner, PrincipalVerifier, unitDatabase } from "@scion/kit"
+import { Bus, followAccessChanges, OutboxRelay, PrincipalSigner, PrincipalVerifier, unitDatabase } from "@scion/kit"
 import { Effect, Layer } from "effect"
 import { Access } from "./Access.js"
 import { Accounts } from "./Accounts.js"
@@ -33,7 +33,7 @@ export const VerifierFromSigner: Layer.Layer<PrincipalVerifier, never, Principal
  * events.project.deleted) to the
  * bus: NatsBus in production, InMemoryBus in the embedded mode. Shares the unit's database pool.
  */
-export const IdentityEventsRelay: Layer.Layer<never, never, Bus> = OutboxRelay.layer().pipe(Layer.provide(IdentityDatabase))
+export const IdentityEventsRelay: Layer.Layer<never, never, Bus> = OutboxRelay.layer({ wakeChannel: "identity_outbox" }).pipe(Layer.provide(IdentityDatabase))
 
 const Repos = Layer.mergeAll(
   UsersRepo.Default,
@@ -68,7 +68,18 @@ export const identityServices = <E>(entitlements: Layer.Layer<Entitlements, E, P
 /** identityServices with no plan limits: identity's own domain tests. Tests provide a recording mailer. */
 export const IdentityServices = identityServices(Entitlements.unlimited)
 
-type IdentityUnit = Auth | Accounts | Orgs | Invites | ApiKeys | Projects | PrincipalSigner | PrincipalVerifier
+type IdentityUnit = Auth | Accounts | Orgs | Invites | ApiKeys | Projects | Access | PrincipalSigner | PrincipalVerifier
+
+/**
+ * Identity's own standing caches follow the AccessChange events (other replicas' changes; this
+ * replica's are dropped the moment they commit).
+ */
+export const IdentityAccessFollower: Layer.Layer<never, never, Bus | Access> = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const access = yield* Access
+    yield* followAccessChanges(yield* Bus, access.caches)
+  })
+)
 
 /**
  * The identity unit with the mailer named by MAIL_ADAPTER and plan limits from `entitlements`:

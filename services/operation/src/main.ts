@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { LoggingLive, serveRoutesLayer } from "@scion/kit"
+import { LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
 import { Layer } from "effect"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "./index.js"
 
@@ -11,7 +11,8 @@ NodeRuntime.runMain(
   Layer.launch(
     serveRoutesLayer(50052, operationRoutes).pipe(
       Layer.provide(OperationLive),
-      Layer.provide(Layer.merge(IdentityClient.layerConfig, OperationChanges.nats)),
+      // The bus carries identity's access changes to the grant cache.
+      Layer.provide(Layer.merge(IdentityClient.layerConfig.pipe(Layer.provide(NatsBus.layer({ name: "scion-operation" }))), OperationChanges.nats)),
       Layer.provide(LoggingLive)
     )
   ),

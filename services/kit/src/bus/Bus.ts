@@ -100,8 +100,23 @@ export interface ConsumeOptions<R = never> {
   readonly onDeadLetter?: (delivery: Delivery, cause: Cause.Cause<unknown>) => Effect.Effect<void, never, R>
 }
 
+/** A message as a listener hears it: no acknowledgement, no redelivery. */
+export interface Heard {
+  readonly subject: string
+  readonly payload: unknown
+}
+
 export interface BusShape {
   readonly publish: (input: PublishInput) => Effect.Effect<PublishAck, BusError>
+  /**
+   * Hears every message published from now on whose subject matches `filter`, in this process,
+   * for the life of the scope: nothing durable, every listener of every process hears each message
+   * (what cache invalidation needs, where a durable consumer would reach one replica). Messages
+   * published while the listener was not subscribed are lost, so `onGap` runs whenever that may
+   * have happened: when the subscription starts and after every reconnect. Never fails: while the
+   * bus is unreachable the listener keeps trying in the background.
+   */
+  readonly listen: (filter: string, onMessage: (heard: Heard) => Effect.Effect<void>, onGap: Effect.Effect<void>) => Effect.Effect<void, never, Scope.Scope>
   /**
    * Ensures the durable consumer, then consumes in a fiber of the current scope until the scope
    * closes. Handler success acks; a failure or defect naks with the backoff delay, or on the last

@@ -8,6 +8,7 @@ import {
   consumeDefaults,
   type Delivery,
   DUPLICATE_WINDOW,
+  type Heard,
   filtersOverlap,
   handleDelivery,
   BusHeaders,
@@ -72,6 +73,7 @@ export const makeInMemoryBus = Effect.gen(function* () {
   let tokens = 0
   const streams = new Map<StreamName, StreamState>(STREAMS.map((spec) => [spec.name, { spec, messages: new Map(), dedup: new Map() }]))
   const consumers = new Map<string, ConsumerState>()
+  const listeners = new Set<{ readonly filter: string; readonly onMessage: (heard: Heard) => Effect.Effect<void> }>()
 
   const wake = (consumer: ConsumerState) => {
     const previous = consumer.signal
@@ -111,6 +113,7 @@ export const makeInMemoryBus = Effect.gen(function* () {
     }
     stream.messages.set(message.seq, message)
     if (input.msgId !== undefined) stream.dedup.set(input.msgId, { seq: message.seq, at: now })
+    for (const listener of listeners) if (subjectMatches(listener.filter, message.subject)) yield* listener.onMessage({ subject: message.subject, payload })
     for (const consumer of consumers.values()) {
       if (consumer.stream !== stream || !matches(consumer, message.subject)) continue
       consumer.pending.set(message.seq, { message, deliveryCount: 0, availableAt: now, inFlight: false, deadline: 0, token: 0 })
@@ -224,7 +227,21 @@ export const makeInMemoryBus = Effect.gen(function* () {
       yield* Effect.forkScoped(Effect.all(Array.from({ length: Math.max(1, options.concurrency ?? 1) }, () => worker), { concurrency: "unbounded", discard: true }))
     }).pipe(Effect.withSpan("Bus.consume.start", { attributes: { stream: options.stream, durable: options.durable } }))
 
-  return Bus.of({ publish, consume })
+  // In one process nothing is ever missed: the gap is only the one before subscribing.
+  const listen: BusShape["listen"] = (filter, onMessage, onGap) =>
+    Effect.acquireRelease(
+      Effect.zipRight(
+        onGap,
+        Effect.sync(() => {
+          const listener = { filter, onMessage }
+          listeners.add(listener)
+          return listener
+        })
+      ),
+      (listener) => Effect.sync(() => listeners.delete(listener))
+    ).pipe(Effect.asVoid)
+
+  return Bus.of({ publish, consume, listen })
 })
 
 export const InMemoryBus = {

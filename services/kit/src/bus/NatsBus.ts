@@ -1,7 +1,8 @@
-import { Config, Deferred, Duration, Effect, Layer, Option, Queue, Schedule } from "effect"
+import { Config, Deferred, Duration, Effect, Layer, Option, Queue, Runtime, Schedule } from "effect"
 import {
   AckPolicy,
   connect,
+  Events,
   DeliverPolicy,
   DiscardPolicy,
   headers as natsHeaders,
@@ -258,7 +259,44 @@ export const makeNatsBus = (servers: string, options: NatsBusOptions = {}) =>
         )
       }).pipe(Effect.withSpan("Bus.consume.start", { attributes: { stream: options.stream, durable: options.durable } }))
 
-    return Bus.of({ publish, consume })
+    const listen: BusShape["listen"] = (filter, onMessage, onGap) =>
+      Effect.gen(function* () {
+        const runtime = yield* Effect.runtime<never>()
+        const decoder = new TextDecoder()
+        yield* Effect.gen(function* () {
+          const { nc } = yield* Deferred.await(ready)
+          yield* Effect.acquireRelease(
+            Effect.sync(() =>
+              nc.subscribe(physical(filter), {
+                callback: (error, msg) => {
+                  if (error) return
+                  let payload: unknown
+                  try {
+                    payload = JSON.parse(decoder.decode(msg.data))
+                  } catch {
+                    return
+                  }
+                  Runtime.runFork(runtime)(onMessage({ subject: logical(msg.subject), payload }))
+                }
+              })
+            ),
+            (subscription) => Effect.sync(() => subscription.unsubscribe())
+          )
+          // Subscribed at the server before the gap closes, so nothing after it is missed.
+          yield* Effect.tryPromise(() => nc.flush()).pipe(Effect.ignore)
+          yield* onGap
+          // The client resubscribes by itself after a reconnect; what was published meanwhile is lost.
+          // Read by hand: Stream.fromAsyncIterable would await the iterator's return() on
+          // interruption, which nats.js resolves only once the connection closes.
+          const statuses = nc.status()[Symbol.asyncIterator]()
+          yield* Effect.promise(() => statuses.next()).pipe(
+            Effect.flatMap((next) => (next.done ? Effect.interrupt : next.value.type === Events.Reconnect ? onGap : Effect.void)),
+            Effect.forever
+          )
+        }).pipe(Effect.scoped, Effect.forkScoped)
+      })
+
+    return Bus.of({ publish, consume, listen })
   })
 
 /** The connection URL(s) (comma-separated), default the local server. */

@@ -1,5 +1,6 @@
 import { SqlClient } from "@effect/sql"
-import { Config, Duration, Effect, Layer, Option } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Config, Duration, Effect, Layer, Option, Queue, Schedule, Stream } from "effect"
 import { Bus, type BusError } from "../bus/Bus.js"
 
 /**
@@ -30,6 +31,11 @@ export interface OutboxRelayOptions {
   readonly batchSize?: number
   /** Longest wait between attempts while publishing fails (default 10 s). */
   readonly maxBackoff?: Duration.DurationInput
+  /**
+   * A Postgres NOTIFY channel the unit's outbox trigger signals on commit: the relay LISTENs and
+   * passes at once instead of waiting out the poll interval, which remains the backstop.
+   */
+  readonly wakeChannel?: string
 }
 
 interface Row {
@@ -97,13 +103,24 @@ export const runOutboxRelay = (options: OutboxRelayOptions = {}) =>
     const batchSize = options.batchSize ?? config.batchSize
     const maxBackoff = Duration.decode(options.maxBackoff ?? Duration.seconds(10))
     const pass = relayOnce({ batchSize, ...(options.table !== undefined ? { table: options.table } : {}) })
+    const wake = yield* Queue.sliding<void>(1)
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    if (options.wakeChannel !== undefined && Option.isSome(pg)) {
+      yield* pg.value.listen(options.wakeChannel).pipe(
+        Stream.runForEach(() => Queue.offer(wake, undefined)),
+        Effect.tapError((error) => Effect.logWarning("outbox relay: LISTEN failed; polling until it works again", error)),
+        Effect.retry(Schedule.spaced("1 second")),
+        Effect.fork
+      )
+    }
+    const idle = Effect.ignore(Effect.timeout(Queue.take(wake), pollInterval))
     let failures = 0
     while (true) {
       const outcome = yield* Effect.exit(pass)
       if (outcome._tag === "Success") {
         if (failures > 0) yield* Effect.logInfo("outbox relay: publishing again")
         failures = 0
-        if (outcome.value.claimed < batchSize) yield* Effect.sleep(pollInterval)
+        if (outcome.value.claimed < batchSize) yield* idle
       } else {
         failures++
         const delay = Duration.min(Duration.times(pollInterval, 2 ** Math.min(failures, 16)), maxBackoff)
