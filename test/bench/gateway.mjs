@@ -9,6 +9,7 @@ import { createServer } from "node:net"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import autocannon from "autocannon"
+import { performance } from "node:perf_hooks"
 import pg from "pg"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
@@ -125,6 +126,15 @@ try {
   await waitFor(async () => (await fetch(`http://127.0.0.1:${baselinePort}/v1/orgs/${org.org_id}`, { headers: { authorization: `Bearer ${key.secret}` } })).ok, "baseline")
 
   console.log(`\nGET /v1/orgs/{org_id} with an API key, ${CONNECTIONS} connections, ${DURATION}s each\n`)
+  if (process.env.BENCH_DEBUG) {
+    for (let i = 0; i < 10; i++) {
+      const t0 = performance.now()
+      await json(base, "GET", `/v1/orgs/${org.org_id}`, key.secret)
+      const t1 = performance.now()
+      await fetch(`http://127.0.0.1:${baselinePort}/v1/orgs/${org.org_id}`, { headers: { authorization: `Bearer ${key.secret}` } }).then((r) => r.json())
+      console.log(`scion ${(t1 - t0).toFixed(1)} ms, baseline ${(performance.now() - t1).toFixed(1)} ms`)
+    }
+  }
   const baselineUrl = `http://127.0.0.1:${baselinePort}/v1/orgs/${org.org_id}`
   const scionUrl = `${base}/v1/orgs/${org.org_id}`
   // Warm up (JIT, pools, HTTP/2 sessions) before measuring.

@@ -15,7 +15,9 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { performance } from "node:perf_hooks"
 import { createClient } from "@connectrpc/connect"
-import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node"
+import { createGrpcTransport } from "@connectrpc/connect-node"
+import { makeEffectClient, unitTransport, withPrincipalToken } from "@scion/kit"
+import { Effect, Scope } from "effect"
 import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
 import { OperationService, OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import pg from "pg"
@@ -95,13 +97,31 @@ try {
 
   const auth = createClient(AuthService, createGrpcTransport({ baseUrl: identityUrl }))
   await waitFor(async () => (await auth.issueServiceToken({ serviceName: "bench", credential })).principalToken !== "", "identity")
-  // Workers reach the operation unit the way units call each other (UNIT_RPC_PROTOCOL).
-  const operations = createClient(
-    OperationService,
-    process.env.UNIT_RPC_PROTOCOL === "connect"
-      ? createConnectTransport({ baseUrl: operationUrl, httpVersion: "2", useBinaryFormat: true })
-      : createGrpcTransport({ baseUrl: operationUrl })
+  // Workers reach the operation unit the way units call each other: the kit's transport
+  // (UNIT_RPC_PROTOCOL, the direct unary gRPC path by default) and its Effect client.
+  const unitClient = Effect.runSync(
+    Scope.make().pipe(Effect.flatMap((scope) => Effect.provideService(unitTransport(operationUrl), Scope.Scope, scope)))
   )
+  const operationClient = makeEffectClient(OperationService, unitClient)
+  const operations = Object.fromEntries(
+    Object.keys(OperationService.method).map((name) => [
+      name,
+      (request, options) => {
+        const call = operationClient[name](request)
+        const token = options?.headers?.["x-scion-principal"]
+        return Effect.runPromise((token ? call.pipe(withPrincipalToken(token)) : call).pipe(Effect.catchAll((error) => Effect.fail(Object.assign(new Error(error.message), { code: error.code })))))
+      }
+    ])
+  )
+  // Ready when the operation unit answers at all (an unauthenticated call is refused, not unreachable).
+  await waitFor(async () => {
+    try {
+      await operations.getOperation({ id: "op_probe" })
+      return true
+    } catch (error) {
+      return error.code !== 14
+    }
+  }, "the operation unit")
   let principal = ""
   let principalRenewAt = 0
   const headers = async () => {
@@ -135,6 +155,18 @@ try {
     await complete(id)
     if (process.env.BENCH_DEBUG) console.log("report acked after", (performance.now() - sentAt).toFixed(1), "ms")
     return (await Promise.all(waiting)).map((at) => at - sentAt)
+  }
+  if (process.env.BENCH_DEBUG) {
+    for (let i = 0; i < 10; i++) {
+      const t0 = performance.now()
+      const id = `op_dbg${Date.now().toString(36)}${i}`
+      await operations.createOperation({ id, orgId: org.org_id, type: OperationType.BRANCH_CREATE, resourceId: `branch_${id}` }, { headers: await headers() })
+      const t1 = performance.now()
+      await operations.reportOperation({ id, status: OperationStatus.RUNNING }, { headers: await headers() })
+      const t2 = performance.now()
+      await operations.getOperation({ id }, { headers: await headers() })
+      console.log(`create ${(t1 - t0).toFixed(1)} ms, report ${(t2 - t1).toFixed(1)} ms, get ${(performance.now() - t2).toFixed(1)} ms`)
+    }
   }
   for (let i = 0; i < 20; i++) await waitOne() // warm-up
   const waited = []

@@ -5,8 +5,9 @@ import type { AccessError } from "./domain/errors.js"
 export type BranchPermission = "branches.read" | "branches.create" | "branches.delete" | "connectors.update"
 
 /**
- * Whether a principal holds a permission in an org, asked of identity on every request (kit's
- * authorizeInOrg), so a revoked key or a removed member is refused at once. The org comes from
+ * Whether a principal holds a permission in an org: identity's grant, cached by the kit's
+ * authorizeInOrg until identity announces a change that touches it (the revocation bound the
+ * README states). The org comes from
  * the connector (the connector unit's answer) or the branch row, never from the request.
  * Service principals hold no org role: refused as non-members.
  */

@@ -1,6 +1,7 @@
 import type { DescMessage, DescMethod, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
 import { ConnectError, createClient, createRouterTransport, type Transport } from "@connectrpc/connect"
 import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node"
+import { connect as netConnect } from "node:net"
 import { Config, Effect, FiberRef, Option } from "effect"
 import { type Routes, unaryEndpointsOf } from "./connect-server.js"
 import { fromConnectError, type RpcError } from "./errors.js"
@@ -97,11 +98,13 @@ export const http2Transport = (baseUrl: string, protocol: UnitRpcProtocol) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       installGoawayGuard()
-      const sessionManager = new Http2SessionManager(baseUrl, {
-        pingIntervalMs: 30_000,
-        pingTimeoutMs: 10_000,
-        idleConnectionTimeoutMs: 60_000
-      })
+      const sessionManager = new Http2SessionManager(
+        baseUrl,
+        { pingIntervalMs: 30_000, pingTimeoutMs: 10_000, idleConnectionTimeoutMs: 60_000 },
+        // A request goes out as HEADERS then DATA: without TCP_NODELAY, Nagle holds the DATA
+        // for the server's delayed ACK, tens of milliseconds per call.
+        { createConnection: (authority: URL) => netConnect({ host: authority.hostname, port: Number(authority.port || 80), noDelay: true }) }
+      )
       const transport: UnitTransport =
         protocol === "grpc"
           ? Object.assign(createGrpcTransport({ baseUrl, sessionManager }), { directUnary: grpcDirectUnary(sessionManager) })

@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events"
 import * as http2 from "node:http2"
-import type { AddressInfo } from "node:net"
+import type { AddressInfo, Socket } from "node:net"
 import type { DescMessage, DescMethod, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
 import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect"
 import { connectNodeAdapter } from "@connectrpc/connect-node"
@@ -173,6 +173,9 @@ export const serveHttp2 = (options: {
         if (!serveGrpcUnary(endpoints, request, response, shutdown.signal)) connectHandler(request, response)
       })
       const sessions = new Set<http2.ServerHttp2Session>()
+      // Responses go out as several small writes (headers, message, trailers): without
+      // TCP_NODELAY, Nagle holds the later ones for the peer's delayed ACK (tens of ms).
+      server.on("connection", (socket: Socket) => socket.setNoDelay(true))
       server.on("session", (session) => {
         sessions.add(session)
         session.on("close", () => sessions.delete(session))

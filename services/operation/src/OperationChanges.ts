@@ -1,56 +1,117 @@
 import { connect, type NatsConnection } from "nats"
-import { Config, Context, Effect, Layer, Queue, Schedule, type Scope } from "effect"
+import { Config, Context, Deferred, Effect, Exit, Layer, Option, Schedule, Schema, type Scope } from "effect"
+import { OPERATION_STATUSES, OPERATION_TYPES, type Operation } from "./domain/models.js"
 
 /** The core NATS subject a committed change of an operation is announced on. */
 export const changedSubject = (operationId: string) => `ops.changed.${operationId}`
 
-/** Wake-ups since one subscription began; several changes before a wait collapse into one. */
+/** Changes since one subscription began; the newest wins when several arrive before a wait. */
 export interface ChangeSubscription {
-  /** Waits for the next change announced after the subscription began (or after the last wait). */
-  readonly next: Effect.Effect<void>
+  /** The operation as the next change announced after the subscription began wrote it. */
+  readonly next: Effect.Effect<Operation>
+}
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** The operation on the wire between replicas: JSON, dates as ISO strings. */
+const CarriedOperation = Schema.Struct({
+  id: Schema.String,
+  orgId: Schema.String,
+  type: Schema.Literal(...OPERATION_TYPES),
+  resourceId: Schema.String,
+  status: Schema.Literal(...OPERATION_STATUSES),
+  stage: Schema.NullOr(Schema.String),
+  stageLabel: Schema.NullOr(Schema.String),
+  progress: Schema.NullOr(Schema.Number),
+  result: Schema.NullOr(JsonObject),
+  error: Schema.NullOr(Schema.String),
+  setupStatus: Schema.NullOr(JsonObject),
+  createdAt: Schema.Date,
+  updatedAt: Schema.Date,
+  startedAt: Schema.NullOr(Schema.Date),
+  completedAt: Schema.NullOr(Schema.Date),
+  heartbeatAt: Schema.Date,
+  version: Schema.Number
+})
+const CarriedJson = Schema.parseJson(CarriedOperation)
+const encodeCarried = Schema.encodeSync(CarriedJson)
+const decodeCarried = Schema.decodeUnknownOption(CarriedJson)
+
+/** One waiter's slot: the newest change it has not taken yet, and how to wake it. */
+interface Mailbox {
+  latest: Operation | undefined
+  wake: Deferred.Deferred<void> | undefined
+}
+
+const take = (mailbox: Mailbox): Effect.Effect<Operation> =>
+  Effect.suspend(() => {
+    const latest = mailbox.latest
+    if (latest !== undefined) {
+      mailbox.latest = undefined
+      return Effect.succeed(latest)
+    }
+    return Effect.flatMap(Deferred.make<void>(), (wake) => {
+      mailbox.wake = wake
+      return Effect.zipRight(Deferred.await(wake), take(mailbox))
+    })
+  })
+
+/** The waiters of one process by operation id; a waiter sees the newest change since it last looked. */
+const makeWaiters = () => {
+  const waiters = new Map<string, Set<Mailbox>>()
+  const deliver = (operation: Operation) => {
+    for (const mailbox of waiters.get(operation.id) ?? []) {
+      mailbox.latest = operation
+      const wake = mailbox.wake
+      mailbox.wake = undefined
+      if (wake !== undefined) Deferred.unsafeDone(wake, Exit.void)
+    }
+  }
+  const subscribe = (operationId: string): Effect.Effect<ChangeSubscription, never, Scope.Scope> =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const mailbox: Mailbox = { latest: undefined, wake: undefined }
+        const set = waiters.get(operationId) ?? new Set()
+        set.add(mailbox)
+        waiters.set(operationId, set)
+        return mailbox
+      }),
+      (mailbox) =>
+        Effect.sync(() => {
+          const set = waiters.get(operationId)
+          set?.delete(mailbox)
+          if (set?.size === 0) waiters.delete(operationId)
+        })
+    ).pipe(Effect.map((mailbox) => ({ next: take(mailbox) })))
+  return { deliver, subscribe }
 }
 
 /**
- * Announces that an operation changed, so a long-polling GetOperation on any replica re-reads
- * it. Announcements carry no data and may be lost or duplicated: waiters always re-read the row,
- * and a wait ends by its deadline anyway.
+ * Announces that an operation changed, carrying the operation as written, so a long-polling
+ * GetOperation on any replica answers without reading the row. Announcements may be lost or
+ * arrive out of order: waiters keep the highest version, re-read the row when nothing came for
+ * a while, and a wait ends by its deadline anyway.
  */
 export class OperationChanges extends Context.Tag("@scion/operation/OperationChanges")<
   OperationChanges,
   {
     /** Best effort; call after the change committed. Never fails. */
-    readonly publish: (operationId: string) => Effect.Effect<void>
+    readonly publish: (operation: Operation) => Effect.Effect<void>
     /** Registered when this returns, so a change committed afterwards is never missed. */
     readonly subscribe: (operationId: string) => Effect.Effect<ChangeSubscription, never, Scope.Scope>
   }
 >() {
-  /** One process (embedded mode, tests): changes are announced to waiters in memory. */
+  /** One process (embedded mode, tests): changes are handed to waiters in memory. */
   static readonly inMemory: Layer.Layer<OperationChanges> = Layer.sync(OperationChanges, () => {
-    const waiters = new Map<string, Set<Queue.Queue<void>>>()
-    return OperationChanges.of({
-      publish: (operationId) =>
-        Effect.sync(() => {
-          for (const queue of waiters.get(operationId) ?? []) queue.unsafeOffer(undefined)
-        }),
-      subscribe: (operationId) =>
-        Effect.acquireRelease(
-          Effect.map(Queue.sliding<void>(1), (queue) => {
-            const set = waiters.get(operationId) ?? new Set()
-            set.add(queue)
-            waiters.set(operationId, set)
-            return queue
-          }),
-          (queue) =>
-            Effect.sync(() => {
-              const set = waiters.get(operationId)
-              set?.delete(queue)
-              if (set?.size === 0) waiters.delete(operationId)
-            }).pipe(Effect.zipRight(Queue.shutdown(queue)))
-        ).pipe(Effect.map((queue) => ({ next: Queue.take(queue) })))
-    })
+    const waiters = makeWaiters()
+    return OperationChanges.of({ publish: (operation) => Effect.sync(() => waiters.deliver(operation)), subscribe: waiters.subscribe })
   })
 
-  /** Core NATS (NATS_URL, default nats://127.0.0.1:4222): every replica hears every replica. */
+  /**
+   * Core NATS (NATS_URL, default nats://127.0.0.1:4222): every replica hears every replica. One
+   * subscription per process, made before the unit serves, fans changes out to its waiters in
+   * memory, so a wait costs no subscription, no round trip to NATS and no read.
+   */
   static readonly nats: Layer.Layer<OperationChanges> = Layer.scoped(
     OperationChanges,
     Effect.gen(function* () {
@@ -62,27 +123,27 @@ export class OperationChanges extends Context.Tag("@scion/operation/OperationCha
         ),
         (nc) => Effect.promise(() => nc.drain().catch(() => nc.close()))
       )
+      const waiters = makeWaiters()
+      const decoder = new TextDecoder()
+      nc.subscribe(changedSubject("*"), {
+        callback: (error, msg) => {
+          if (error) return
+          Option.map(decodeCarried(decoder.decode(msg.data)), waiters.deliver)
+        }
+      })
+      // The SUB reaches the server before the unit serves: no change announced after is missed.
+      yield* Effect.tryPromise(() => nc.flush()).pipe(Effect.timeout("10 seconds"), Effect.orDie)
       yield* Effect.logInfo("connected to NATS").pipe(Effect.annotateLogs({ url }))
       return OperationChanges.of({
-        publish: (operationId) =>
-          Effect.try(() => nc.publish(changedSubject(operationId))).pipe(
-            Effect.catchAll((error) => Effect.logWarning("announcing an operation change failed", error).pipe(Effect.annotateLogs({ operationId })))
+        // This replica's waiters hear it at once; NATS echoes it back too, which the version check ignores.
+        publish: (operation) =>
+          Effect.try(() => {
+            waiters.deliver(operation)
+            nc.publish(changedSubject(operation.id), encodeCarried(operation))
+          }).pipe(
+            Effect.catchAll((error) => Effect.logWarning("announcing an operation change failed", error).pipe(Effect.annotateLogs({ operationId: operation.id })))
           ),
-        subscribe: (operationId) =>
-          Effect.gen(function* () {
-            const queue = yield* Queue.sliding<void>(1)
-            yield* Effect.acquireRelease(
-              Effect.sync(() => nc.subscribe(changedSubject(operationId), { callback: (error) => (error ? undefined : queue.unsafeOffer(undefined)) })),
-              (subscription) => Effect.sync(() => subscription.unsubscribe()).pipe(Effect.zipRight(Queue.shutdown(queue)))
-            )
-            // The SUB reaches the server before this returns (PING/PONG round trip), so a change
-            // another replica commits after our read is always heard.
-            yield* Effect.tryPromise(() => nc.flush()).pipe(
-              Effect.timeout("2 seconds"),
-              Effect.catchAll(() => Effect.logWarning("NATS flush after subscribe timed out"))
-            )
-            return { next: Queue.take(queue) }
-          })
+        subscribe: waiters.subscribe
       })
     }).pipe(Effect.orDie)
   )

@@ -59,7 +59,8 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
     /**
      * One operation. With a wait, holds until it is completed or failed or the wait elapses:
      * subscribes to its change announcements first, then reads, so a change committed by any
-     * replica between the read and the wait still wakes us; re-reads after every wake-up.
+     * replica between the read and the wait still wakes us; each announcement carries the
+     * operation as written, and the row is re-read only when none came for a while.
      */
     const get = Effect.fn("Operations.get")(function* (principal: Principal, id: string, waitSeconds: number) {
       if (!Number.isInteger(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_WAIT_SECONDS) {
@@ -75,14 +76,21 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
             const remaining = deadline - (yield* Clock.currentTimeMillis)
             if (remaining <= 0) break
             const woke = yield* Effect.raceFirst(
-              Effect.as(Effect.timeoutOption(subscription.next, Duration.millis(Math.min(remaining, config.waitRecheckSeconds * 1000))), "changed" as const),
+              Effect.timeoutOption(subscription.next, Duration.millis(Math.min(remaining, config.waitRecheckSeconds * 1000))),
               Effect.as(draining.started, "draining" as const)
             )
+            // This replica is shutting down: answer what we have, the client waits again elsewhere.
+            if (woke === "draining") break
+            if (Option.isSome(woke)) {
+              // The change carries the operation as written: no re-read. Announcements may
+              // arrive out of order; an older version never replaces a newer one.
+              if (woke.value.version > current.version) current = woke.value
+              continue
+            }
+            // Nothing heard for a while: an announcement may have been lost, so read the row.
             const reread = yield* repo.find(id)
             if (Option.isNone(reread)) return yield* new OperationNotFound({ operationId: id })
             current = reread.value
-            // This replica is shutting down: answer what we have, the client waits again elsewhere.
-            if (woke === "draining") break
           }
           return current
         })
@@ -117,7 +125,7 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
           })
         )
       }
-      if (outcome.changed) yield* changes.publish(input.id)
+      if (outcome.changed) yield* changes.publish(outcome.operation)
       return outcome.operation
     })
 

@@ -98,7 +98,7 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
        * condition is re-checked after the row lock).
        */
       failStale: (deadlineSeconds: number, error: string) =>
-        sql<{ readonly id: string }>`
+        sql<OperationRow>`
           update operations set
             status = 'failed',
             error = ${error},
@@ -106,7 +106,7 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
             updated_at = now(),
             version = version + 1
           where status = 'running' and heartbeat_at < now() - make_interval(secs => ${deadlineSeconds})
-          returning id`.pipe(Effect.map((rows) => rows.map((r) => r.id)), Effect.orDie)
+          returning *`.pipe(Effect.map((rows) => rows.map(toOperation)), Effect.orDie)
     }
   })
 }) {}

@@ -11,9 +11,10 @@ export const sweepOnce = Effect.gen(function* () {
   const changes = yield* OperationChanges
   const { heartbeatDeadlineSeconds } = yield* OperationConfig
   const failed = yield* repo.failStale(heartbeatDeadlineSeconds, staleMessage(heartbeatDeadlineSeconds))
-  yield* Effect.forEach(failed, (id) => changes.publish(id), { discard: true })
-  if (failed.length > 0) yield* Effect.logWarning("failed operations whose worker stopped heartbeating").pipe(Effect.annotateLogs({ operations: failed.join(",") }))
-  return failed
+  yield* Effect.forEach(failed, changes.publish, { discard: true })
+  const ids = failed.map((operation) => operation.id)
+  if (ids.length > 0) yield* Effect.logWarning("failed operations whose worker stopped heartbeating").pipe(Effect.annotateLogs({ operations: ids.join(",") }))
+  return ids
 }).pipe(Effect.withSpan("Sweeper.sweepOnce"))
 
 /**
