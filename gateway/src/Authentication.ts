@@ -1,7 +1,7 @@
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "@effect/platform"
 import { withPrincipalToken, type RpcError } from "@scion/kit"
 import { PrincipalKind } from "@scion/proto/scion/auth/v1/auth_pb"
-import { Cache, Config, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
+import { Clock, Config, Context, Effect, Layer, Schema } from "effect"
 import { fromRpcError, httpErrors, Unauthorized, type HttpError } from "./errors.js"
 import { Upstreams } from "./Upstreams.js"
 
@@ -55,12 +55,17 @@ const kinds = {
 
 const orNull = (s: string): string | null => (s === "" ? null : s)
 
+/** Entries kept at most; past this, expired ones go first, then all (a burst of new tokens). */
+const PRINCIPAL_CACHE_CAPACITY = 50_000
+
 /**
  * Identity's answers for bearer tokens, kept briefly (AUTH_CACHE_SECONDS, default 10; 0 turns it
- * off) so the hot path costs one upstream call instead of two. Only
- * successes are kept. This does not delay revocation for identity's endpoints: identity re-reads
- * the session or key on every call it serves, so a revoked key, an ended session or a removed
- * member is refused on the very next request.
+ * off) so the hot path costs one upstream call instead of two. Only successes are kept; a lookup
+ * in flight is shared by the requests that arrive meanwhile. Revocation does not wait for this:
+ * the units behind the gateway refuse a revoked key, an ended session or a removed member within
+ * the revocation bound (their grant caches follow identity's access events), whatever principal
+ * the gateway still holds. A plain map: Effect's Cache hashed and compared keys structurally,
+ * a visible share of the gateway's CPU per request in the bench profile.
  */
 export class PrincipalCache extends Context.Tag("@scion/gateway/PrincipalCache")<
   PrincipalCache,
@@ -89,12 +94,25 @@ export class PrincipalCache extends Context.Tag("@scion/gateway/PrincipalCache")
           })
         )
       if (ttl <= 0) return PrincipalCache.of({ get: lookup })
-      const cache = yield* Cache.makeWith({
-        capacity: 50_000,
-        lookup,
-        timeToLive: (exit) => (Exit.isSuccess(exit) ? Duration.seconds(ttl) : Duration.zero)
+      const ttlMillis = ttl * 1000
+      const entries = new Map<string, { readonly expiresAt: number; readonly answer: Effect.Effect<Context.Tag.Service<Authenticated>, HttpError> }>()
+      const evict = (now: number) => {
+        for (const [token, entry] of entries) if (entry.expiresAt <= now) entries.delete(token)
+        if (entries.size >= PRINCIPAL_CACHE_CAPACITY) entries.clear()
+      }
+      return PrincipalCache.of({
+        get: (bearerToken) =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) => {
+            const hit = entries.get(bearerToken)
+            if (hit !== undefined && hit.expiresAt > now) return hit.answer
+            return Effect.flatMap(Effect.cached(lookup(bearerToken)), (answer) => {
+              if (entries.size >= PRINCIPAL_CACHE_CAPACITY) evict(now)
+              entries.set(bearerToken, { expiresAt: now + ttlMillis, answer })
+              // A failure is not kept: the next request asks identity again.
+              return Effect.tapErrorCause(answer, () => Effect.sync(() => entries.get(bearerToken)?.answer === answer && entries.delete(bearerToken)))
+            })
+          })
       })
-      return PrincipalCache.of({ get: (bearerToken) => cache.get(bearerToken) })
     })
   )
 }
