@@ -48,18 +48,27 @@ const cpuMs = (pid) => {
     return 0
   }
 }
-/** CPU time of every Postgres backend on this machine, in ms. */
+/** CPU time of each Postgres process on this machine, in ms, by pid. */
 const postgresCpuMs = () =>
-  readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "postgres"
-      } catch {
-        return false
-      }
-    })
-    .reduce((sum, pid) => sum + cpuMs(pid), 0)
+  new Map(
+    readdirSync("/proc")
+      .filter((entry) => /^\d+$/.test(entry))
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "postgres"
+        } catch {
+          return false
+        }
+      })
+      .map((pid) => [pid, cpuMs(pid)])
+  )
+
+/** CPU Postgres spent between two samples: backends that ended in between count from what they had. */
+const postgresCpuSince = (before) => {
+  let total = 0
+  for (const [pid, ms] of postgresCpuMs()) total += ms - (before.get(pid) ?? 0)
+  return total
+}
 
 /** Runs a load and reports the CPU each named process spent per request during it. */
 const measured = async (run, pids) => {
@@ -67,7 +76,7 @@ const measured = async (run, pids) => {
   const pgBefore = postgresCpuMs()
   const result = await run()
   const perRequest = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, ((cpuMs(pid) - before[name]) * 1000) / result.total]))
-  perRequest.postgres = ((postgresCpuMs() - pgBefore) * 1000) / result.total
+  perRequest.postgres = (postgresCpuSince(pgBefore) * 1000) / result.total
   return { ...result, cpuUsPerRequest: perRequest }
 }
 

@@ -62,7 +62,7 @@ describe("DELETE /v1/me", () => {
     }
   })
 
-  it("records events.org.created and events.org.deleted in the outbox", async () => {
+  it("records events.org.created, events.org.deleted and the access change in the outbox", async () => {
     const owner = await signUp(scion, "events")
     await createOrg(scion, owner.token, "Keep")
     const org = await createOrg(scion, owner.token, "Evented")
@@ -71,7 +71,8 @@ describe("DELETE /v1/me", () => {
     await db.connect()
     try {
       const rows = await db.query("select subject from identity.outbox where payload->>'org_id' = $1 order by id", [org.org_id])
-      expect(rows.rows.map((r) => r.subject)).toEqual(["events.org.created", "events.org.deleted"])
+      // The access change drops every unit's cached grants in the org.
+      expect(rows.rows.map((r) => r.subject)).toEqual(["events.org.created", "events.org.deleted", "events.access.changed"])
     } finally {
       await db.end()
     }
