@@ -1,4 +1,4 @@
-import { type AccessChange, accessCacheTtl, makeAccessCache, scopeOf, type Principal } from "@scion/kit"
+import { type AccessCache, type AccessChange, accessCacheTtl, makeAccessCache, scopeOf, type Principal } from "@scion/kit"
 import { randomUUID } from "node:crypto"
 import { Duration, Effect, Option } from "effect"
 import { ApiKeysRepo } from "./ApiKeysRepo.js"
@@ -33,7 +33,7 @@ export class Access extends Effect.Service<Access>()("@scion/identity/Access", {
     const standings = makeAccessCache<OrgAccess>({ ttlMillis })
     const liveSessions = makeAccessCache<{ userId: string; sessionId: string }>({ ttlMillis })
     // Never past the principal's expiry, which identity caps at an expiring key's expires_at.
-    const cached = <V, E>(cache: ReturnType<typeof makeAccessCache<V>>, key: string, principal: Principal, orgId: string | null, read: Effect.Effect<V, E>) =>
+    const cached = <V, E>(cache: AccessCache<V>, key: string, principal: Principal, orgId: string | null, read: Effect.Effect<V, E>) =>
       ttlMillis === 0 ? read : cache.getOrLookup(key, scopeOf(principal, orgId), principal.exp * 1000, read)
 
     /** A live dashboard session; API keys get SESSION_REQUIRED. */

@@ -40,6 +40,7 @@ export class Accounts extends Effect.Service<Accounts>()("@scion/identity/Accoun
      */
     const deleteMe = Effect.fn("Accounts.deleteMe")(function* (principal: Principal) {
       const { userId } = yield* access.session(principal)
+      const change = new AccessChange({ user_id: userId })
       yield* db.transaction(
         Effect.gen(function* () {
           const soleOwned = yield* orgsRepo.lockSoleOwned(userId)
@@ -47,10 +48,10 @@ export class Accounts extends Effect.Service<Accounts>()("@scion/identity/Accoun
           yield* users.delete(userId)
           const now = new Date(yield* Clock.currentTimeMillis)
           yield* outbox.write(`user.deleted.${userId}`, { subject: "events.user.deleted", payload: { user_id: userId, deleted_at: now.toISOString() } })
-          yield* access.announce(new AccessChange({ user_id: userId }))
+          yield* access.announce(change)
         })
       )
-      yield* access.forget(new AccessChange({ user_id: userId }))
+      yield* access.forget(change)
       yield* Effect.logInfo("user deleted").pipe(Effect.annotateLogs({ user_id: userId }))
     })
 

@@ -79,6 +79,7 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
     /** Not the caller's last org (sessions); everything the org owns cascades; `events.org.deleted`. */
     const deleteOrg = Effect.fn("Orgs.deleteOrg")(function* (principal: Principal, orgId: string) {
       const granted = yield* access.require(principal, orgId, "org.delete")
+      const change = new AccessChange({ org_id: orgId })
       yield* db.transaction(
         Effect.gen(function* () {
           if (granted.sessionId !== null && granted.userId !== null) {
@@ -92,10 +93,10 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
             subject: "events.org.deleted",
             payload: { org_id: orgId, name: name.value, deleted_by_user_id: granted.userId, deleted_at: now.toISOString() }
           })
-          yield* access.announce(new AccessChange({ org_id: orgId }))
+          yield* access.announce(change)
         })
       )
-      yield* access.forget(new AccessChange({ org_id: orgId }))
+      yield* access.forget(change)
       yield* Effect.logInfo("org deleted").pipe(Effect.annotateLogs({ org_id: orgId }))
     })
 

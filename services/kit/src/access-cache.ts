@@ -108,7 +108,7 @@ export const makeAccessCache = <V>(options: AccessCacheOptions) => {
     entries.clear()
   })
 
-  return { getOrLookup, apply, clear, size: () => entries.size } as const
+  return { getOrLookup, apply, clear } as const
 }
 
 export type AccessCache<V> = ReturnType<typeof makeAccessCache<V>>

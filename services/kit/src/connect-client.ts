@@ -37,26 +37,15 @@ export const makeEffectClient = <S extends DescService>(service: S, transport: U
   const calls: Record<string, (request: unknown) => Effect.Effect<unknown, RpcError>> = {}
   const direct = transport.directUnary
   for (const [name, desc] of Object.entries(service.method as Record<string, DescMethod>)) {
-    if (direct !== undefined && desc.methodKind === "unary") {
-      const unary = desc as DescMethodUnary
-      calls[name] = (request) =>
-        Effect.flatMap(FiberRef.get(OutgoingPrincipal), (principal) =>
-          Effect.tryPromise({
-            try: (signal) => direct(unary, request, Option.isSome(principal) ? { [PRINCIPAL_HEADER]: principal.value } : {}, signal),
-            catch: fromConnectError
-          })
-        ).pipe(Effect.withSpan(`rpc.client ${service.typeName}/${name}`, { kind: "client" }))
-      continue
-    }
-    const method = client[name]!
+    // The direct unary path when the transport offers one, connect-es's client otherwise.
+    const send: (request: unknown, headers: Record<string, string>, signal: AbortSignal) => Promise<unknown> =
+      direct !== undefined && desc.methodKind === "unary"
+        ? (request, headers, signal) => direct(desc as DescMethodUnary, request, headers, signal)
+        : (request, headers, signal) => client[name]!(request, { signal, headers })
     calls[name] = (request) =>
       Effect.flatMap(FiberRef.get(OutgoingPrincipal), (principal) =>
         Effect.tryPromise({
-          try: (signal) =>
-            method(request, {
-              signal,
-              headers: Option.isSome(principal) ? { [PRINCIPAL_HEADER]: principal.value } : {}
-            }),
+          try: (signal) => send(request, Option.isSome(principal) ? { [PRINCIPAL_HEADER]: principal.value } : {}, signal),
           catch: fromConnectError
         })
       ).pipe(Effect.withSpan(`rpc.client ${service.typeName}/${name}`, { kind: "client" }))

@@ -5,6 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect"
 // encoding they share with connect's own gRPC protocol is what keeps our fast path byte-compatible.
 import { findTrailerError, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc"
 import type { Http2SessionManager } from "@connectrpc/connect-node"
+import { PRINCIPAL_HEADER } from "./principal.js"
 
 /**
  * The unit hop at the cost of a function call.
@@ -118,7 +119,7 @@ export const serveGrpcUnary = (
       answer(response, undefined, new ConnectError("protocol error: the request does not parse", Code.InvalidArgument))
       return
     }
-    const principal = headers["x-scion-principal"]
+    const principal = headers[PRINCIPAL_HEADER]
     endpoint.invoke(message, typeof principal === "string" ? principal : null, abort.signal).then(
       (output) => {
         answered = true
@@ -220,7 +221,7 @@ export const inProcessDirectUnary =
     const endpoint = endpoints.get(methodPath(method))
     if (endpoint === undefined) return Promise.reject(new ConnectError(`${methodPath(method)} is not served here`, Code.Unimplemented))
     const input = fromBinary(method.input, toBinary(method.input, create(method.input, request as never)))
-    return endpoint.invoke(input, headers["x-scion-principal"] ?? null, signal).then(
+    return endpoint.invoke(input, headers[PRINCIPAL_HEADER] ?? null, signal).then(
       (response) => fromBinary(method.output, toBinary(method.output, create(method.output, response as never))),
       (error: unknown) => Promise.reject(asConnectError(error))
     )
