@@ -673,7 +673,18 @@ export class BranchesGroup extends HttpApiGroup.make("branches")
       .annotate(OpenApi.Summary, "Delete a branch in the background (branches.delete)")
       .annotate(
         OpenApi.Description,
-        `202 with the branch_delete operation handle; the job drops the branch's database (closing its sessions) and role, then the branch reads 404. 409 while its create or another delete is pending or running. 403 without branches.delete; ${branchesAccess} 503 when the work could not start.`
+        `202 with the branch_delete operation handle; the job drops the branch's database (closing its sessions) and role, then the branch reads 404. 409 while its create or another delete is pending or running, and while the branch is protected. 403 without branches.delete; ${branchesAccess} 503 when the work could not start.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/branches/:branch_id")
+      .setPath(Br.BranchPath)
+      .setPayload(Br.UpdateBranchRequest)
+      .addSuccess(Br.Branch)
+      .annotate(OpenApi.Summary, "Extension: rename a branch, protect it, or set or clear its expiry (branches.create)")
+      .annotate(
+        OpenApi.Description,
+        `200 with the Branch. Absent fields stay; expires_at null keeps the branch for good. The URL and password do not change with the name. 400 with a string detail for an invalid name or an expiry in the past or more than a year ahead; 422 for wrong types. 409 when another live branch of the connector has the name, or while the branch is being deleted. 403 without branches.create; ${branchesAccess}`
       )
   )
   .add(

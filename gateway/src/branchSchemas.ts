@@ -30,8 +30,19 @@ export const CreateBranchRequest = Schema.Struct({
   }),
   min_source_lsn: Schema.optional(Schema.String.pipe(Schema.maxLength(40))).annotations({
     description: "Extension: copy only once the mirror has applied the source up to this WAL position (pg_current_wal_lsn() on the source, e.g. 0/16B3748); 400 when not a WAL position."
-  })
+  }),
+  expires_at: Schema.optional(Schema.DateTimeUtc).annotations({
+    description: "Extension: when the branch expires; an expiry sweeper then deletes it through a branch_delete operation. In the future, within a year (400 otherwise). At most one of expires_at and ttl_seconds."
+  }),
+  ttl_seconds: Schema.optional(Schema.Int).annotations({ description: "Extension: the branch expires this many seconds after the create is accepted (1..31622400)." })
 }).annotations({ identifier: "CreateBranchRequest" })
+
+/** PATCH /v1/branches/{id}: what to change; absent fields stay. */
+export const UpdateBranchRequest = Schema.Struct({
+  name: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({ description: "A new name, unique among the connector's live branches (409 otherwise); the URL does not change" }),
+  protected: Schema.optional(Schema.Boolean).annotations({ description: "While true, delete answers 409 and the expiry sweeper passes the branch by" }),
+  expires_at: Schema.optional(Schema.NullOr(Schema.DateTimeUtc)).annotations({ description: "A new expiry (in the future, within a year), or null to keep the branch" })
+}).annotations({ identifier: "UpdateBranchRequest" })
 
 export const IdempotencyHeaders = Schema.Struct({
   "x-idempotency-key": Schema.optional(Schema.String).annotations({
@@ -74,7 +85,9 @@ export const Branch = Schema.Struct({
   data_as_of: NullableTimestamp.annotations({
     description: "Extension: the source commit time the branch's data is at least as fresh as (the newest heartbeat the mirror had applied when the branch was cut); null until copied"
   }),
-  source_lsn: Schema.NullOr(Schema.String).annotations({ description: "Extension: the source WAL position the mirror had applied when the branch was cut; null until copied" })
+  source_lsn: Schema.NullOr(Schema.String).annotations({ description: "Extension: the source WAL position the mirror had applied when the branch was cut; null until copied" }),
+  protected: Schema.Boolean.annotations({ description: "Extension: delete answers 409 while true (PATCH to unset)" }),
+  expires_at: NullableTimestamp.annotations({ description: "Extension: when the expiry sweeper deletes the branch; null keeps it" })
 }).annotations({ identifier: "Branch" })
 
 /** The schema and the kit's presenter describe one shape: a field added to one alone fails to compile. */

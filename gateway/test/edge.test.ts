@@ -130,6 +130,7 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["get", "/v1/branches"],
   ["get", "/v1/branches/{branch_id}"],
   ["delete", "/v1/branches/{branch_id}"],
+  ["patch", "/v1/branches/{branch_id}"],
   ["get", "/v1/connectors/{connector_id}/masking-rules"],
   ["put", "/v1/connectors/{connector_id}/masking-rules"]
 ]

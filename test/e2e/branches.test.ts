@@ -22,7 +22,8 @@ let idleConnectorId: string
 const create = (token: string, body: unknown, headers: Record<string, string> = {}) => scion.request("POST", "/v1/branch/create", { token, body, headers })
 
 beforeAll(async () => {
-  scion = await startScion()
+  // The expiry sweeper looks every second here (30 s by default).
+  scion = await startScion({ env: { BRANCH_EXPIRY_SWEEP_INTERVAL: "1 second" } })
   owner = await signUp(scion, "owner")
   orgId = (await createOrg(scion, owner.token, "Branching")).org_id
   member = await addMember(scion, owner.token, orgId, "member")
@@ -259,6 +260,90 @@ describe("branches of a ready engine", () => {
     expect(() => psql(opA!.result.branch_url, "select 1")).toThrow()
     expect((await scion.request("GET", `/v1/branches/${opA!.result.branch_id}`, { token: member.token })).status).toBe(404)
     expect((await scion.request("DELETE", `/v1/branches/${opB!.result.branch_id}`, { token: viewer.token })).status).toBe(403)
+  })
+
+  it("PATCH renames, protects and sets the expiry; a protected branch refuses delete (409) until unset", async () => {
+    const created = await create(member.token, { connector_id: connectorId, name: "keeper", service_type: "postgres" })
+    const done = await settleOperation(scion, created.body.operation_id, member.token)
+    expect(done.result).toMatchObject({ protected: false, expires_at: null })
+    const id = done.result.branch_id
+    const patch = (token: string, body: unknown) => scion.request("PATCH", `/v1/branches/${id}`, { token, body })
+
+    const expiresAt = new Date(Date.now() + 3_600_000).toISOString()
+    const patched = await patch(member.token, { name: "keeper-renamed", protected: true, expires_at: expiresAt })
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200)
+    expect(patched.body).toMatchObject({ branch_id: id, name: "keeper-renamed", protected: true, expires_at: expiresAt, status: "active" })
+    // The URL (and password) stay with the branch, not its name.
+    expect(patched.body.branch_url).toBe(done.result.branch_url)
+    expect(psql(patched.body.branch_url, "select count(*) from orders")).toBe("500")
+    expect((await scion.request("GET", `/v1/branches/${id}`, { token: viewer.token })).body).toMatchObject({ name: "keeper-renamed", protected: true })
+
+    const refused = await scion.request("DELETE", `/v1/branches/${id}`, { token: member.token })
+    expect(refused.status).toBe(409)
+    expect(refused.body.detail).toMatch(/protected/)
+    expect(psql(done.result.branch_url, "select 1")).toBe("1")
+
+    // Rules: 400 for a bad name or an expiry in the past, 422 for wrong types, 409 for a taken
+    // name, 403 for a viewer, 404 for another org and unknown ids; nothing changes.
+    const other = await settleOperation(scion, (await create(member.token, { connector_id: connectorId, name: "keeper-other", service_type: "postgres" })).body.operation_id, member.token)
+    expect((await patch(member.token, { name: "keeper-other" })).status).toBe(409)
+    const badName = await patch(member.token, { name: "Not A Name!" })
+    expect(badName.status).toBe(400)
+    expect(typeof badName.body.detail).toBe("string")
+    expect((await patch(member.token, { expires_at: new Date(Date.now() - 60_000).toISOString() })).status).toBe(400)
+    const wrongType = await patch(member.token, { protected: "yes" })
+    expect(wrongType.status).toBe(422)
+    expect(wrongType.body.detail[0].loc).toEqual(["body", "protected"])
+    expect((await patch(viewer.token, { protected: false })).status).toBe(403)
+    expect((await patch(stranger.token, { protected: false })).status).toBe(404)
+    expect((await scion.request("PATCH", "/v1/branches/br_doesnotexist", { token: member.token, body: {} })).status).toBe(404)
+    expect((await scion.request("GET", `/v1/branches/${id}`, { token: member.token })).body).toMatchObject({ name: "keeper-renamed", protected: true, expires_at: expiresAt })
+
+    // Unprotected and without an expiry, it deletes.
+    const unset = await patch(member.token, { protected: false, expires_at: null })
+    expect(unset.body).toMatchObject({ protected: false, expires_at: null })
+    const deleted = await scion.request("DELETE", `/v1/branches/${id}`, { token: member.token })
+    expect(deleted.status).toBe(202)
+    expect((await settleOperation(scion, deleted.body.operation_id, member.token)).status).toBe("completed")
+    const cleanup = await scion.request("DELETE", `/v1/branches/${other.result.branch_id}`, { token: member.token })
+    await settleOperation(scion, cleanup.body.operation_id, member.token)
+  })
+
+  it("an expired branch is deleted by the sweeper through a branch_delete operation: database and role gone; a protected one stays", async () => {
+    expect((await create(member.token, { connector_id: connectorId, name: "both", service_type: "postgres", ttl_seconds: 60, expires_at: new Date(Date.now() + 60_000).toISOString() })).status).toBe(400)
+    expect((await create(member.token, { connector_id: connectorId, name: "zero", service_type: "postgres", ttl_seconds: 0 })).status).toBe(400)
+    const [short, guarded] = await Promise.all(
+      ["short-lived", "guarded"].map((name) => create(member.token, { connector_id: connectorId, name, service_type: "postgres", ttl_seconds: 4 }))
+    )
+    const [shortOp, guardedOp] = await Promise.all([short!, guarded!].map((r) => settleOperation(scion, r.body.operation_id, member.token)))
+    expect(shortOp!.status, JSON.stringify(shortOp)).toBe("completed")
+    expect(typeof shortOp!.result.expires_at).toBe("string")
+    const guardedId = guardedOp!.result.branch_id
+    expect((await scion.request("PATCH", `/v1/branches/${guardedId}`, { token: member.token, body: { protected: true } })).status).toBe(200)
+    const shortId = shortOp!.result.branch_id
+
+    // The sweeper deletes it once expired: the branch reads 404, its URL stops working.
+    const deadline = Date.now() + 30_000
+    while ((await scion.request("GET", `/v1/branches/${shortId}`, { token: member.token })).status !== 404) {
+      if (Date.now() > deadline) throw new Error("the expired branch was not deleted")
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+    const ops = await queryMetadata(scion, "select type, status from operation.operations where resource_id = $1 order by created_at", [shortId])
+    expect(ops.map((r) => r.type)).toEqual(["branch_create", "branch_delete"])
+    expect(() => psql(shortOp!.result.branch_url, "select 1")).toThrow()
+    const leftovers = await queryEngine(
+      scion,
+      connectorId,
+      `select (select count(*)::int from pg_database where datname = 'scion_${shortId}') as databases, (select count(*)::int from pg_roles where rolname = 'scion_${shortId}_owner') as roles`
+    )
+    expect(leftovers.rows[0]).toEqual({ databases: 0, roles: 0 })
+    // The protected one outlived its expiry.
+    const kept = await scion.request("GET", `/v1/branches/${guardedId}`, { token: member.token })
+    expect(kept.body).toMatchObject({ status: "active", protected: true })
+    expect(psql(guardedOp!.result.branch_url, "select 1")).toBe("1")
+    await scion.request("PATCH", `/v1/branches/${guardedId}`, { token: member.token, body: { protected: false, expires_at: null } })
+    const cleanup = await scion.request("DELETE", `/v1/branches/${guardedId}`, { token: member.token })
+    await settleOperation(scion, cleanup.body.operation_id, member.token)
   })
 
   it("SIGKILL of the branch worker mid-create: the operation ends and nothing is leaked", async () => {

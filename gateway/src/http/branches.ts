@@ -1,4 +1,5 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
+import { timestampFromMs } from "@bufbuild/protobuf/wkt"
 import type * as pb from "@scion/proto/scion/branch/v1/branch_pb"
 import { branchJson } from "@scion/kit"
 import { Effect, Either } from "effect"
@@ -33,6 +34,8 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
             allowStale: payload.allow_stale === true,
             consistentWithSource: payload.consistent_with_source === true,
             ...(payload.min_source_lsn !== undefined ? { minSourceLsn: payload.min_source_lsn } : {}),
+            ...(payload.expires_at !== undefined ? { expiresAt: timestampFromMs(payload.expires_at.epochMillis) } : {}),
+            ...(payload.ttl_seconds !== undefined ? { ttlSeconds: BigInt(payload.ttl_seconds) } : {}),
             ...((headers["x-idempotency-key"] ?? headers["idempotency-key"]) !== undefined
               ? { idempotencyKey: headers["x-idempotency-key"] ?? headers["idempotency-key"] }
               : {})
@@ -72,6 +75,16 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
       asCaller((u) => u.branches.deleteBranch({ branchId: path.branch_id })).pipe(
         Effect.map((r) => ({ operation_id: r.operationId, resource_id: r.resourceId, status: statusOf(r.status), type: "branch_delete" as const }))
       )
+    )
+    .handle("update", ({ path, payload }) =>
+      asCaller((u) =>
+        u.branches.updateBranch({
+          branchId: path.branch_id,
+          ...(payload.name !== undefined ? { name: payload.name } : {}),
+          ...(payload.protected !== undefined ? { protected: payload.protected } : {}),
+          ...(payload.expires_at === null ? { clearExpiresAt: true } : payload.expires_at !== undefined ? { expiresAt: timestampFromMs(payload.expires_at.epochMillis) } : {})
+        })
+      ).pipe(Effect.map((r) => branch(r.branch)))
     )
     .handle("getMaskingRules", ({ path }) =>
       asCaller((u) => u.branches.getMaskingRules({ connectorId: path.connector_id })).pipe(

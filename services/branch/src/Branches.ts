@@ -1,12 +1,13 @@
 import { SqlClient } from "@effect/sql"
 import { enqueueJob, makeId, newOperationId, type Principal, transactional } from "@scion/kit"
-import { Effect, Option, Redacted } from "effect"
+import { Clock, Effect, Option, Redacted } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
 import { BranchesRepo } from "./BranchesRepo.js"
 import {
   BranchNameTaken,
   BranchNotFound,
+  BranchProtected,
   ConnectorNotFound,
   CreateInProgress,
   DeleteInProgress,
@@ -18,7 +19,10 @@ import {
 } from "./domain/errors.js"
 import {
   type Branch,
+  type BranchPatch,
   type BranchUrls,
+  checkBranchName,
+  checkExpiry,
   type ColumnRef,
   columnKey,
   type CreateInput,
@@ -80,7 +84,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
         return engine
       })
 
-    const visibleBranch = (principal: Principal, branchId: string, permission: "branches.read" | "branches.delete") =>
+    const visibleBranch = (principal: Principal, branchId: string, permission: "branches.read" | "branches.create" | "branches.delete") =>
       Effect.gen(function* () {
         const found = yield* repo.findWithEnvelope(branchId)
         if (Option.isNone(found) || found.value.branch.status === "deleted") return yield* new BranchNotFound({ branchId })
@@ -166,7 +170,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             create_operation_id: operationId,
             allow_stale: valid.allowStale,
             consistent_with_source: valid.consistentWithSource,
-            min_source_lsn: valid.minSourceLsn
+            min_source_lsn: valid.minSourceLsn,
+            expires_at: valid.expiresAt
           })}`
           if (valid.idempotencyKey !== null) {
             yield* sql`insert into idempotency_keys ${sql.insert({
@@ -201,30 +206,86 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       return views
     })
 
-    /** DELETE /v1/branches/{id}: a branch_delete operation; 409 while the create or another delete runs. */
-    const remove = Effect.fn("Branches.delete")(function* (principal: Principal, branchId: string) {
-      const { branch } = yield* visibleBranch(principal, branchId, "branches.delete")
-      return yield* transaction(
+    /**
+     * A branch_delete operation for the branch, in one transaction with the row going to
+     * deleting; 409 while the create or another delete runs, or while the branch is protected.
+     */
+    const startDelete = (branch: Branch) =>
+      transaction(
         Effect.gen(function* () {
-          const [row] = yield* sql<{ status: string; delete_operation_id: string | null; create_operation_id: string }>`
-            select status, delete_operation_id, create_operation_id from branches where id = ${branch.id} for update`
-          if (row === undefined || row.status === "deleted") return yield* new BranchNotFound({ branchId })
-          if (row.status === "creating") return yield* new CreateInProgress({ connectorId: branch.connectorId, name: branch.name, operationId: row.create_operation_id })
-          if (row.status === "deleting" && row.delete_operation_id !== null) {
-            const status = yield* operations.status(row.delete_operation_id)
+          const row = yield* repo.lock(branch.id)
+          if (Option.isNone(row) || row.value.status === "deleted") return yield* new BranchNotFound({ branchId: branch.id })
+          if (row.value.status === "creating") return yield* new CreateInProgress({ connectorId: branch.connectorId, name: branch.name, operationId: row.value.create_operation_id })
+          if (row.value.status === "deleting" && row.value.delete_operation_id !== null) {
+            const status = yield* operations.status(row.value.delete_operation_id)
             if (Option.isSome(status) && (status.value === "pending" || status.value === "running")) {
-              return yield* new DeleteInProgress({ branchId, operationId: row.delete_operation_id })
+              return yield* new DeleteInProgress({ branchId: branch.id, operationId: row.value.delete_operation_id })
             }
           }
+          if (row.value.protected) return yield* new BranchProtected({ branchId: branch.id })
           const operationId = newOperationId("brd")
           yield* operations.create({ id: operationId, orgId: branch.orgId, resourceId: branch.id, type: "branch_delete" })
-          yield* sql`update branches set status = 'deleting', delete_operation_id = ${operationId}, updated_at = now() where id = ${branch.id}`
+          yield* repo.update(branch.id, { status: "deleting", delete_operation_id: operationId })
           yield* enqueueJob({ ...DELETE_JOB, operationId, orgId: branch.orgId, payload: { branch_id: branch.id } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* Effect.logInfo("branch delete started").pipe(Effect.annotateLogs({ branch_id: branch.id, operation_id: operationId }))
           return { operationId, branchId: branch.id, status: "pending", replayed: false } satisfies Handle
         })
       )
+
+    /** DELETE /v1/branches/{id}. */
+    const remove = Effect.fn("Branches.delete")(function* (principal: Principal, branchId: string) {
+      const { branch } = yield* visibleBranch(principal, branchId, "branches.delete")
+      return yield* startDelete(branch)
     })
+
+    /**
+     * PATCH /v1/branches/{id}: name, protected, expires_at (null clears it). The URL does not
+     * change with the name (the database is named after the id). branches.create, as for making one.
+     */
+    const update = Effect.fn("Branches.update")(function* (principal: Principal, branchId: string, patch: BranchPatch) {
+      const { branch } = yield* visibleBranch(principal, branchId, "branches.create")
+      const name = patch.name === undefined ? undefined : yield* checkBranchName(patch.name.trim())
+      const expiresAt = patch.expiresAt === undefined || patch.expiresAt === null ? patch.expiresAt : yield* checkExpiry(patch.expiresAt, yield* Clock.currentTimeMillis)
+      yield* transaction(
+        Effect.gen(function* () {
+          const row = yield* repo.lock(branch.id)
+          if (Option.isNone(row) || row.value.status === "deleted") return yield* new BranchNotFound({ branchId })
+          if (row.value.status === "deleting" && row.value.delete_operation_id !== null) {
+            return yield* new DeleteInProgress({ branchId, operationId: row.value.delete_operation_id })
+          }
+          if (name !== undefined && name !== branch.name) {
+            // The same lock the create takes for a name: a rename and a create cannot both win it.
+            yield* sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-name:${branch.connectorId}:${name}`}))`
+            if (yield* repo.nameTaken(branch.connectorId, name, branch.id)) return yield* new BranchNameTaken({ connectorId: branch.connectorId, name })
+          }
+          yield* repo.update(branch.id, {
+            ...(name !== undefined ? { name } : {}),
+            ...(patch.protected !== undefined ? { protected: patch.protected } : {}),
+            ...(expiresAt !== undefined ? { expires_at: expiresAt } : {})
+          })
+        })
+      )
+      yield* Effect.logInfo("branch updated").pipe(Effect.annotateLogs({ branch_id: branchId }))
+      return yield* get(principal, branchId)
+    })
+
+    /**
+     * The expiry sweeper's pass: a branch_delete for each expired branch (active or failed, not
+     * protected), as the platform. Replicas may sweep together: the row lock lets one start it,
+     * the others see the delete in progress.
+     */
+    const deleteExpired = Effect.gen(function* () {
+      const due = yield* repo.expired(50)
+      for (const id of due) {
+        const branch = yield* repo.find(id)
+        if (Option.isNone(branch)) continue
+        yield* startDelete(branch.value).pipe(
+          Effect.tap((handle) => Effect.logInfo("expired branch deleted").pipe(Effect.annotateLogs({ branch_id: id, operation_id: handle.operationId }))),
+          Effect.catchAll((error) => Effect.logWarning("deleting an expired branch did not start").pipe(Effect.annotateLogs({ branch_id: id, reason: error._tag })))
+        )
+      }
+      return due.length
+    }).pipe(Effect.withSpan("Branches.deleteExpired"))
 
     /**
      * The connector delete's first step (service principals only): drops every branch database
@@ -281,6 +342,6 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       return config
     })
 
-    return { create, get, list, delete: remove, removeConnectorBranches, getMaskingRules, setMaskingRules } as const
+    return { create, get, list, delete: remove, update, deleteExpired, removeConnectorBranches, getMaskingRules, setMaskingRules } as const
   })
 }) {}

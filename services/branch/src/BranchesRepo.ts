@@ -31,6 +31,8 @@ interface Row {
   readonly min_source_lsn: string | null
   readonly source_lsn: string | null
   readonly data_as_of: Date | null
+  readonly protected: boolean
+  readonly expires_at: Date | null
   readonly created_at: Date
   readonly updated_at: Date
   readonly deleted_at: Date | null
@@ -66,6 +68,8 @@ const toBranch = (r: Row): Branch => ({
   minSourceLsn: r.min_source_lsn,
   sourceLsn: r.source_lsn,
   dataAsOf: r.data_as_of,
+  protected: r.protected,
+  expiresAt: r.expires_at,
   createdAt: r.created_at,
   updatedAt: r.updated_at
 })
@@ -151,6 +155,32 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
         )
         .pipe(Effect.orDie)
 
-    return { find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
+    /** Expired branches the sweeper deletes: active or failed, not protected, oldest expiry first. */
+    const expired = (limit: number) =>
+      Effect.map(
+        sql<{ id: string }>`
+          select id from branches
+          where expires_at is not null and expires_at <= now() and status in ('active', 'failed') and not protected
+          order by expires_at limit ${limit}`,
+        (rows) => rows.map((row) => row.id)
+      ).pipe(Effect.orDie)
+
+    /** The state decisions about a row need, locked for the rest of the transaction. */
+    const lock = (id: string) =>
+      Effect.map(
+        sql<{ status: BranchStatus; delete_operation_id: string | null; create_operation_id: string; protected: boolean }>`
+          select status, delete_operation_id, create_operation_id, protected from branches where id = ${id} for update`,
+        (rows) => Option.fromNullable(rows[0])
+      ).pipe(Effect.orDie)
+
+    /** A live branch of the connector with this name other than `exceptId` (names are unique among live branches). */
+    const nameTaken = (connectorId: string, name: string, exceptId: string) =>
+      Effect.map(
+        sql<{ id: string }>`
+          select id from branches where connector_id = ${connectorId} and name = ${name} and id <> ${exceptId} and status in ('creating', 'active', 'deleting')`,
+        (rows) => rows.length > 0
+      ).pipe(Effect.orDie)
+
+    return { find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
   })
 }) {}

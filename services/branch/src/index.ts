@@ -1,3 +1,4 @@
+import { ExpirySweeperLive } from "./ExpirySweeper.js"
 import type { Transport } from "@connectrpc/connect"
 import type { SqlClient } from "@effect/sql"
 import { type Bus, IdentityClient, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, ServiceIdentity, unitDatabase, VerifierFromIdentity } from "@scion/kit"
@@ -73,15 +74,17 @@ export const branchLive = (transports: {
       )
     )
   )
-  return Layer.merge(
+  return Layer.mergeAll(
     BranchWorkers().pipe(Layer.provide(Layer.mergeAll(operations, Copier.layerConfig, FreshnessConfig.layerConfig))),
-    VerifierFromIdentity.pipe(Layer.provide(identityClient))
+    VerifierFromIdentity.pipe(Layer.provide(identityClient)),
+    ExpirySweeperLive
   ).pipe(
     Layer.provideMerge(services)
   )
 }
 
 export { OrgAccess, type BranchPermission } from "./Access.js"
+export { ExpirySweeperLive } from "./ExpirySweeper.js"
 export { BranchOperations, type OperationState } from "./BranchOperations.js"
 export { Branches, type BranchView, CREATE_JOB, DELETE_JOB, type Handle } from "./Branches.js"
 export { BranchesRepo } from "./BranchesRepo.js"

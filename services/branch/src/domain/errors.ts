@@ -77,6 +77,13 @@ export class DeleteInProgress extends Schema.TaggedError<DeleteInProgress>()("De
 }
 
 /** The operation could not be created: nothing started, safe to retry (503). */
+/** Delete while the branch is protected (PATCH protected: false first). */
+export class BranchProtected extends Schema.TaggedError<BranchProtected>()("BranchProtected", { branchId: Schema.String }) {
+  override get message() {
+    return `Branch ${this.branchId} is protected: unset protection (PATCH /v1/branches/${this.branchId} {"protected": false}) before deleting it`
+  }
+}
+
 export class OperationsUnavailable extends Schema.TaggedError<OperationsUnavailable>()("OperationsUnavailable", { cause: Schema.String }) {
   override get message() {
     return "The work could not start; retry shortly"
@@ -107,6 +114,7 @@ export type BranchError =
   | BranchNotFound
   | EngineNotReady
   | MaskingIncomplete
+  | BranchProtected
   | IdempotencyKeyReused
   | CreateInProgress
   | BranchNameTaken
@@ -133,6 +141,7 @@ export const wireErrors: WireTable<BranchError> = {
   },
   BranchNameTaken: { code: Code.AlreadyExists, reason: "BRANCH_NAME_TAKEN", metadata: (e) => ({ connector_id: e.connectorId, name: e.name }) },
   DeleteInProgress: { code: Code.Aborted, reason: "BRANCH_DELETE_IN_PROGRESS", metadata: (e) => ({ branch_id: e.branchId, operation_id: e.operationId }) },
+  BranchProtected: { code: Code.FailedPrecondition, reason: "BRANCH_PROTECTED", metadata: (e) => ({ branch_id: e.branchId }) },
   OperationsUnavailable: { code: Code.Unavailable, reason: "OPERATIONS_UNAVAILABLE" },
   EngineAccessUnavailable: { code: Code.Unavailable, reason: "ENGINE_ACCESS_UNAVAILABLE" },
   SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE" },

@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { InvalidArgument } from "./errors.js"
 
 export type BranchStatus = "creating" | "active" | "deleting" | "deleted" | "failed"
@@ -37,6 +37,10 @@ export interface Branch {
   readonly sourceLsn: string | null
   /** The source time the copy is at least as fresh as. */
   readonly dataAsOf: Date | null
+  /** Delete is refused while set (PATCH unsets it); the expiry sweeper passes it by. */
+  readonly protected: boolean
+  /** When the sweeper deletes the branch; null keeps it. */
+  readonly expiresAt: Date | null
   readonly createdAt: Date
   readonly updatedAt: Date
 }
@@ -69,7 +73,47 @@ export interface CreateInput {
   readonly allowStale?: boolean | undefined
   readonly consistentWithSource?: boolean | undefined
   readonly minSourceLsn?: string | undefined
+  /** At most one of the two: an instant, or seconds from acceptance. */
+  readonly expiresAt?: Date | undefined
+  readonly ttlSeconds?: number | undefined
 }
+
+/** The longest a branch may be set to live: a year. */
+export const MAX_TTL_SECONDS = 366 * 24 * 3600
+
+/** An expiry must lie ahead, within a year. */
+export const checkExpiry = (expiresAt: Date, now: number): Effect.Effect<Date, InvalidArgument> =>
+  expiresAt.getTime() <= now
+    ? Effect.fail(new InvalidArgument({ field: "expires_at", message: "expires_at must be in the future" }))
+    : expiresAt.getTime() > now + MAX_TTL_SECONDS * 1000
+      ? Effect.fail(new InvalidArgument({ field: "expires_at", message: "expires_at must be within a year" }))
+      : Effect.succeed(expiresAt)
+
+/** expires_at or ttl_seconds (not both) as the instant the branch expires, or null. */
+export const expiryOf = (input: { readonly expiresAt?: Date | undefined; readonly ttlSeconds?: number | undefined }, now: number) => {
+  if (input.expiresAt !== undefined && input.ttlSeconds !== undefined) {
+    return Effect.fail(new InvalidArgument({ field: "ttl_seconds", message: "Send expires_at or ttl_seconds, not both" }))
+  }
+  if (input.ttlSeconds !== undefined) {
+    if (!Number.isInteger(input.ttlSeconds) || input.ttlSeconds < 1 || input.ttlSeconds > MAX_TTL_SECONDS) {
+      return Effect.fail(new InvalidArgument({ field: "ttl_seconds", message: `ttl_seconds must be a whole number from 1 to ${MAX_TTL_SECONDS}` }))
+    }
+    return Effect.succeed<Date | null>(new Date(now + input.ttlSeconds * 1000))
+  }
+  return input.expiresAt === undefined ? Effect.succeed<Date | null>(null) : checkExpiry(input.expiresAt, now)
+}
+
+/** PATCH /v1/branches/{id}: the fields to change; absent ones stay. expiresAt null clears it. */
+export interface BranchPatch {
+  readonly name?: string | undefined
+  readonly protected?: boolean | undefined
+  readonly expiresAt?: Date | null | undefined
+}
+
+export const checkBranchName = (name: string): Effect.Effect<string, InvalidArgument> =>
+  BRANCH_NAME.test(name)
+    ? Effect.succeed(name)
+    : Effect.fail(new InvalidArgument({ field: "name", message: "name must be 1..63 characters of lowercase letters, digits, - and _, starting with a letter or a digit" }))
 
 /** A pg_lsn as Postgres prints it: two hexadecimal numbers around a slash. */
 export const SOURCE_LSN = /^[0-9A-Fa-f]{1,8}\/[0-9A-Fa-f]{1,8}$/
@@ -92,12 +136,7 @@ export const validateCreate = (input: CreateInput) =>
             : `service_type ${JSON.stringify(serviceType)} is not supported: use "postgres"`
       })
     }
-    if (!BRANCH_NAME.test(name)) {
-      return yield* new InvalidArgument({
-        field: "name",
-        message: "name must be 1..63 characters of lowercase letters, digits, - and _, starting with a letter or a digit"
-      })
-    }
+    yield* checkBranchName(name)
     let idempotencyKey: string | null = null
     if (input.idempotencyKey !== undefined) {
       if (!IDEMPOTENCY_KEY.test(input.idempotencyKey)) {
@@ -116,7 +155,8 @@ export const validateCreate = (input: CreateInput) =>
       idempotencyKey,
       allowStale: input.allowStale === true,
       consistentWithSource: input.consistentWithSource === true,
-      minSourceLsn
+      minSourceLsn,
+      expiresAt: yield* expiryOf(input, yield* Clock.currentTimeMillis)
     } as const
   })
 

@@ -1,11 +1,11 @@
-import { timestampFromDate } from "@bufbuild/protobuf/wkt"
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt"
 import { branchJson, Caller, effectService, type Routes } from "@scion/kit"
 import { BranchService, type Branch as PbBranch } from "@scion/proto/scion/branch/v1/branch_pb"
 import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf"
 import { BranchSchema } from "@scion/proto/scion/branch/v1/branch_pb"
 import { Effect, Option } from "effect"
 import { Branches, type BranchView } from "../Branches.js"
-import { type BranchError, toWireError, Unauthenticated } from "../domain/errors.js"
+import { type BranchError, InvalidArgument, toWireError, Unauthenticated } from "../domain/errors.js"
 import type { MaskingRule } from "../domain/models.js"
 
 /** The verified principal of the request; none means UNAUTHENTICATED. */
@@ -35,7 +35,9 @@ export const branchToProto = ({ branch, urls }: BranchView): MessageInitShape<ty
   ...(branch.deleteOperationId !== null ? { deleteOperationId: branch.deleteOperationId } : {}),
   ...(branch.error !== null ? { error: branch.error } : {}),
   ...(branch.dataAsOf !== null ? { dataAsOf: timestampFromDate(branch.dataAsOf) } : {}),
-  ...(branch.sourceLsn !== null ? { sourceLsn: branch.sourceLsn } : {})
+  ...(branch.sourceLsn !== null ? { sourceLsn: branch.sourceLsn } : {}),
+  protected: branch.protected,
+  ...(branch.expiresAt !== null ? { expiresAt: timestampFromDate(branch.expiresAt) } : {})
 })
 
 /**
@@ -63,7 +65,9 @@ export const branchRoutes = Effect.gen(function* () {
             idempotencyKey: req.idempotencyKey,
             allowStale: req.allowStale,
             consistentWithSource: req.consistentWithSource,
-            minSourceLsn: req.minSourceLsn
+            minSourceLsn: req.minSourceLsn,
+            expiresAt: req.expiresAt === undefined ? undefined : timestampDate(req.expiresAt),
+            ttlSeconds: req.ttlSeconds === undefined ? undefined : Number(req.ttlSeconds)
           })
           return { operationId: handle.operationId, resourceId: handle.branchId, status: handle.status, replayed: handle.replayed }
         }),
@@ -71,6 +75,18 @@ export const branchRoutes = Effect.gen(function* () {
       listBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.list(p, req.connectorId)), (views) => ({ branches: views.map(branchToProto) })),
       deleteBranch: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => branches.delete(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: h.status })),
+      updateBranch: (req) =>
+        Effect.gen(function* () {
+          if (req.clearExpiresAt && req.expiresAt !== undefined) {
+            return yield* new InvalidArgument({ field: "expires_at", message: "Send an expiry or clear it, not both" })
+          }
+          const view = yield* branches.update(yield* caller, req.branchId, {
+            name: req.name,
+            protected: req.protected,
+            expiresAt: req.clearExpiresAt ? null : req.expiresAt === undefined ? undefined : timestampDate(req.expiresAt)
+          })
+          return { branch: branchToProto(view) }
+        }),
       deleteConnectorBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.removeConnectorBranches(p, req.connectorId)), (deleted) => ({ deleted })),
       getMaskingRules: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => branches.getMaskingRules(p, req.connectorId)), ({ rules, suggested, policy, safeColumns }) => ({

@@ -22,6 +22,8 @@ export interface BranchJson {
   readonly error: string | null
   readonly data_as_of: string | null
   readonly source_lsn: string | null
+  readonly protected: boolean
+  readonly expires_at: string | null
 }
 
 export type BranchStatusName = "creating" | "active" | "deleting" | "deleted" | "failed"
@@ -63,6 +65,8 @@ export const branchJson = (b: Branch): BranchJson => {
     masked_ready_at: iso(b.maskedReadyAt),
     error: b.error ?? null,
     data_as_of: iso(b.dataAsOf),
-    source_lsn: b.sourceLsn ?? null
+    source_lsn: b.sourceLsn ?? null,
+    protected: b.protected,
+    expires_at: iso(b.expiresAt)
   }
 }
