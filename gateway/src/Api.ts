@@ -677,6 +677,17 @@ export class BranchesGroup extends HttpApiGroup.make("branches")
       )
   )
   .add(
+    HttpApiEndpoint.post("reset", "/branches/:branch_id/reset")
+      .setPath(Br.BranchPath)
+      .addSuccess(Br.BranchResetHandle, { status: 202 })
+      .addError(Br.EngineNotReady)
+      .annotate(OpenApi.Summary, "Extension: reset a branch to the mirror's current data and schema (branches.delete)")
+      .annotate(
+        OpenApi.Description,
+        `202 with a branch_reset operation handle (an operation type we add to the interface's). The job ends the branch's open sessions, drops its database and cuts it again from the mirror: on completed, result is the Branch, with the same id, name, role, password and URL. 409 while the branch is protected, not active, being deleted, or already being reset. 422 {detail} when the connector's engine is not ready to branch. 403 without branches.delete; ${branchesAccess} 503 when the work could not start.`
+      )
+  )
+  .add(
     HttpApiEndpoint.patch("update", "/branches/:branch_id")
       .setPath(Br.BranchPath)
       .setPayload(Br.UpdateBranchRequest)

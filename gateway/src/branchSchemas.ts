@@ -65,6 +65,13 @@ export const BranchDeleteHandle = Schema.Struct({
   type: Schema.Literal("branch_delete")
 }).annotations({ identifier: "BranchDeleteHandle", description: "The branch_delete operation handle" })
 
+export const BranchResetHandle = Schema.Struct({
+  operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
+  resource_id: Schema.String.annotations({ description: "The branch id" }),
+  status: Schema.Literal("pending", "running", "completed", "failed"),
+  type: Schema.Literal("branch_reset")
+}).annotations({ identifier: "BranchResetHandle", description: "The branch_reset operation handle (our extension of the operation types)" })
+
 export const Branch = Schema.Struct({
   branch_id: Schema.String,
   name: Schema.String,

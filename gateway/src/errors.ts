@@ -132,7 +132,7 @@ export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "I
  * MaskingIncomplete) before this table is asked.
  */
 export type BranchReason =
-  | "BRANCH_NOT_FOUND" | "IDEMPOTENCY_KEY_REUSED" | "BRANCH_CREATE_IN_PROGRESS" | "BRANCH_NAME_TAKEN" | "BRANCH_DELETE_IN_PROGRESS" | "BRANCH_PROTECTED" | "ENGINE_ACCESS_UNAVAILABLE"
+  | "BRANCH_NOT_FOUND" | "IDEMPOTENCY_KEY_REUSED" | "BRANCH_CREATE_IN_PROGRESS" | "BRANCH_NAME_TAKEN" | "BRANCH_DELETE_IN_PROGRESS" | "BRANCH_PROTECTED" | "BRANCH_RESET_IN_PROGRESS" | "BRANCH_NOT_ACTIVE" | "ENGINE_ACCESS_UNAVAILABLE"
 
 export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason | BranchReason
 
@@ -235,6 +235,8 @@ export const statusByReason = {
   BRANCH_NAME_TAKEN: 409,
   BRANCH_DELETE_IN_PROGRESS: 409,
   BRANCH_PROTECTED: 409,
+  BRANCH_RESET_IN_PROGRESS: 409,
+  BRANCH_NOT_ACTIVE: 409,
   // The connector unit could not say where the engine is: nothing started, safe to retry.
   ENGINE_ACCESS_UNAVAILABLE: 503
 } as const satisfies Record<UpstreamReason, HttpStatus>

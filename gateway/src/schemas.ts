@@ -231,8 +231,9 @@ export const OperationType = Schema.Literal(
   "environment_deploy",
   "environment_destroy",
   "branch_create",
-  "branch_delete"
-).annotations({ identifier: "OperationType" })
+  "branch_delete",
+  "branch_reset"
+).annotations({ identifier: "OperationType", description: "The interface's operation types, plus our extension branch_reset (POST /v1/branches/{branch_id}/reset)" })
 
 export const OperationStatus = Schema.Literal("pending", "running", "completed", "failed").annotations({
   identifier: "OperationStatus",

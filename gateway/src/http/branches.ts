@@ -76,6 +76,24 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
         Effect.map((r) => ({ operation_id: r.operationId, resource_id: r.resourceId, status: statusOf(r.status), type: "branch_delete" as const }))
       )
     )
+    .handle("reset", ({ path }) =>
+      asCaller((u) =>
+        u.branches.resetBranch({ branchId: path.branch_id }).pipe(
+          Effect.map(Either.right),
+          Effect.catchIf(
+            (e) => e.reason === "ENGINE_NOT_READY",
+            (e) => Effect.succeed(Either.left(e))
+          )
+        )
+      ).pipe(
+        Effect.flatMap((outcome) =>
+          Either.match(outcome, {
+            onLeft: (e): Effect.Effect<never, Br.EngineNotReady> => Effect.fail(new Br.EngineNotReady({ detail: e.message })),
+            onRight: (r) => Effect.succeed({ operation_id: r.operationId, resource_id: r.resourceId, status: statusOf(r.status), type: "branch_reset" as const })
+          })
+        )
+      )
+    )
     .handle("update", ({ path, payload }) =>
       asCaller((u) =>
         u.branches.updateBranch({

@@ -134,7 +134,8 @@ const operationTypes = {
   [ops.OperationType.ENVIRONMENT_DEPLOY]: "environment_deploy",
   [ops.OperationType.ENVIRONMENT_DESTROY]: "environment_destroy",
   [ops.OperationType.BRANCH_CREATE]: "branch_create",
-  [ops.OperationType.BRANCH_DELETE]: "branch_delete"
+  [ops.OperationType.BRANCH_DELETE]: "branch_delete",
+  [ops.OperationType.BRANCH_RESET]: "branch_reset"
 } as const satisfies Record<ops.OperationType, typeof S.OperationType.Type | undefined>
 
 const operationStatuses = {

@@ -6,8 +6,10 @@ import { BranchOperations, type OperationState } from "./BranchOperations.js"
 import { BranchesRepo } from "./BranchesRepo.js"
 import {
   BranchNameTaken,
+  BranchNotActive,
   BranchNotFound,
   BranchProtected,
+  ResetInProgress,
   ConnectorNotFound,
   CreateInProgress,
   DeleteInProgress,
@@ -45,6 +47,7 @@ import { PlanLimits } from "./PlanLimits.js"
 /** The jobs' unit and types: subjects `jobs.branch.create` and `jobs.branch.delete`. */
 export const CREATE_JOB = { unit: "branch", type: "create" } as const
 export const DELETE_JOB = { unit: "branch", type: "delete" } as const
+export const RESET_JOB = { unit: "branch", type: "reset" } as const
 
 
 
@@ -223,6 +226,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             }
           }
           if (row.value.protected) return yield* new BranchProtected({ branchId: branch.id })
+          yield* refuseWhileResetting(branch.id, row.value.reset_operation_id)
           const operationId = newOperationId("brd")
           yield* operations.create({ id: operationId, orgId: branch.orgId, resourceId: branch.id, type: "branch_delete" })
           yield* repo.update(branch.id, { status: "deleting", delete_operation_id: operationId })
@@ -231,6 +235,43 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           return { operationId, branchId: branch.id, status: "pending", replayed: false } satisfies Handle
         })
       )
+
+    /** ResetInProgress while the branch's last reset is pending or running. */
+    const refuseWhileResetting = (branchId: string, resetOperationId: string | null) =>
+      resetOperationId === null
+        ? Effect.void
+        : Effect.flatMap(operations.status(resetOperationId), (status) =>
+            Option.isSome(status) && (status.value === "pending" || status.value === "running") ? Effect.fail(new ResetInProgress({ branchId, operationId: resetOperationId })) : Effect.void
+          )
+
+    /**
+     * POST /v1/branches/{id}/reset: a branch_reset operation that gives the branch the mirror's
+     * current data and schema under the same database, role, password and URL (open sessions end).
+     * Only an active, unprotected branch of a branchable engine; one reset at a time.
+     */
+    const reset = Effect.fn("Branches.reset")(function* (principal: Principal, branchId: string) {
+      const { branch } = yield* visibleBranch(principal, branchId, "branches.delete")
+      const engine = yield* engines.get(branch.connectorId)
+      if (!isBranchable(engine, { allowStale: branch.allowStale })) {
+        return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status, ...Option.match(engine.quarantine, { onNone: () => ({}), onSome: (quarantine) => ({ quarantine }) }) })
+      }
+      return yield* transaction(
+        Effect.gen(function* () {
+          const row = yield* repo.lock(branch.id)
+          if (Option.isNone(row) || row.value.status === "deleted") return yield* new BranchNotFound({ branchId })
+          if (row.value.status === "deleting" && row.value.delete_operation_id !== null) return yield* new DeleteInProgress({ branchId, operationId: row.value.delete_operation_id })
+          if (row.value.status !== "active") return yield* new BranchNotActive({ branchId, status: row.value.status })
+          if (row.value.protected) return yield* new BranchProtected({ branchId })
+          yield* refuseWhileResetting(branchId, row.value.reset_operation_id)
+          const operationId = newOperationId("brr")
+          yield* operations.create({ id: operationId, orgId: branch.orgId, resourceId: branch.id, type: "branch_reset" })
+          yield* repo.update(branch.id, { reset_operation_id: operationId })
+          yield* enqueueJob({ ...RESET_JOB, operationId, orgId: branch.orgId, payload: { branch_id: branch.id } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          yield* Effect.logInfo("branch reset started").pipe(Effect.annotateLogs({ branch_id: branch.id, operation_id: operationId }))
+          return { operationId, branchId: branch.id, status: "pending", replayed: false } satisfies Handle
+        })
+      )
+    })
 
     /** DELETE /v1/branches/{id}. */
     const remove = Effect.fn("Branches.delete")(function* (principal: Principal, branchId: string) {
@@ -342,6 +383,6 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       return config
     })
 
-    return { create, get, list, delete: remove, update, deleteExpired, removeConnectorBranches, getMaskingRules, setMaskingRules } as const
+    return { create, get, list, delete: remove, update, reset, deleteExpired, removeConnectorBranches, getMaskingRules, setMaskingRules } as const
   })
 }) {}

@@ -19,6 +19,7 @@ interface Row {
   readonly pooler_port: number | null
   readonly create_operation_id: string
   readonly delete_operation_id: string | null
+  readonly reset_operation_id: string | null
   readonly copied_at: Date | null
   readonly role_created_at: Date | null
   readonly read_ready_at: Date | null
@@ -56,6 +57,7 @@ const toBranch = (r: Row): Branch => ({
   poolerPort: r.pooler_port,
   createOperationId: r.create_operation_id,
   deleteOperationId: r.delete_operation_id,
+  resetOperationId: r.reset_operation_id,
   copiedAt: r.copied_at,
   roleCreatedAt: r.role_created_at,
   readReadyAt: r.read_ready_at,
@@ -168,8 +170,8 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
     /** The state decisions about a row need, locked for the rest of the transaction. */
     const lock = (id: string) =>
       Effect.map(
-        sql<{ status: BranchStatus; delete_operation_id: string | null; create_operation_id: string; protected: boolean }>`
-          select status, delete_operation_id, create_operation_id, protected from branches where id = ${id} for update`,
+        sql<{ status: BranchStatus; delete_operation_id: string | null; create_operation_id: string; reset_operation_id: string | null; protected: boolean }>`
+          select status, delete_operation_id, create_operation_id, reset_operation_id, protected from branches where id = ${id} for update`,
         (rows) => Option.fromNullable(rows[0])
       ).pipe(Effect.orDie)
 

@@ -10,7 +10,7 @@ import { BranchesRepo } from "./BranchesRepo.js"
 import { Copier } from "./engine/Copier.js"
 import { FreshnessConfig } from "./engine/FreshnessConfig.js"
 import { Engines } from "./engine/Engines.js"
-import { createJob, deleteJob } from "./jobs/jobs.js"
+import { createJob, deleteJob, resetJob } from "./jobs/jobs.js"
 import { Passwords } from "./Passwords.js"
 import { PlanLimits } from "./PlanLimits.js"
 
@@ -40,6 +40,7 @@ export const BranchWorkers = (options: { readonly relayPollInterval?: Duration.D
       return Layer.mergeAll(
         JobWorker.layer({ ...createJob, ...common, concurrency }),
         JobWorker.layer({ ...deleteJob, ...common, concurrency: 4 }),
+        JobWorker.layer({ ...resetJob, ...common, concurrency: 4 }),
         // A branch is about a second of work: the relay looks for new jobs every 25 ms unless
         // OUTBOX_POLL_INTERVAL_MS says otherwise (an indexed read of unpublished rows).
         OutboxRelay.layer({ pollInterval: options.relayPollInterval ?? Duration.millis(pollMillis) })
@@ -89,7 +90,7 @@ export { BranchOperations, type OperationState } from "./BranchOperations.js"
 export { Branches, type BranchView, CREATE_JOB, DELETE_JOB, type Handle } from "./Branches.js"
 export { BranchesRepo } from "./BranchesRepo.js"
 export { branchResult, branchRoutes, branchToProto } from "./rpc/routes.js"
-export { BranchPayload, createJob, deleteJob } from "./jobs/jobs.js"
+export { BranchPayload, createJob, deleteJob, resetJob } from "./jobs/jobs.js"
 export { Copier } from "./engine/Copier.js"
 export { FreshnessConfig } from "./engine/FreshnessConfig.js"
 export { type CopyMark, stampBranch, waitForSourcePosition } from "./engine/Freshness.js"

@@ -84,6 +84,20 @@ export class BranchProtected extends Schema.TaggedError<BranchProtected>()("Bran
   }
 }
 
+/** A reset while another reset of the branch runs, or a delete while one does. */
+export class ResetInProgress extends Schema.TaggedError<ResetInProgress>()("ResetInProgress", { branchId: Schema.String, operationId: Schema.String }) {
+  override get message() {
+    return `Branch ${this.branchId} is being reset (operation ${this.operationId}); wait for it to end`
+  }
+}
+
+/** A reset of a branch that is not active (failed, or still being created or deleted). */
+export class BranchNotActive extends Schema.TaggedError<BranchNotActive>()("BranchNotActive", { branchId: Schema.String, status: Schema.String }) {
+  override get message() {
+    return `Branch ${this.branchId} is ${this.status}: only an active branch can be reset`
+  }
+}
+
 export class OperationsUnavailable extends Schema.TaggedError<OperationsUnavailable>()("OperationsUnavailable", { cause: Schema.String }) {
   override get message() {
     return "The work could not start; retry shortly"
@@ -115,6 +129,8 @@ export type BranchError =
   | EngineNotReady
   | MaskingIncomplete
   | BranchProtected
+  | ResetInProgress
+  | BranchNotActive
   | IdempotencyKeyReused
   | CreateInProgress
   | BranchNameTaken
@@ -142,6 +158,8 @@ export const wireErrors: WireTable<BranchError> = {
   BranchNameTaken: { code: Code.AlreadyExists, reason: "BRANCH_NAME_TAKEN", metadata: (e) => ({ connector_id: e.connectorId, name: e.name }) },
   DeleteInProgress: { code: Code.Aborted, reason: "BRANCH_DELETE_IN_PROGRESS", metadata: (e) => ({ branch_id: e.branchId, operation_id: e.operationId }) },
   BranchProtected: { code: Code.FailedPrecondition, reason: "BRANCH_PROTECTED", metadata: (e) => ({ branch_id: e.branchId }) },
+  ResetInProgress: { code: Code.Aborted, reason: "BRANCH_RESET_IN_PROGRESS", metadata: (e) => ({ branch_id: e.branchId, operation_id: e.operationId }) },
+  BranchNotActive: { code: Code.FailedPrecondition, reason: "BRANCH_NOT_ACTIVE", metadata: (e) => ({ branch_id: e.branchId, status: e.status }) },
   OperationsUnavailable: { code: Code.Unavailable, reason: "OPERATIONS_UNAVAILABLE" },
   EngineAccessUnavailable: { code: Code.Unavailable, reason: "ENGINE_ACCESS_UNAVAILABLE" },
   SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE" },

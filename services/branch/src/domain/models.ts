@@ -19,6 +19,8 @@ export interface Branch {
   readonly poolerPort: number | null
   readonly createOperationId: string
   readonly deleteOperationId: string | null
+  /** The reset last started (branch_reset), if any. */
+  readonly resetOperationId: string | null
   readonly copiedAt: Date | null
   readonly roleCreatedAt: Date | null
   readonly readReadyAt: Date | null

@@ -305,6 +305,13 @@ export const dropBranch = (engine: BranchingEngine, database: string, role: stri
     })
   ).pipe(Effect.withSpan("EngineSql.dropBranch", { attributes: { database, role } }))
 
+/** Drops a branch's database (closing its sessions), keeping its role: the first step of a reset. */
+export const dropDatabase = (engine: BranchingEngine, database: string) =>
+  Effect.scoped(Effect.flatMap(adminSession(engine), (admin) => admin.query("drop", `drop database if exists ${quoteIdent(database)} with (force)`))).pipe(
+    Effect.asVoid,
+    Effect.withSpan("EngineSql.dropDatabase", { attributes: { database } })
+  )
+
 /**
  * Logical replication carries rows, not sequence values: the mirror's sequences stay where its
  * setup left them while its tables fill up, so a branch would hand out keys its rows already use.

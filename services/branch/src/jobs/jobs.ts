@@ -2,13 +2,13 @@ import type { JsonObject } from "@bufbuild/protobuf"
 import { JobFailed, type JobHandler, type OperationEnded, type RpcError } from "@scion/kit"
 import { Effect, Option, Redacted, Schema } from "effect"
 import { BranchesRepo } from "../BranchesRepo.js"
-import { CREATE_JOB, DELETE_JOB } from "../Branches.js"
+import { CREATE_JOB, DELETE_JOB, RESET_JOB } from "../Branches.js"
 import type { SecretStoreFailure } from "../domain/errors.js"
 import type { Branch } from "../domain/models.js"
 import { urlsOf } from "../domain/models.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
-import { adminSession, alignSequences, applyMasking, dropBranch, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
+import { adminSession, alignSequences, applyMasking, dropBranch, dropDatabase, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
 import { generatePassword, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
 import { stampBranch, waitForSourcePosition } from "../engine/Freshness.js"
@@ -184,4 +184,77 @@ export const deleteJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
       yield* Effect.logInfo("branch deleted").pipe(Effect.annotateLogs({ branch_id: branchId }))
       return { branch_id: branchId, deleted: true } satisfies JsonObject
     }).pipe(Effect.withSpan("deleteJob.run", { attributes: { operationId: job.operationId } }))
+}
+
+/**
+ * The branch_reset job: the branch's database is dropped (its sessions end) and cut again from the
+ * mirror under the same name, then the create's later steps run again for it — data stamp,
+ * sequences, grants to the existing role, masking. Id, name, role, password and URL stay. Every
+ * attempt starts over (each step is idempotent); a reset that cannot finish leaves the branch
+ * failed with the reason, since its database may be gone.
+ */
+export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords> = {
+  ...RESET_JOB,
+  payload: BranchPayload,
+  run: (job) =>
+    Effect.gen(function* () {
+      const repo = yield* BranchesRepo
+      const engines = yield* Engines
+      const copier = yield* Copier
+      const passwords = yield* Passwords
+      const branchId = job.payload.branch_id
+      const found = yield* repo.findWithEnvelope(branchId)
+      if (Option.isNone(found)) return yield* new JobFailed({ message: `Branch ${branchId} does not exist` })
+      const { branch, envelope } = found.value
+      if (branch.resetOperationId !== job.operationId) return yield* new JobFailed({ message: `Superseded by reset operation ${branch.resetOperationId ?? "none"}` })
+      if (branch.status !== "active" || Option.isNone(envelope)) return yield* new JobFailed({ message: `Branch ${branchId} is ${branch.status}: only an active branch can be reset` })
+      const engine = yield* engines.get(branch.connectorId).pipe(Effect.catchTag("ConnectorNotFound", () => new JobFailed({ message: `The connector ${branch.connectorId} no longer exists` })))
+      if (!isBranchable(engine, { allowStale: branch.allowStale })) {
+        return yield* new JobFailed({ message: `The connector's branching engine is not ready to branch (branching_engine_status ${engine.status})` })
+      }
+      const steps = Effect.gen(function* () {
+        yield* job.report({ stage: "drop", stageLabel: "Ending the branch's sessions and dropping its database", progress: 10 })
+        yield* dropDatabase(engine, branch.databaseName)
+        yield* job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 30 })
+        const copied = yield* copier.copy(engine, branch.databaseName)
+        const dataAsOf = yield* stampBranch(engine, branch.databaseName, branch.connectorId)
+        yield* alignSequences(engine, branch.databaseName)
+        yield* grantBranch(engine, branch.databaseName, branch.roleName)
+        const rules = yield* repo.maskingRules(branch.connectorId)
+        if (rules.length > 0) {
+          yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
+          yield* applyMasking(engine, branch.databaseName, rules)
+        }
+        const now = new Date()
+        yield* repo.update(branchId, {
+          copied_at: now,
+          source_lsn: copied.sourceLsn,
+          data_as_of: dataAsOf,
+          sequences_aligned_at: now,
+          read_ready_at: now,
+          write_ready_at: now,
+          masked_ready_at: rules.length > 0 ? now : null
+        })
+        const password = yield* passwords.open(envelope.value, branchId)
+        const reset = yield* repo.find(branchId)
+        if (Option.isNone(reset) || reset.value.status !== "active") {
+          // Deleted meanwhile: the delete's drop may have run before our copy.
+          yield* dropDatabase(engine, branch.databaseName)
+          return yield* new JobFailed({ message: `Branch ${branchId} was deleted during its reset` })
+        }
+        yield* Effect.logInfo("branch reset").pipe(Effect.annotateLogs({ branch_id: branchId }))
+        return branchResult({ branch: reset.value, urls: urlsOf(reset.value, Redacted.value(password)) })
+      })
+      return yield* steps.pipe(
+        Effect.catchAll((error): Effect.Effect<never, CreateError> => {
+          if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "OperationEnded") return Effect.fail(error)
+          if (!(error instanceof JobFailed) && job.attempt < job.maxAttempts) return Effect.fail(error)
+          const message = error instanceof JobFailed ? error.message : `The branch could not be reset: ${(error as { message?: string }).message ?? String(error)}`
+          return Effect.zipRight(
+            repo.update(branchId, { status: "failed", error: message, password_envelope: null }),
+            Effect.fail(new JobFailed({ message }))
+          )
+        })
+      )
+    }).pipe(Effect.withSpan("resetJob.run", { attributes: { operationId: job.operationId } }))
 }

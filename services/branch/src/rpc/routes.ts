@@ -87,6 +87,8 @@ export const branchRoutes = Effect.gen(function* () {
           })
           return { branch: branchToProto(view) }
         }),
+      resetBranch: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => branches.reset(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: h.status })),
       deleteConnectorBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.removeConnectorBranches(p, req.connectorId)), (deleted) => ({ deleted })),
       getMaskingRules: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => branches.getMaskingRules(p, req.connectorId)), ({ rules, suggested, policy, safeColumns }) => ({

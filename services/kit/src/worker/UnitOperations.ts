@@ -21,6 +21,7 @@ export type OperationTypeName =
   | "environment_destroy"
   | "branch_create"
   | "branch_delete"
+  | "branch_reset"
 
 /** The one closed table from a type's name to the contract's enum: a new type must be added here. */
 const operationTypes = {
@@ -37,7 +38,8 @@ const operationTypes = {
   environment_deploy: OperationType.ENVIRONMENT_DEPLOY,
   environment_destroy: OperationType.ENVIRONMENT_DESTROY,
   branch_create: OperationType.BRANCH_CREATE,
-  branch_delete: OperationType.BRANCH_DELETE
+  branch_delete: OperationType.BRANCH_DELETE,
+  branch_reset: OperationType.BRANCH_RESET
 } as const satisfies Record<OperationTypeName, OperationType>
 
 export type OperationState = "pending" | "running" | "completed" | "failed"

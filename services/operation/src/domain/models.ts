@@ -13,7 +13,9 @@ export const OPERATION_TYPES = [
   "environment_deploy",
   "environment_destroy",
   "branch_create",
-  "branch_delete"
+  "branch_delete",
+  // Our extension of the interface's types.
+  "branch_reset"
 ] as const
 export type OperationType = (typeof OPERATION_TYPES)[number]
 

@@ -19,7 +19,8 @@ export const typeToProto = {
   environment_deploy: PbType.ENVIRONMENT_DEPLOY,
   environment_destroy: PbType.ENVIRONMENT_DESTROY,
   branch_create: PbType.BRANCH_CREATE,
-  branch_delete: PbType.BRANCH_DELETE
+  branch_delete: PbType.BRANCH_DELETE,
+  branch_reset: PbType.BRANCH_RESET
 } as const satisfies Record<OperationType, PbType>
 
 export const typeFromProto = Object.fromEntries(Object.entries(typeToProto).map(([k, v]) => [v, k])) as Partial<Record<PbType, OperationType>>
