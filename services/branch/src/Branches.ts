@@ -142,7 +142,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           if (!isBranchable(engine, { allowStale: valid.allowStale })) {
             return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status, ...Option.match(engine.quarantine, { onNone: () => ({}), onSome: (quarantine) => ({ quarantine }) }) })
           }
-          yield* sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-name:${valid.connectorId}:${valid.name}`}))`
+          yield* repo.lockName(valid.connectorId, valid.name)
           const [live] = yield* sql<{ status: string; create_operation_id: string }>`
             select status, create_operation_id from branches
             where connector_id = ${valid.connectorId} and name = ${valid.name} and status in ('creating', 'active', 'deleting')`
@@ -296,7 +296,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           }
           if (name !== undefined && name !== branch.name) {
             // The same lock the create takes for a name: a rename and a create cannot both win it.
-            yield* sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-name:${branch.connectorId}:${name}`}))`
+            yield* repo.lockName(branch.connectorId, name)
             if (yield* repo.nameTaken(branch.connectorId, name, branch.id)) return yield* new BranchNameTaken({ connectorId: branch.connectorId, name })
           }
           yield* repo.update(branch.id, {

@@ -175,6 +175,10 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
         (rows) => Option.fromNullable(rows[0])
       ).pipe(Effect.orDie)
 
+    /** Serialises, until the transaction ends, everyone deciding whether a name is free on a connector (create, rename). */
+    const lockName = (connectorId: string, name: string) =>
+      sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-name:${connectorId}:${name}`}))`.pipe(Effect.asVoid, Effect.orDie)
+
     /** A live branch of the connector with this name other than `exceptId` (names are unique among live branches). */
     const nameTaken = (connectorId: string, name: string, exceptId: string) =>
       Effect.map(
@@ -183,6 +187,6 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
         (rows) => rows.length > 0
       ).pipe(Effect.orDie)
 
-    return { find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
+    return { find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
   })
 }) {}
