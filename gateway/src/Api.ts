@@ -677,6 +677,16 @@ export class BranchesGroup extends HttpApiGroup.make("branches")
       )
   )
   .add(
+    HttpApiEndpoint.get("schemaDiff", "/branches/:branch_id/schema-diff")
+      .setPath(Br.BranchPath)
+      .addSuccess(Br.SchemaDiff)
+      .annotate(OpenApi.Summary, "Extension: what a migration on the branch changed, as SQL for the source (branches.read)")
+      .annotate(
+        OpenApi.Description,
+        `The statements that take the mirror's schema (the selected tables' schemas) to the branch's current one — tables, columns, types, defaults, not-null, constraints, indexes and enums — as one SQL text and as a structured list, in the order to run them. Constraints and indexes are compared by name and definition (a changed one is dropped and added). 409 unless the branch is active. ${branchesAccess}`
+      )
+  )
+  .add(
     HttpApiEndpoint.post("reset", "/branches/:branch_id/reset")
       .setPath(Br.BranchPath)
       .addSuccess(Br.BranchResetHandle, { status: 202 })

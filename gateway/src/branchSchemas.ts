@@ -72,6 +72,23 @@ export const BranchResetHandle = Schema.Struct({
   type: Schema.Literal("branch_reset")
 }).annotations({ identifier: "BranchResetHandle", description: "The branch_reset operation handle (our extension of the operation types)" })
 
+export const SchemaDiffChange = Schema.Struct({
+  kind: Schema.Literal(
+    "create_enum", "add_enum_value", "replace_enum", "create_table", "add_column", "alter_column_type", "set_default", "drop_default",
+    "set_not_null", "drop_not_null", "drop_constraint", "add_constraint", "drop_index", "create_index", "drop_column", "drop_table", "drop_enum"
+  ),
+  schema: Schema.String,
+  table: Schema.NullOr(Schema.String).annotations({ description: "null for enums" }),
+  name: Schema.String.annotations({ description: "The table, column, constraint, index or enum changed" }),
+  sql: Schema.String.annotations({ description: "The statement that makes the change" })
+}).annotations({ identifier: "SchemaDiffChange" })
+
+export const SchemaDiff = Schema.Struct({
+  branch_id: Schema.String,
+  sql: Schema.String.annotations({ description: "Every statement, in the order to run them, one per line; empty when the schemas are the same" }),
+  changes: Schema.Array(SchemaDiffChange)
+}).annotations({ identifier: "SchemaDiff" })
+
 export const Branch = Schema.Struct({
   branch_id: Schema.String,
   name: Schema.String,

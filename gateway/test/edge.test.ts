@@ -132,6 +132,7 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["delete", "/v1/branches/{branch_id}"],
   ["patch", "/v1/branches/{branch_id}"],
   ["post", "/v1/branches/{branch_id}/reset"],
+  ["get", "/v1/branches/{branch_id}/schema-diff"],
   ["get", "/v1/connectors/{connector_id}/masking-rules"],
   ["put", "/v1/connectors/{connector_id}/masking-rules"]
 ]

@@ -388,6 +388,51 @@ describe("branches of a ready engine", () => {
     await settleOperation(scion, cleanup.body.operation_id, member.token)
   })
 
+  it("schema diff lists exactly what a migration on the branch changed, as SQL that makes another branch the same", async () => {
+    const [migrated, fresh] = await Promise.all(
+      ["migrated", "replayed"].map(async (name) => (await settleOperation(scion, (await create(member.token, { connector_id: connectorId, name, service_type: "postgres" })).body.operation_id, member.token)).result)
+    )
+    const diff = (id: string, token = member.token) => scion.request("GET", `/v1/branches/${id}/schema-diff`, { token })
+    const untouched = await diff(migrated.branch_id, viewer.token)
+    expect(untouched.status, JSON.stringify(untouched.body)).toBe(200)
+    expect(untouched.body).toEqual({ branch_id: migrated.branch_id, sql: "", changes: [] })
+
+    psql(
+      migrated.branch_url,
+      `create type order_state as enum ('open', 'paid');
+       alter table orders add column state order_state not null default 'open';
+       alter table orders alter column total type numeric(12,2);
+       alter table customers drop column name;
+       alter table customers alter column email drop not null;
+       create index orders_state_idx on orders (state);
+       create table invoices (id bigint primary key, order_id bigint not null references orders(id), amount numeric not null);`
+    )
+    const after = await diff(migrated.branch_id)
+    expect(after.status).toBe(200)
+    expect(after.body.changes.map((c: { kind: string; table: string | null; name: string }) => [c.kind, c.table, c.name])).toEqual([
+      ["create_enum", null, "order_state"],
+      ["create_table", "invoices", "invoices"],
+      ["add_column", "orders", "state"],
+      ["alter_column_type", "orders", "total"],
+      ["drop_not_null", "customers", "email"],
+      ["add_constraint", "invoices", "invoices_order_id_fkey"],
+      ["add_constraint", "invoices", "invoices_pkey"],
+      ["create_index", "orders", "orders_state_idx"],
+      ["drop_column", "customers", "name"]
+    ])
+    expect(after.body.sql).toBe(after.body.changes.map((c: { sql: string }) => c.sql).join("\n"))
+    // The SQL is the migration: run on an untouched branch, it leaves the same difference.
+    psql(fresh.branch_url, after.body.sql)
+    expect((await diff(fresh.branch_id)).body.changes).toEqual(after.body.changes)
+
+    expect((await diff(migrated.branch_id, stranger.token)).status).toBe(404)
+    expect((await scion.request("GET", "/v1/branches/br_doesnotexist/schema-diff", { token: member.token })).status).toBe(404)
+    for (const id of [migrated.branch_id, fresh.branch_id]) {
+      const deleted = await scion.request("DELETE", `/v1/branches/${id}`, { token: member.token })
+      await settleOperation(scion, deleted.body.operation_id, member.token)
+    }
+  })
+
   it("SIGKILL of the branch worker mid-create: the operation ends and nothing is leaked", async () => {
     const response = await create(member.token, { connector_id: connectorId, name: "killed", service_type: "postgres" })
     expect(response.status).toBe(202)

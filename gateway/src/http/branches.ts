@@ -16,6 +16,9 @@ const statusOf = (s: string) => required(statuses.find((k) => k === s), "a known
 /** The interface's Branch: the kit's presenter, the same one the branch_create result is made with. */
 export const branch = (b: pb.Branch | undefined): typeof Br.Branch.Type => branchJson(required(b, "branch"))
 
+const schemaDiffKinds = new Set<string>(Br.SchemaDiffChange.fields.kind.literals)
+const schemaDiffKind = (kind: string) => required(schemaDiffKinds.has(kind) ? (kind as typeof Br.SchemaDiffChange.Type.kind) : undefined, "a known schema change kind")
+
 const maskingPolicies = { permissive: "permissive", strict: "strict" } as const
 const maskingPolicyOf = (policy: string) => required(maskingPolicies[policy as keyof typeof maskingPolicies], "a known masking policy")
 
@@ -74,6 +77,15 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
     .handle("delete", ({ path }) =>
       asCaller((u) => u.branches.deleteBranch({ branchId: path.branch_id })).pipe(
         Effect.map((r) => ({ operation_id: r.operationId, resource_id: r.resourceId, status: statusOf(r.status), type: "branch_delete" as const }))
+      )
+    )
+    .handle("schemaDiff", ({ path }) =>
+      asCaller((u) => u.branches.getBranchSchemaDiff({ branchId: path.branch_id })).pipe(
+        Effect.map((r) => ({
+          branch_id: path.branch_id,
+          sql: r.changes.map((c) => c.sql).join("\n"),
+          changes: r.changes.map((c) => ({ kind: schemaDiffKind(c.kind), schema: c.schema, table: c.table ?? null, name: c.name, sql: c.sql }))
+        }))
       )
     )
     .handle("reset", ({ path }) =>

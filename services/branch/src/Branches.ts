@@ -40,6 +40,8 @@ import {
   validateMaskingRules
 } from "./domain/models.js"
 import { dropBranch } from "./engine/EngineSql.js"
+import { readCatalog } from "./engine/SchemaCatalog.js"
+import { schemaDiff } from "./domain/schemaDiff.js"
 import { Engines, isBranchable } from "./engine/Engines.js"
 import { type PasswordEnvelope, Passwords } from "./Passwords.js"
 import { PlanLimits } from "./PlanLimits.js"
@@ -273,6 +275,20 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       )
     })
 
+    /**
+     * GET /v1/branches/{id}/schema-diff: the statements that take the mirror's schema to the
+     * branch's (what a migration run on the branch did), read from both catalogs on the engine.
+     */
+    const schemaDiffOf = Effect.fn("Branches.schemaDiff")(function* (principal: Principal, branchId: string) {
+      const { branch } = yield* visibleBranch(principal, branchId, "branches.read")
+      if (branch.status !== "active") return yield* new BranchNotActive({ branchId, status: branch.status })
+      const engine = yield* engines.get(branch.connectorId)
+      const [mirror, copy] = yield* Effect.all([readCatalog(engine, engine.mirrorDatabase), readCatalog(engine, branch.databaseName)], { concurrency: 2 }).pipe(
+        Effect.mapError((failure) => new EngineAccessUnavailable({ cause: failure.message }))
+      )
+      return schemaDiff(mirror, copy)
+    })
+
     /** DELETE /v1/branches/{id}. */
     const remove = Effect.fn("Branches.delete")(function* (principal: Principal, branchId: string) {
       const { branch } = yield* visibleBranch(principal, branchId, "branches.delete")
@@ -383,6 +399,6 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       return config
     })
 
-    return { create, get, list, delete: remove, update, reset, deleteExpired, removeConnectorBranches, getMaskingRules, setMaskingRules } as const
+    return { create, get, list, delete: remove, update, reset, schemaDiff: schemaDiffOf, deleteExpired, removeConnectorBranches, getMaskingRules, setMaskingRules } as const
   })
 }) {}

@@ -87,6 +87,10 @@ export const branchRoutes = Effect.gen(function* () {
           })
           return { branch: branchToProto(view) }
         }),
+      getBranchSchemaDiff: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => branches.schemaDiff(p, req.branchId)), (changes) => ({
+          changes: changes.map((c) => ({ kind: c.kind, schema: c.schema, ...(c.table !== null ? { table: c.table } : {}), name: c.name, sql: c.sql }))
+        })),
       resetBranch: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => branches.reset(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: h.status })),
       deleteConnectorBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.removeConnectorBranches(p, req.connectorId)), (deleted) => ({ deleted })),
