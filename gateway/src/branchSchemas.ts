@@ -58,19 +58,18 @@ export const BranchOperationHandle = Schema.Struct({
   type: Schema.Literal("branch_create")
 }).annotations({ identifier: "BranchCreateHandle", description: "The branch_create operation handle" })
 
-export const BranchDeleteHandle = Schema.Struct({
-  operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
-  resource_id: Schema.String.annotations({ description: "The branch id" }),
-  status: Schema.Literal("pending", "running", "completed", "failed"),
-  type: Schema.Literal("branch_delete")
-}).annotations({ identifier: "BranchDeleteHandle", description: "The branch_delete operation handle" })
+/** The handle of an operation a branch endpoint started (delete, reset). */
+const branchOperationHandle = <T extends "branch_delete" | "branch_reset">(type: T, identifier: string, description: string) =>
+  Schema.Struct({
+    operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
+    resource_id: Schema.String.annotations({ description: "The branch id" }),
+    status: Schema.Literal("pending", "running", "completed", "failed"),
+    type: Schema.Literal(type)
+  }).annotations({ identifier, description })
 
-export const BranchResetHandle = Schema.Struct({
-  operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
-  resource_id: Schema.String.annotations({ description: "The branch id" }),
-  status: Schema.Literal("pending", "running", "completed", "failed"),
-  type: Schema.Literal("branch_reset")
-}).annotations({ identifier: "BranchResetHandle", description: "The branch_reset operation handle (our extension of the operation types)" })
+export const BranchDeleteHandle = branchOperationHandle("branch_delete", "BranchDeleteHandle", "The branch_delete operation handle")
+
+export const BranchResetHandle = branchOperationHandle("branch_reset", "BranchResetHandle", "The branch_reset operation handle (our extension of the operation types)")
 
 export const SchemaDiffChange = Schema.Struct({
   kind: Schema.Literal(
