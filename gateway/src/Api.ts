@@ -219,6 +219,22 @@ export class BillingPlansGroup extends HttpApiGroup.make("billingPlans")
     OpenApi.annotations({ title: "billing-plans", description: "Extension (not part of the service interface): the plan list a user chooses from.", override: extension })
   ) {}
 
+export class EnginesGroup extends HttpApiGroup.make("engines")
+  .add(
+    HttpApiEndpoint.get("certificateAuthority", "/engines/ca-certificate")
+      .addSuccess(HttpApiSchema.Text({ contentType: "application/x-pem-file" }).annotations({ description: "The authority's certificate, PEM" }))
+      .annotate(OpenApi.Summary, "The certificate authority of the branching engines (PEM)")
+      .annotate(
+        OpenApi.Description,
+        "Public: needs no token. Every branching engine (and its pooler) presents a certificate signed by this authority, naming the engine's host, so drivers that verify the server accept branch URLs once they trust it: " +
+          "node-postgres (which treats sslmode=require as verify-full) with NODE_EXTRA_CA_CERTS=<file>, psql and libpq with sslrootcert=<file> and sslmode=verify-full. 404 when the engines have no common authority (each certificate is its own)."
+      )
+  )
+  .annotateEndpoints(OpenApi.Override, extension)
+  .annotateContext(
+    OpenApi.annotations({ title: "engines", description: "Extension (not part of the service interface): what clients need to verify the branching engines.", override: extension })
+  ) {}
+
 export class BillingGroup extends HttpApiGroup.make("billing")
   .add(
     HttpApiEndpoint.post("selectPlan", "/orgs/:org_id/billing/subscriptions")
@@ -609,7 +625,7 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
   .annotateContext(OpenApi.annotations({ description: "Connectors: links to source databases (and code hosts)." })) {}
 
 const codeHostAccess =
-  "Needs connectors.create in the org it acts in (org_id; an API key may leave it out). Nothing is stored; tokens and keys are never logged or echoed. What GitHub answers is always 200 with a status; shape errors are 422; 400 (string detail) when a session caller names no org_id; 403 without connectors.create."
+  "Works with the interface's body as given: an API key acts in its own org (connectors.create there); a dashboard session needs no org. The optional org_id (our extension) requires connectors.create in that org. Nothing is stored; tokens and keys are never logged or echoed. What GitHub answers is always 200 with a status; shape errors are 422; 403 without connectors.create."
 
 export class CodeHostGroup extends HttpApiGroup.make("codeHost")
   .add(
@@ -709,6 +725,41 @@ export class BranchesGroup extends HttpApiGroup.make("branches")
       )
   )
   .add(
+    HttpApiEndpoint.post("createSnapshot", "/connectors/:connector_id/snapshots")
+      .setPath(Br.SnapshotConnectorPath)
+      .setPayload(Br.CreateSnapshotRequest)
+      .addSuccess(Br.SnapshotCreateHandle, { status: 202 })
+      .addError(Br.EngineNotReady)
+      .annotate(OpenApi.Summary, "Extension: snapshot the connector's mirror (branches.create)")
+      .annotate(
+        OpenApi.Description,
+        `202 with a snapshot_create operation (an operation type we add): a named, immutable copy of the mirror at this instant, with its data_as_of; on completed, result is the Snapshot. Branches cut from it (POST /v1/branch/create with snapshot_id) start from the same data every time and do not pause replication. Snapshots count against the plan's branch limit with the org's branches (403 at the limit). 400 for an invalid name; 409 when the connector has a live snapshot of that name; 422 {detail} when the engine is not ready; 403 without branches.create; ${branchesAccess} 503 when the work could not start.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("listSnapshots", "/connectors/:connector_id/snapshots")
+      .setPath(Br.SnapshotConnectorPath)
+      .addSuccess(Br.SnapshotList)
+      .annotate(OpenApi.Summary, "Extension: the connector's snapshots, newest first (branches.read)")
+  )
+  .add(
+    HttpApiEndpoint.get("getSnapshot", "/snapshots/:snapshot_id")
+      .setPath(Br.SnapshotPath)
+      .addSuccess(Br.Snapshot)
+      .annotate(OpenApi.Summary, "Extension: one snapshot (branches.read)")
+      .annotate(OpenApi.Description, "404 for an unknown or deleted snapshot and for another org's.")
+  )
+  .add(
+    HttpApiEndpoint.del("deleteSnapshot", "/snapshots/:snapshot_id")
+      .setPath(Br.SnapshotPath)
+      .addSuccess(Br.SnapshotDeleteHandle, { status: 202 })
+      .annotate(OpenApi.Summary, "Extension: delete a snapshot (branches.delete)")
+      .annotate(
+        OpenApi.Description,
+        "202 with a snapshot_delete operation that drops the snapshot's database; branches already cut from it stay. 409 while it is being made or a branch is being cut from it; 404 for an unknown snapshot or another org's; 403 without branches.delete."
+      )
+  )
+  .add(
     HttpApiEndpoint.get("getMaskingRules", "/connectors/:connector_id/masking-rules")
       .setPath(Br.MaskingConnectorPath)
       .addSuccess(Br.MaskingRulesWithSuggestions)
@@ -773,6 +824,7 @@ export class Api extends HttpApi.make("scion")
   .add(ApiKeysGroup)
   .add(OperationsGroup)
   .add(BillingPlansGroup)
+  .add(EnginesGroup)
   .add(BillingGroup)
   .add(ProjectsGroup)
   .add(EnvironmentsGroup)
@@ -794,7 +846,9 @@ export class Api extends HttpApi.make("scion")
       title: "Scion",
       version: "0.1.0",
       description:
-        "Postgres branching control plane. Every endpoint takes Authorization: Bearer <token> (a dashboard session token or an org API key) unless marked otherwise. Errors are {\"detail\": \"…\"}; malformed requests are 422 with {\"detail\": [{loc, msg, type}]}.",
+        "Postgres branching control plane. Every endpoint takes Authorization: Bearer <token> (a dashboard session token or an org API key) unless marked otherwise. Errors are {\"detail\": \"…\"}; malformed requests are 422 with {\"detail\": [{loc, msg, type}]}. " +
+        "Rate limits: per API key or signed-in user (default 1200 a minute), per client address for sign-up, login and email verification (60), and per caller for the code-host validators (60); failed logins slow down per account and address. " +
+        "Limited responses carry RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (seconds); a refusal is 429 with Retry-After (seconds). Every response carries x-request-id.",
       transform: openApiTransform
     })
   ) {}

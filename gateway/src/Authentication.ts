@@ -3,6 +3,7 @@ import { withPrincipalToken, type RpcError } from "@scion/kit"
 import { PrincipalKind } from "@scion/proto/scion/auth/v1/auth_pb"
 import { Clock, Config, Context, Effect, Layer, Schema } from "effect"
 import { fromRpcError, httpErrors, Unauthorized, type HttpError } from "./errors.js"
+import { RateLimits } from "./RateLimits.js"
 import { Upstreams } from "./Upstreams.js"
 
 /** Who is calling, as identity authenticated the bearer token on this very request. */
@@ -117,9 +118,13 @@ export class PrincipalCache extends Context.Tag("@scion/gateway/PrincipalCache")
   )
 }
 
+/** Whose rate-limit bucket a caller draws from: its API key, or the user behind a session. */
+export const rateLimitKey = (principal: CallerPrincipal) => (principal.apiKeyId !== null ? `key:${principal.apiKeyId}` : `user:${principal.userId ?? "?"}`)
+
 const authenticate = (sessionOnly: boolean) =>
   Effect.gen(function* () {
     const principals = yield* PrincipalCache
+    const limits = yield* RateLimits
     return (_token: unknown) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -129,11 +134,12 @@ const authenticate = (sessionOnly: boolean) =>
         if (sessionOnly && authenticated.principal.kind !== "user_session") {
           return yield* Effect.fail(new Unauthorized({ detail: "This endpoint needs a dashboard session; API keys are not accepted" }))
         }
+        yield* limits.take("authenticated", rateLimitKey(authenticated.principal))
         return authenticated
       })
   })
 
-export const AuthenticationLive: Layer.Layer<Authentication | SessionAuthentication, never, Upstreams> = Layer.mergeAll(
+export const AuthenticationLive: Layer.Layer<Authentication | SessionAuthentication, never, Upstreams | RateLimits> = Layer.mergeAll(
   Layer.effect(Authentication, Effect.map(authenticate(false), (bearer) => Authentication.of({ bearer }))),
   Layer.effect(SessionAuthentication, Effect.map(authenticate(true), (bearer) => SessionAuthentication.of({ bearer })))
 ).pipe(Layer.provide(PrincipalCache.layer))

@@ -34,7 +34,11 @@ export const CreateBranchRequest = Schema.Struct({
   expires_at: Schema.optional(Schema.DateTimeUtc).annotations({
     description: "Extension: when the branch expires; an expiry sweeper then deletes it through a branch_delete operation. In the future, within a year (400 otherwise). At most one of expires_at and ttl_seconds."
   }),
-  ttl_seconds: Schema.optional(Schema.Int).annotations({ description: "Extension: the branch expires this many seconds after the create is accepted (1..31622400)." })
+  ttl_seconds: Schema.optional(Schema.Int).annotations({ description: "Extension: the branch expires this many seconds after the create is accepted (1..31622400)." }),
+  snapshot_id: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({
+    description:
+      "Extension: cut the branch from this ready snapshot of the connector (POST /v1/connectors/{connector_id}/snapshots) instead of the live mirror, without pausing replication: every branch of it starts from the same data. 404 for an unknown snapshot or another connector's, 409 while it is not ready; not with consistent_with_source or min_source_lsn (400)."
+  })
 }).annotations({ identifier: "CreateBranchRequest" })
 
 /** PATCH /v1/branches/{id}: what to change; absent fields stay. */
@@ -58,18 +62,18 @@ export const BranchOperationHandle = Schema.Struct({
   type: Schema.Literal("branch_create")
 }).annotations({ identifier: "BranchCreateHandle", description: "The branch_create operation handle" })
 
-/** The handle of an operation a branch endpoint started (delete, reset). */
-const branchOperationHandle = <T extends "branch_delete" | "branch_reset">(type: T, identifier: string, description: string) =>
+/** The handle of an operation a branch or snapshot endpoint started (delete, reset, snapshot create/delete). */
+const operationHandle = <T extends "branch_delete" | "branch_reset" | "snapshot_create" | "snapshot_delete">(type: T, resource: "branch" | "snapshot", identifier: string, description: string) =>
   Schema.Struct({
     operation_id: Schema.String.annotations({ description: "Poll GET /v1/operations/{operation_id}" }),
-    resource_id: Schema.String.annotations({ description: "The branch id" }),
+    resource_id: Schema.String.annotations({ description: `The ${resource} id` }),
     status: Schema.Literal("pending", "running", "completed", "failed"),
     type: Schema.Literal(type)
   }).annotations({ identifier, description })
 
-export const BranchDeleteHandle = branchOperationHandle("branch_delete", "BranchDeleteHandle", "The branch_delete operation handle")
+export const BranchDeleteHandle = operationHandle("branch_delete", "branch", "BranchDeleteHandle", "The branch_delete operation handle")
 
-export const BranchResetHandle = branchOperationHandle("branch_reset", "BranchResetHandle", "The branch_reset operation handle (our extension of the operation types)")
+export const BranchResetHandle = operationHandle("branch_reset", "branch", "BranchResetHandle", "The branch_reset operation handle (our extension of the operation types)")
 
 export const SchemaDiffChange = Schema.Struct({
   kind: Schema.Literal(
@@ -110,7 +114,8 @@ export const Branch = Schema.Struct({
   }),
   source_lsn: Schema.NullOr(Schema.String).annotations({ description: "Extension: the source WAL position the mirror had applied when the branch was cut; null until copied" }),
   protected: Schema.Boolean.annotations({ description: "Extension: delete answers 409 while true (PATCH to unset)" }),
-  expires_at: NullableTimestamp.annotations({ description: "Extension: when the expiry sweeper deletes the branch; null keeps it" })
+  expires_at: NullableTimestamp.annotations({ description: "Extension: when the expiry sweeper deletes the branch; null keeps it" }),
+  snapshot_id: Schema.NullOr(Schema.String).annotations({ description: "Extension: the snapshot the branch was cut from; null for a branch of the live mirror" })
 }).annotations({ identifier: "Branch" })
 
 /** The schema and the kit's presenter describe one shape: a field added to one alone fails to compile. */
@@ -182,3 +187,31 @@ export class EngineNotReady extends Schema.Class<EngineNotReady>("EngineNotReady
   { detail: Schema.String.annotations({ description: "The engine's branching_engine_status and what to do" }) },
   HttpApiSchema.annotations({ status: 422, description: "The connector's engine is not ready to branch (branching_engine_status is not ready)" })
 ) {}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots (our extension): named, immutable copies of a connector's mirror.
+// ---------------------------------------------------------------------------------------------
+
+export const Snapshot = Schema.Struct({
+  snapshot_id: Schema.String,
+  connector_id: Schema.String,
+  name: Schema.String,
+  status: Schema.Literal("creating", "ready", "deleting", "deleted", "failed").annotations({ description: "ready once branches can be cut from it" }),
+  data_as_of: NullableTimestamp.annotations({ description: "The source commit time the snapshot's data is at least as fresh as; null until made" }),
+  source_lsn: Schema.NullOr(Schema.String).annotations({ description: "The source WAL position the mirror had applied when the snapshot was taken; null until made" }),
+  error: Schema.NullOr(Schema.String).annotations({ description: "Why it could not be made (status failed)" }),
+  created_at: Timestamp
+}).annotations({ identifier: "Snapshot" })
+
+export const SnapshotList = Schema.Struct({ snapshots: Schema.Array(Snapshot) }).annotations({ identifier: "SnapshotList" })
+
+export const CreateSnapshotRequest = Schema.Struct({
+  name: Schema.String.pipe(Schema.maxLength(200)).annotations({ description: "1..63 of lowercase letters, digits, - and _, starting with a letter or digit; unique among the connector's live snapshots" })
+}).annotations({ identifier: "CreateSnapshotRequest" })
+
+export const SnapshotPath = Schema.Struct({ snapshot_id: Id })
+export const SnapshotConnectorPath = Schema.Struct({ connector_id: Id })
+
+export const SnapshotCreateHandle = operationHandle("snapshot_create", "snapshot", "SnapshotCreateHandle", "The snapshot_create operation handle (our extension of the operation types)")
+export const SnapshotDeleteHandle = operationHandle("snapshot_delete", "snapshot", "SnapshotDeleteHandle", "The snapshot_delete operation handle (our extension of the operation types)")
+

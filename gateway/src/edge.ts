@@ -1,10 +1,12 @@
-import { FileSystem, HttpApiBuilder, HttpApiSchema, HttpIncomingMessage, HttpMethod, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option, Predicate, Schema } from "effect"
+import { FileSystem, HttpApiBuilder, HttpApiSchema, type HttpApp, HttpIncomingMessage, HttpMethod, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { isAcceptableRequestId, makeId, recordHttp, REQUEST_ID_HEADER, withRequestId } from "@scion/kit"
+import { Cause, Effect, FiberRef, Option, Predicate, Schema } from "effect"
+import { CurrentQuota, quotaHeaders } from "./RateLimits.js"
 import { Api } from "./Api.js"
 import { EngineNotReady } from "./branchSchemas.js"
 import { DiscoveryPrerequisitesNotMet, EngineSetupPrerequisitesNotMet, GrantScriptNotAvailable, PreflightNotPassed } from "./connectorSchemas.js"
 import { errorByStatus, type HttpError, type HttpStatus, ValidationError, type ValidationIssue } from "./errors.js"
-import { isJsonContentType, matchRoute, routesOf, validateRequest } from "./validation.js"
+import { controlCharacterIssues, isJsonContentType, matchRoute, routesOf, validateRequest } from "./validation.js"
 
 const routes = routesOf(Api)
 
@@ -42,9 +44,32 @@ const isRouteNotFound = (u: unknown) => HttpServerError.isServerError(u) && u._t
  * generic 500. Bodies are limited to 1 MiB.
  */
 export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    Effect.flatMap(requestIdOf(request), (requestId) => {
+      const started = performance.now()
+      const matched = matchRoute(routes, request.method, new URL(request.url, "http://gateway").pathname)
+      return edge(app, request, matched).pipe(
+        Effect.tap((response) => recordHttp(request.method, matched?.route.template ?? "unmatched", response.status, (performance.now() - started) / 1000)),
+        withRequestId(requestId),
+        Effect.flatMap((response) =>
+          // The rate-limit quota the request drew from (RateLimits), when it drew from one.
+          Effect.map(FiberRef.get(CurrentQuota), (quota) =>
+            HttpServerResponse.setHeaders(response, { [REQUEST_ID_HEADER]: requestId, ...Option.match(quota, { onNone: () => ({}), onSome: quotaHeaders }) })
+          )
+        )
+      )
+    })
+  )
+)
+
+/** The client's own x-request-id when it is a plain token, else a new one. */
+const requestIdOf = (request: HttpServerRequest.HttpServerRequest) => {
+  const given = request.headers[REQUEST_ID_HEADER]
+  return isAcceptableRequestId(given) ? Effect.succeed(given) : makeId("req")
+}
+
+const edge = <E, R>(app: HttpApp.Default<E, R>, request: HttpServerRequest.HttpServerRequest, matched: ReturnType<typeof matchRoute>) =>
   Effect.gen(function* () {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const matched = matchRoute(routes, request.method, new URL(request.url, "http://gateway").pathname)
     const invalid = (cause: Cause.Cause<unknown>) =>
       matched === undefined
         ? internal(cause)
@@ -60,6 +85,12 @@ export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
       if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
         return unprocessable([{ loc: ["body"], msg: "The body is larger than 1 MiB", type: "too_long", ctx: { max_bytes: maxBodyBytes } }])
       }
+    }
+
+    if (matched !== undefined) {
+      // The body is read once (the request caches it) under the same limit HttpApi reads it with.
+      const controls = yield* controlCharacterIssues(matched, request).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(maxBodyBytes))))
+      if (controls.length > 0) return unprocessable(controls)
     }
 
     return yield* app.pipe(
@@ -91,7 +122,6 @@ export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
       })
     )
   })
-)
 
 /**
  * An error that is an instance of a schema class of the API (Schema.Class with an

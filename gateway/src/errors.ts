@@ -26,7 +26,7 @@ export class Unauthorized extends Schema.Class<Unauthorized>("Unauthorized")(
 export class Forbidden extends Schema.Class<Forbidden>("Forbidden")(detail, status(403, "The caller lacks the permission or is not a member of the org")) {}
 export class NotFound extends Schema.Class<NotFound>("NotFound")(detail, status(404, "Not found or not visible to the caller")) {}
 export class Conflict extends Schema.Class<Conflict>("Conflict")(detail, status(409, "Conflicts with the current state (already a member, email taken, …)")) {}
-export class TooManyRequests extends Schema.Class<TooManyRequests>("TooManyRequests")(detail, status(429, "Too many requests; retry later")) {}
+export class TooManyRequests extends Schema.Class<TooManyRequests>("TooManyRequests")(detail, status(429, "Too many requests: a rate limit (Retry-After says when to retry) or a plan's request quota")) {}
 export class InternalError extends Schema.Class<InternalError>("InternalError")(detail, status(500, "Internal error; details are logged, never returned")) {}
 export class Unavailable extends Schema.Class<Unavailable>("Unavailable")(detail, status(503, "The work could not start; safe to retry")) {}
 
@@ -125,6 +125,7 @@ export type EnvironmentReason =
 export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "INVALID_CONNECTION_DETAILS" | "PRIVATE_LINK_REQUIRED" | "OPERATIONS_UNAVAILABLE"
   | "REPLICA_IDENTITY_DECISIONS_CONFLICT" | "CONNECTOR_DELETION_LOCKED" | "CONNECTOR_DELETE_IN_PROGRESS"
   | "CONNECTOR_STATE_INVALID" | "ENGINE_SETUP_IN_PROGRESS" | "QUARANTINE_ENTRY_NOT_FOUND" | "ENGINE_UNAVAILABLE" | "SOURCE_UNAVAILABLE"
+  | "ENGINE_CA_NOT_CONFIGURED" | "ENGINE_CA_UNAVAILABLE"
 
 /**
  * The branch unit's reasons (access and connector reasons are shared). ENGINE_NOT_READY and
@@ -133,6 +134,7 @@ export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "I
  */
 export type BranchReason =
   | "BRANCH_NOT_FOUND" | "IDEMPOTENCY_KEY_REUSED" | "BRANCH_CREATE_IN_PROGRESS" | "BRANCH_NAME_TAKEN" | "BRANCH_DELETE_IN_PROGRESS" | "BRANCH_PROTECTED" | "BRANCH_RESET_IN_PROGRESS" | "BRANCH_NOT_ACTIVE" | "ENGINE_ACCESS_UNAVAILABLE"
+  | "SNAPSHOT_NOT_FOUND" | "SNAPSHOT_NAME_TAKEN" | "SNAPSHOT_NOT_READY" | "SNAPSHOT_IN_USE"
 
 export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason | BranchReason
 
@@ -226,6 +228,9 @@ export const statusByReason = {
   ENGINE_UNAVAILABLE: 503,
   // The source could not be asked its WAL position (read-your-writes branches): retry.
   SOURCE_UNAVAILABLE: 503,
+  // GET /v1/engines/ca-certificate where each engine's certificate is its own.
+  ENGINE_CA_NOT_CONFIGURED: 404,
+  ENGINE_CA_UNAVAILABLE: 503,
   // Branches (branch unit): another org's branch is as unknown as a missing one.
   BRANCH_NOT_FOUND: 404,
   // An idempotency key sent again with another connector, service type or name.
@@ -237,6 +242,11 @@ export const statusByReason = {
   BRANCH_PROTECTED: 409,
   BRANCH_RESET_IN_PROGRESS: 409,
   BRANCH_NOT_ACTIVE: 409,
+  // Snapshots (branch unit): another org's snapshot is as unknown as a missing one.
+  SNAPSHOT_NOT_FOUND: 404,
+  SNAPSHOT_NAME_TAKEN: 409,
+  SNAPSHOT_NOT_READY: 409,
+  SNAPSHOT_IN_USE: 409,
   // The connector unit could not say where the engine is: nothing started, safe to retry.
   ENGINE_ACCESS_UNAVAILABLE: 503
 } as const satisfies Record<UpstreamReason, HttpStatus>

@@ -8,6 +8,7 @@ import { EdgeLive } from "./edge.js"
 import { ApiKeysLive } from "./http/apiKeys.js"
 import { AuthLive } from "./http/auth.js"
 import { BillingLive, BillingPlansLive } from "./http/billing.js"
+import { EnginesLive } from "./http/engines.js"
 import { BranchesLive } from "./http/branches.js"
 import { CodeHostLive } from "./http/codeHost.js"
 import { ConnectorsLive } from "./http/connectors.js"
@@ -18,17 +19,20 @@ import { MembersLive } from "./http/members.js"
 import { OperationsLive } from "./http/operations.js"
 import { OrgsLive } from "./http/orgs.js"
 import { SessionLive } from "./http/session.js"
+import { RateLimits } from "./RateLimits.js"
 import { Upstreams } from "./Upstreams.js"
 
 export { Api } from "./Api.js"
 export { Authenticated, Authentication, SessionAuthentication, type CallerPrincipal } from "./Authentication.js"
-export { statusByReason, statusOf, type HttpStatus, type BillingReason, type BranchReason, type ConnectorReason, type EnvironmentReason, type IdentityReason, type OperationReason, type ProjectReason, type UpstreamReason } from "./errors.js"
+export { reasonsAnsweredByHandlers, statusByReason, statusOf, type HttpStatus, type BillingReason, type BranchReason, type ConnectorReason, type EnvironmentReason, type IdentityReason, type OperationReason, type ProjectReason, type UpstreamReason } from "./errors.js"
 export { Upstreams, type UpstreamTransports } from "./Upstreams.js"
 
 /** Every endpoint of the Api, implemented against identity and the operation unit. */
 export const ApiLive: Layer.Layer<HttpApi.Api, never, Upstreams> = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([AuthLive, SessionLive, OrgsLive, MembersLive, InvitesLive, ApiKeysLive, OperationsLive, BillingPlansLive, BillingLive, ProjectsLive, EnvironmentsLive, ConnectorsLive, CodeHostLive, BranchesLive]),
-  Layer.provide(AuthenticationLive)
+  Layer.provide([AuthLive, SessionLive, OrgsLive, MembersLive, InvitesLive, ApiKeysLive, OperationsLive, BillingPlansLive, EnginesLive, BillingLive, ProjectsLive, EnvironmentsLive, ConnectorsLive, CodeHostLive, BranchesLive]),
+  Layer.provide(AuthenticationLive),
+  // One set of buckets for the handlers and the authentication middleware.
+  Layer.provide(RateLimits.layer)
 )
 
 /** GET /healthz for humans and load balancers; not part of the public description. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { LoggingLive, serveHttp2 } from "@scion/kit"
+import { telemetry, serveHttp2 } from "@scion/kit"
 import { Config, Effect, Layer } from "effect"
 import { GatewayLive } from "./index.js"
 import { Upstreams } from "./Upstreams.js"
@@ -14,7 +14,7 @@ const HealthLive = Layer.scopedDiscard(
   }).pipe(Effect.orDie)
 )
 
-const MainLive = Layer.mergeAll(GatewayLive, HealthLive).pipe(Layer.provide(Upstreams.layerConfig), Layer.provide(LoggingLive))
+const MainLive = Layer.mergeAll(GatewayLive, HealthLive).pipe(Layer.provide(Upstreams.layerConfig), Layer.provide(telemetry("scion-gateway")))
 
 // LoggingLive writes JSON lines; runMain's pretty logger would print every line twice.
 NodeRuntime.runMain(Layer.launch(MainLive), { disablePrettyLogger: true })

@@ -232,8 +232,13 @@ export const OperationType = Schema.Literal(
   "environment_destroy",
   "branch_create",
   "branch_delete",
-  "branch_reset"
-).annotations({ identifier: "OperationType", description: "The interface's operation types, plus our extension branch_reset (POST /v1/branches/{branch_id}/reset)" })
+  "branch_reset",
+  "snapshot_create",
+  "snapshot_delete"
+).annotations({
+  identifier: "OperationType",
+  description: "The interface's operation types, plus our extensions branch_reset (POST /v1/branches/{branch_id}/reset), snapshot_create and snapshot_delete (connector snapshots)"
+})
 
 export const OperationStatus = Schema.Literal("pending", "running", "completed", "failed").annotations({
   identifier: "OperationStatus",

@@ -11,6 +11,8 @@ import type { ValidationIssue } from "./errors.js"
 
 export interface Route {
   readonly method: HttpMethod.HttpMethod
+  /** The endpoint's template as the OpenAPI description names it, e.g. /v1/branches/{branch_id}. */
+  readonly template: string
   readonly pattern: RegExp
   readonly params: ReadonlyArray<string>
   readonly schemas: { readonly [K in "pathSchema" | "payloadSchema" | "headersSchema" | "urlParamsSchema"]: Option.Option<AST.AST> }
@@ -35,6 +37,10 @@ export const routesOf = (api: HttpApi.HttpApi.Any): ReadonlyArray<Route> => {
       const { pathSchema, payloadSchema, headersSchema, urlParamsSchema } = endpoint
       routes.push({
         method: endpoint.method,
+        template: endpoint.path
+          .split("/")
+          .map((segment) => (segment.startsWith(":") ? `{${segment.slice(1).replace(/\?$/, "")}}` : segment.replace(/::/g, ":")))
+          .join("/"),
         pattern: new RegExp(`^${source}/?$`),
         params,
         schemas: {
@@ -98,6 +104,47 @@ export const validateRequest = (
       query[key] = values.length === 1 ? values[0]! : values
     }
     check(schemas.urlParamsSchema, query, "query")
+    return issues
+  })
+
+/** C0 controls and DEL: never part of an id, a name or a query value. */
+const CONTROL = /[\u0000-\u001f\u007f]/
+/** In body strings tab, newline and carriage return may be free text; NUL never reaches Postgres. */
+const BODY_CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/
+
+const controlIssue = (loc: ReadonlyArray<string>): ValidationIssue => ({ loc, msg: "Must not contain control characters", type: "string_pattern_mismatch" })
+
+/**
+ * Control characters anywhere in a matched request's path parameters, query values or JSON body
+ * strings, in the 422 shape: checked before any schema or unit sees the request, so no value
+ * carrying one reaches a database (Postgres refuses NUL in text, which would surface as a 5xx).
+ */
+export const controlCharacterIssues = (
+  { route, params }: { readonly route: Route; readonly params: Record<string, string> },
+  request: HttpServerRequest.HttpServerRequest
+): Effect.Effect<ReadonlyArray<ValidationIssue>> =>
+  Effect.gen(function* () {
+    const issues: Array<ValidationIssue> = []
+    for (const [name, value] of Object.entries(params)) if (CONTROL.test(value)) issues.push(controlIssue(["path", name]))
+    const url = new URL(request.url, "http://gateway")
+    for (const [key, value] of url.searchParams) if (CONTROL.test(key) || CONTROL.test(value)) issues.push(controlIssue(["query", key.replace(CONTROL, "?")]))
+    if (Option.isSome(route.schemas.payloadSchema) && HttpMethod.hasBody(route.method) && isJsonContentType(request.headers["content-type"])) {
+      const body = yield* readJson(request)
+      if (body._tag === "Value") {
+        const walk = (value: unknown, loc: ReadonlyArray<string>): void => {
+          if (typeof value === "string") {
+            if (BODY_CONTROL.test(value)) issues.push(controlIssue(loc))
+          } else if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...loc, String(i)]))
+          else if (typeof value === "object" && value !== null) {
+            for (const [key, item] of Object.entries(value)) {
+              if (BODY_CONTROL.test(key)) issues.push(controlIssue([...loc, key.replace(BODY_CONTROL, "?")]))
+              else walk(item, [...loc, key])
+            }
+          }
+        }
+        walk(body.value, ["body"])
+      }
+    }
     return issues
   })
 

@@ -33,6 +33,7 @@ interface Reply {
   readonly status: number
   readonly body: any
   readonly contentType: string | null
+  readonly requestId: string | null
 }
 
 const call = (method: string, path: string, init: { token?: string; json?: unknown; raw?: string; headers?: Record<string, string> } = {}) =>
@@ -45,7 +46,7 @@ const call = (method: string, path: string, init: { token?: string; json?: unkno
       const body = init.raw ?? (init.json === undefined ? undefined : JSON.stringify(init.json))
       const response = await fetch(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body }) })
       const text = await response.text()
-      return { status: response.status, body: text === "" ? null : JSON.parse(text), contentType: response.headers.get("content-type") }
+      return { status: response.status, body: text === "" ? null : JSON.parse(text), contentType: response.headers.get("content-type"), requestId: response.headers.get("x-request-id") }
     })
   })
 
@@ -134,10 +135,15 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
   ["post", "/v1/branches/{branch_id}/reset"],
   ["get", "/v1/branches/{branch_id}/schema-diff"],
   ["get", "/v1/connectors/{connector_id}/masking-rules"],
-  ["put", "/v1/connectors/{connector_id}/masking-rules"]
+  ["put", "/v1/connectors/{connector_id}/masking-rules"],
+  ["get", "/v1/engines/ca-certificate"],
+  ["post", "/v1/connectors/{connector_id}/snapshots"],
+  ["get", "/v1/connectors/{connector_id}/snapshots"],
+  ["get", "/v1/snapshots/{snapshot_id}"],
+  ["delete", "/v1/snapshots/{snapshot_id}"]
 ]
 
-const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email", "get /v1/billing/plans"])
+const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email", "get /v1/billing/plans", "get /v1/engines/ca-certificate"])
 
 layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
   it.effect("serves an OpenAPI 3.1 description labelled Scion 0.1.0 with every endpoint", () =>
@@ -205,7 +211,7 @@ layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
       expect(docs.contentType).toContain("text/html")
       expect(yield* call("GET", "/healthz")).toMatchObject({ status: 200, body: { status: "ok" } })
       for (const [method, path] of [["GET", "/v1/does-not-exist"], ["GET", "/"], ["PUT", "/v1/me"], ["GET", "/v1/orgs/a/b/c"]] as const) {
-        expect(yield* call(method, path), `${method} ${path}`).toEqual({ status: 404, body: { detail: "Not Found" }, contentType: "application/json" })
+        expect(yield* call(method, path), `${method} ${path}`).toMatchObject({ status: 404, body: { detail: "Not Found" }, contentType: "application/json" })
       }
     })
   )
@@ -292,6 +298,40 @@ layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
       }
       const verify = yield* call("POST", "/v1/auth/verify-email", { json: { token: "" } })
       expect(verify).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "token"], type: "string_too_short" }] } })
+    })
+  )
+
+  it.effect("answers control characters in a path, a query or a body string with 422 before anything reads them", () =>
+    Effect.gen(function* () {
+      // The query values that reached Postgres and answered 500/503 (issue 15), on three routes.
+      for (const path of ["/v1/projects?org_id=%00", "/v1/connectors?org_id=%00", "/v1/environments?org_id=org_%01x"]) {
+        const response = yield* call("GET", path, { token: "scion_sess_anything" })
+        expect(response.status, path).toBe(422)
+        expect(response.body.detail).toEqual([{ loc: ["query", "org_id"], msg: "Must not contain control characters", type: "string_pattern_mismatch" }])
+      }
+      const path = yield* call("GET", "/v1/branches/br_%00abc", { token: "scion_sess_anything" })
+      expect(path.status).toBe(422)
+      expect(path.body.detail[0].loc).toEqual(["path", "branch_id"])
+      const body = yield* call("POST", "/v1/auth/signup", { json: { email: "nul@example.com", password: "correct-horse-battery", full_name: "Nul\u0000Byte" } })
+      expect(body.status).toBe(422)
+      expect(body.body.detail).toEqual([{ loc: ["body", "full_name"], msg: "Must not contain control characters", type: "string_pattern_mismatch" }])
+      // Nothing is echoed, and the gateway still answers.
+      expect(JSON.stringify(body.body)).not.toContain("Nul")
+      expect((yield* call("GET", "/healthz")).status).toBe(200)
+    })
+  )
+
+  it.effect("answers every request with an x-request-id: the client's when it is a plain token, else a new one", () =>
+    Effect.gen(function* () {
+      const ids = new Set<string>()
+      for (const [method, path] of [["GET", "/v1/nope"], ["GET", "/v1/me"], ["GET", "/v1/projects?org_id=%00"]] as const) {
+        const reply = yield* call(method, path, { token: "scion_sess_x" })
+        expect(reply.requestId, path).toMatch(/^req_[0-9A-Za-z]{26,}$/)
+        ids.add(reply.requestId!)
+      }
+      expect(ids.size).toBe(3)
+      expect((yield* call("GET", "/v1/nope", { headers: { "x-request-id": "ci-run-42.step:3" } })).requestId).toBe("ci-run-42.step:3")
+      expect((yield* call("GET", "/v1/nope", { headers: { "x-request-id": "x".repeat(129) } })).requestId).toMatch(/^req_/)
     })
   )
 

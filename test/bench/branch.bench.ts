@@ -68,14 +68,22 @@ const generate = async (source: SourceCluster, mb: number) => {
 }
 
 /** POST → completed operation → the URL answers a query, BRANCHES times. */
+/** Where each create's time went, seen from the client: the 202, the completed operation, the first query. */
+const phases = { accepted: [] as Array<number>, completed: [] as Array<number>, connected: [] as Array<number> }
+
 const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string) => {
   const times: Array<number> = []
+  for (const list of Object.values(phases)) list.length = 0
   for (let i = 0; i < BRANCHES; i++) {
     const started = performance.now()
     const response = await scion.request("POST", "/v1/branch/create", { token, body: { connector_id: connectorId, name: `${label}-${i}`, service_type: "postgres" } })
     if (response.status !== 202) throw new Error(`create: ${response.status} ${JSON.stringify(response.body)}`)
+    const accepted = performance.now()
     const operation = await settleOperation(scion, response.body.operation_id, token)
     if (operation.status !== "completed" || !operation.result?.branch_url) throw new Error(`branch: ${JSON.stringify(operation)}`)
+    const completed = performance.now()
+    phases.accepted.push(accepted - started)
+    phases.completed.push(completed - accepted)
     const url = new URL(operation.result.branch_url)
     const client = new pg.Client({
       host: url.hostname,
@@ -89,6 +97,7 @@ const timeBranches = async (scion: Scion, token: string, connectorId: string, la
     await client.connect()
     await client.query("select count(*) from branches_t")
     await client.end()
+    phases.connected.push(performance.now() - completed)
     times.push(performance.now() - started)
   }
   return times
@@ -195,8 +204,12 @@ const unitTimings = (scion: Scion) => {
   const values = (message: string, field: string) =>
     lines.filter((l) => l.includes(message)).map((l) => Number(new RegExp(`"?${field}"?[=:]\\s*"?(\\d+)`).exec(l)?.[1] ?? NaN)).filter((v) => !Number.isNaN(v))
   const show = (label: string, v: ReadonlyArray<number>) => (v.length > 0 ? `${label} p50 ${ms(p50(v))}` : `${label} n/a`)
+  out(`    from the client:             POST → 202 p50 ${ms(p50(phases.accepted))}; → completed p50 ${ms(p50(phases.completed))}; → connected and queried p50 ${ms(p50(phases.connected))}`)
   out(
-    `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("pause+copy", values("branch ready", "copy_ms"))}; ${show("role", values("branch ready", "role_ms"))}; ${show("grant", values("branch ready", "grant_ms"))} (cumulative)`
+    `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("reported", values("branch ready", "reported_ms"))}; ${show("copied", values("branch ready", "copied_ms"))}; ${show("stamped", values("branch ready", "copy_ms"))}; ${show("sequences", values("branch ready", "sequences_ms"))}; ${show("role", values("branch ready", "role_ms"))}; ${show("grant", values("branch ready", "grant_ms"))} (cumulative)`
+  )
+  out(
+    `    the copier's batches:        ${show("subscriptions paused at", values("template copies done", "paused_at_ms"))}; ${show("mirror free at", values("template copies done", "free_at_ms"))}; ${show("copied at", values("template copies done", "copied_at_ms"))}; ${show("resumed at", values("template copies done", "pause_ms"))}`
   )
 }
 

@@ -148,13 +148,16 @@ interface UnitExpectation {
   readonly secretEnv: Record<string, { readonly name: string; readonly key: string }>;
 }
 
+/** Every process serves Prometheus metrics on 9464 (METRICS_PORT), scraped through its Service. */
+const METRICS_SERVICE_PORT = { name: "metrics", port: 9464, containerPort: 9464, appProtocol: "http" } as const
+
 const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch" | "gateway", UnitExpectation> = {
   identity: {
     image: "ghcr.io/scion/identity:0.1.0",
     command: ["node", "services/identity/dist/main.js"],
-    ports: { grpc: 50051 },
+    ports: { grpc: 50051, metrics: 9464 },
     healthPort: 50051,
-    service: [{ name: "grpc", port: 50051, containerPort: 50051, appProtocol: "kubernetes.io/h2c" }],
+    service: [{ name: "grpc", port: 50051, containerPort: 50051, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
     literalEnv: { PORT: "50051" },
     configEnv: { LOG_LEVEL: null, MAIL_ADAPTER: "log", BILLING_URL: "http://billing:50053" },
     secretEnv: {
@@ -166,9 +169,9 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   operation: {
     image: "ghcr.io/scion/operation:0.1.0",
     command: ["node", "services/operation/dist/main.js"],
-    ports: { grpc: 50052 },
+    ports: { grpc: 50052, metrics: 9464 },
     healthPort: 50052,
-    service: [{ name: "grpc", port: 50052, containerPort: 50052, appProtocol: "kubernetes.io/h2c" }],
+    service: [{ name: "grpc", port: 50052, containerPort: 50052, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
     literalEnv: { PORT: "50052" },
     configEnv: {
       LOG_LEVEL: null,
@@ -184,9 +187,9 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   billing: {
     image: "ghcr.io/scion/billing:0.1.0",
     command: ["node", "services/billing/dist/main.js"],
-    ports: { grpc: 50053 },
+    ports: { grpc: 50053, metrics: 9464 },
     healthPort: 50053,
-    service: [{ name: "grpc", port: 50053, containerPort: 50053, appProtocol: "kubernetes.io/h2c" }],
+    service: [{ name: "grpc", port: 50053, containerPort: 50053, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
     literalEnv: { PORT: "50053" },
     configEnv: {
       LOG_LEVEL: null,
@@ -202,9 +205,9 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   connector: {
     image: "ghcr.io/scion/connector:0.1.0",
     command: ["node", "services/connector/dist/main.js"],
-    ports: { grpc: 50054 },
+    ports: { grpc: 50054, metrics: 9464 },
     healthPort: 50054,
-    service: [{ name: "grpc", port: 50054, containerPort: 50054, appProtocol: "kubernetes.io/h2c" }],
+    service: [{ name: "grpc", port: 50054, containerPort: 50054, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
     literalEnv: { PORT: "50054" },
     configEnv: {
       LOG_LEVEL: null,
@@ -229,9 +232,9 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   branch: {
     image: "ghcr.io/scion/branch:0.1.0",
     command: ["node", "services/branch/dist/main.js"],
-    ports: { grpc: 50055 },
+    ports: { grpc: 50055, metrics: 9464 },
     healthPort: 50055,
-    service: [{ name: "grpc", port: 50055, containerPort: 50055, appProtocol: "kubernetes.io/h2c" }],
+    service: [{ name: "grpc", port: 50055, containerPort: 50055, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
     literalEnv: { PORT: "50055" },
     configEnv: {
       LOG_LEVEL: null,
@@ -253,9 +256,9 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   gateway: {
     image: "ghcr.io/scion/gateway:0.1.0",
     command: ["node", "gateway/dist/main.js"],
-    ports: { http: 8080, health: 8081 },
+    ports: { http: 8080, health: 8081, metrics: 9464 },
     healthPort: 8081,
-    service: [{ name: "http", port: 80, containerPort: 8080, appProtocol: "http" }],
+    service: [{ name: "http", port: 80, containerPort: 8080, appProtocol: "http" }, METRICS_SERVICE_PORT],
     literalEnv: { PORT: "8080", HEALTH_PORT: "8081" },
     configEnv: { LOG_LEVEL: null, IDENTITY_URL: "http://identity:50051", OPERATION_URL: "http://operation:50052", BILLING_URL: "http://billing:50053", CONNECTOR_URL: "http://connector:50054", BRANCH_URL: "http://branch:50055" },
     secretEnv: {},

@@ -4,14 +4,21 @@
  * the branch endpoints, then branches cut from a ready engine and used with psql over TLS.
  */
 import { execFileSync } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { rm, writeFile } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { hasPgbouncer, readyConnector, queryEngine } from "../support/engine.js"
 import { addMember, createOrg, queryMetadata, settleOperation } from "../support/flows.js"
+import { type OtlpReceiver, startOtlpReceiver } from "../support/otlp.js"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
 import { respawn, signUp, type Scion, startScion, type UnitProcess, waitFor, healthServing } from "../support/system.js"
 
 let scion: Scion
+let otlp: OtlpReceiver
 let owner: { token: string }
 let orgId: string
 let member: { token: string }
@@ -24,7 +31,19 @@ const create = (token: string, body: unknown, headers: Record<string, string> = 
 
 beforeAll(async () => {
   // The expiry sweeper looks every second here (30 s by default).
-  scion = await startScion({ env: { BRANCH_EXPIRY_SWEEP_INTERVAL: "1 second" } })
+  // Info logs: the request-id test reads the branch unit's lines. Every process exports its
+  // spans to the OTLP receiver below (a local stand-in for a collector, speaking OTLP/HTTP JSON).
+  otlp = await startOtlpReceiver()
+  scion = await startScion({
+    env: {
+      BRANCH_EXPIRY_SWEEP_INTERVAL: "1 second",
+      LOG_LEVEL: "Info",
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      OTEL_BSP_SCHEDULE_DELAY: "200",
+      METRICS_REFRESH_INTERVAL: "1 second"
+    },
+    metrics: true
+  })
   owner = await signUp(scion, "owner")
   orgId = (await createOrg(scion, owner.token, "Branching")).org_id
   member = await addMember(scion, owner.token, orgId, "member")
@@ -47,6 +66,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await scion?.stop()
+  await otlp?.stop()
 })
 
 describe("POST /v1/branch/create: validation, visibility and state", () => {
@@ -116,6 +136,9 @@ describe("POST /v1/branch/create: validation, visibility and state", () => {
 
 /** Tables whose keys come from a sequence: serial, identity always and by default, and two sharing one sequence. */
 const SEQUENCE_TABLES = ["seq_serial", "seq_always", "seq_by_default", "seq_shared_a", "seq_shared_b"]
+
+/** Connects with node-postgres or postgres.js as an application would (test/support/driver-probe.mjs). */
+const DRIVER_PROBE = fileURLToPath(new URL("../support/driver-probe.mjs", import.meta.url))
 
 const psql = (url: string, sql: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], { encoding: "utf8", timeout: 30_000 }).trim()
 
@@ -194,6 +217,106 @@ describe("branches of a ready engine", () => {
     expect(listed.body.branches.map((b: { branch_id: string }) => b.branch_id)).toContain(branch.branch_id)
     // The same name again is 409.
     expect((await create(member.token, { connector_id: connectorId, name: "feature-1", service_type: "postgres" })).status).toBe(409)
+  })
+
+  it("branch URLs work as returned with psql, node-postgres and postgres.js, trusting the served engine authority", async () => {
+    const served = await fetch(`${scion.baseUrl}/v1/engines/ca-certificate`)
+    expect(served.status).toBe(200)
+    expect(served.headers.get("content-type")).toMatch(/^application\/x-pem-file/)
+    const pem = await served.text()
+    expect(pem).toMatch(/^-----BEGIN CERTIFICATE-----\n[\s\S]+-----END CERTIFICATE-----\n$/)
+    const caFile = join(tmpdir(), `scion-engine-ca-${randomBytes(4).toString("hex")}.pem`)
+    await writeFile(caFile, pem)
+    try {
+      const response = await create(member.token, { connector_id: connectorId, name: "drivers", service_type: "postgres" })
+      const operation = await settleOperation(scion, response.body.operation_id, member.token)
+      expect(operation.status, JSON.stringify(operation)).toBe("completed")
+      const urls: Array<string> = [operation.result.branch_url, ...(hasPgbouncer ? [operation.result.pooled_branch_url] : [])]
+      const probe = (driver: "pg" | "postgres", url: string, env: NodeJS.ProcessEnv) =>
+        execFileSync(process.execPath, [DRIVER_PROBE, driver, url], { env, encoding: "utf8", timeout: 30_000, stdio: "pipe" })
+      const withAuthority = { ...process.env, NODE_EXTRA_CA_CERTS: caFile }
+      for (const url of urls) {
+        // psql as returned, and verifying the server's name and chain against the authority.
+        expect(psql(url, "select 1")).toBe("1")
+        expect(psql(`${url.replace("sslmode=require", "sslmode=verify-full")}&sslrootcert=${caFile}`, "select 42")).toBe("42")
+        // node-postgres treats sslmode=require as verify-full: it needs the authority, and nothing else.
+        expect(JSON.parse(probe("pg", url, withAuthority))).toEqual({ n: 42 })
+      }
+      // postgres.js (sslmode=require: encrypted, not verified) sends the URL's channel_binding to
+      // the server as a setting: the pooler ignores it, so the pooled URL works as returned; the
+      // engine itself refuses it (README: drop the parameter for postgres.js).
+      if (hasPgbouncer) expect(JSON.parse(probe("postgres", operation.result.pooled_branch_url, process.env))).toEqual({ n: 42 })
+      expect(() => probe("postgres", operation.result.branch_url, process.env)).toThrow(/channel_binding/)
+      expect(JSON.parse(probe("postgres", operation.result.branch_url.replace("&channel_binding=disable", ""), process.env))).toEqual({ n: 42 })
+      // Without the authority node-postgres refuses the engine's certificate: the one setting is what makes it work.
+      const { NODE_EXTRA_CA_CERTS: _unused, ...without } = process.env
+      expect(() => probe("pg", operation.result.branch_url, without)).toThrow(/certificate/)
+    } finally {
+      await rm(caFile, { force: true })
+    }
+  })
+
+  it("one request id finds the REST call, the branch unit's RPC and the job it started in the logs", async () => {
+    const requestId = `e2e-${Date.now().toString(36)}`
+    const response = await create(member.token, { connector_id: connectorId, name: "traced", service_type: "postgres" }, { "x-request-id": requestId })
+    expect(response.status).toBe(202)
+    expect(response.headers.get("x-request-id")).toBe(requestId)
+    expect((await settleOperation(scion, response.body.operation_id, member.token)).status).toBe("completed")
+    const lines = scion.branch
+      .output()
+      .split("\n")
+      .filter((line) => line.includes(`"request_id":"${requestId}"`))
+      .map((line) => JSON.parse(line) as { message: string; annotations: Record<string, unknown> })
+    // The RPC handler's line and the worker's, for the same operation.
+    expect(lines.map((l) => l.message)).toEqual(expect.arrayContaining(["branch create started", "branch ready"]))
+    expect(lines.find((l) => l.message === "branch ready")?.annotations.operation_id).toBe(response.body.operation_id)
+    // A client id that could forge a log line is replaced by one of ours.
+    const replaced = await scion.request("GET", `/v1/branches/${response.body.resource_id}`, { token: member.token, headers: { "x-request-id": "bad id\"}" } })
+    expect(replaced.headers.get("x-request-id")).toMatch(/^req_[0-9a-z]+$/i)
+  })
+
+  it("every process serves Prometheus metrics: REST requests by route, RPCs by method and code, jobs by outcome", async () => {
+    const scrape = async (unit: string) => {
+      const response = await fetch(scion.metricsUrl(unit))
+      expect(response.status).toBe(200)
+      expect(response.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/)
+      return response.text()
+    }
+    const value = (text: string, series: string) => Number(text.split("\n").find((line) => line.startsWith(`${series} `))?.split(" ")[1] ?? NaN)
+    const gateway = await scrape("gateway")
+    expect(gateway).toContain("# TYPE scion_http_requests_total counter")
+    expect(value(gateway, 'scion_http_requests_total{method="POST",route="/v1/branch/create",status="202"}')).toBeGreaterThanOrEqual(1)
+    expect(gateway).toMatch(/scion_http_request_duration_seconds_bucket\{method="GET",route="\/v1\/operations\/\{operation_id\}",le="\+Inf"\} \d+/)
+    const branch = await scrape("branch")
+    expect(value(branch, 'scion_rpc_server_requests_total{service="scion.branch.v1.BranchService",method="CreateBranch",code="OK"}')).toBeGreaterThanOrEqual(1)
+    expect(value(branch, 'scion_jobs_total{unit="branch",type="create",outcome="completed"}')).toBeGreaterThanOrEqual(1)
+    expect(value(branch, "process_resident_memory_bytes")).toBeGreaterThan(10_000_000)
+    // Another unit's own registry: the operation unit answered the branch unit's reports.
+    const operation = await scrape("operation-1")
+    expect(operation).toMatch(/scion_rpc_server_requests_total\{service="scion\.operation\.v1\.OperationService",method="ReportOperation",code="OK"\} \d+/)
+    // Resource counts, refreshed every METRICS_REFRESH_INTERVAL (1 s here).
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    expect(value(await scrape("operation-1"), 'scion_operations{type="branch_create",status="completed"}')).toBeGreaterThanOrEqual(1)
+    expect(value(await scrape("branch"), 'scion_branches{status="active"}')).toBeGreaterThanOrEqual(1)
+    expect(value(await scrape("connector"), 'scion_connectors{branching_engine_status="ready"}')).toBeGreaterThanOrEqual(1)
+    expect((await fetch(scion.metricsUrl("gateway").replace("/metrics", "/other"))).status).toBe(404)
+  })
+
+  it("one trace spans the REST call, the branch unit's RPC and the job, across processes (W3C traceparent, OTLP)", async () => {
+    const traceId = randomBytes(16).toString("hex")
+    const response = await create(member.token, { connector_id: connectorId, name: "traced-otel", service_type: "postgres" }, { traceparent: `00-${traceId}-${randomBytes(8).toString("hex")}-01` })
+    expect(response.status).toBe(202)
+    expect((await settleOperation(scion, response.body.operation_id, member.token)).status).toBe("completed")
+    const wanted = ["http.server POST", "rpc scion.branch.v1.BranchService/CreateBranch", "job branch.create"]
+    const spans = await otlp.waitForSpans(traceId, (found) => wanted.every((name) => found.some((span) => span.name === name)))
+    const byName = (name: string) => spans.find((span) => span.name === name)
+    expect(byName("http.server POST")?.service).toBe("scion-gateway")
+    expect(byName("rpc scion.branch.v1.BranchService/CreateBranch")?.service).toBe("scion-branch")
+    expect(byName("job branch.create")?.service).toBe("scion-branch")
+    // The RPC's parent is a span of the gateway's, the job's a span of the branch unit's RPC path.
+    const ids = new Set(spans.map((span) => span.spanId))
+    expect(ids.has(byName("rpc scion.branch.v1.BranchService/CreateBranch")!.parentSpanId)).toBe(true)
+    expect(ids.has(byName("job branch.create")!.parentSpanId)).toBe(true)
   })
 
   it("a branch's sequences stand past the rows it holds: an insert without a key works in every table, after the source moved on", async () => {
@@ -430,6 +553,70 @@ describe("branches of a ready engine", () => {
     for (const id of [migrated.branch_id, fresh.branch_id]) {
       const deleted = await scion.request("DELETE", `/v1/branches/${id}`, { token: member.token })
       await settleOperation(scion, deleted.body.operation_id, member.token)
+    }
+  })
+
+  it("snapshots: a named copy of the mirror that branches are cut from without the source's later rows; list, get, delete", async () => {
+    const taken = await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: "seed" } })
+    expect(taken.status, JSON.stringify(taken.body)).toBe(202)
+    expect(taken.body).toMatchObject({ type: "snapshot_create", status: "pending" })
+    const snapshotId: string = taken.body.resource_id
+    expect(snapshotId).toMatch(/^snap_/)
+    const made = await settleOperation(scion, taken.body.operation_id, member.token)
+    expect(made.status, JSON.stringify(made)).toBe("completed")
+    expect(made.result).toMatchObject({ snapshot_id: snapshotId, connector_id: connectorId, name: "seed", status: "ready", error: null })
+    expect(typeof made.result.source_lsn).toBe("string")
+
+    // The source moves on after the snapshot.
+    await source.query("insert into orders select g, 1, g from generate_series(900001, 900005) g", "app")
+    const fromSnapshot = (name: string) => create(member.token, { connector_id: connectorId, name, service_type: "postgres", snapshot_id: snapshotId })
+    const [a, b] = await Promise.all([fromSnapshot("from-seed-a"), fromSnapshot("from-seed-b")])
+    const live = await create(member.token, { connector_id: connectorId, name: "after-seed", service_type: "postgres", consistent_with_source: true })
+    const [opA, opB, opLive] = await Promise.all([a, b, live].map((r) => settleOperation(scion, r.body.operation_id, member.token)))
+    for (const op of [opA, opB]) {
+      expect(op?.status, JSON.stringify(op)).toBe("completed")
+      expect(op?.result).toMatchObject({ snapshot_id: snapshotId, source_lsn: made.result.source_lsn, data_as_of: made.result.data_as_of })
+      expect(psql(op!.result.branch_url, "select count(*) from orders where id >= 900001")).toBe("0")
+    }
+    expect(opLive?.status, JSON.stringify(opLive)).toBe("completed")
+    expect(opLive?.result.snapshot_id).toBeNull()
+    expect(psql(opLive!.result.branch_url, "select count(*) from orders where id >= 900001")).toBe("5")
+    // Writes in one branch of the snapshot stay there; the snapshot itself never changes.
+    psql(opA!.result.branch_url, "delete from orders")
+    expect(psql(opB!.result.branch_url, "select count(*) > 0 from orders")).toBe("t")
+
+    // Read, list, and the rules every branch endpoint follows.
+    expect((await scion.request("GET", `/v1/snapshots/${snapshotId}`, { token: viewer.token })).body).toMatchObject({ snapshot_id: snapshotId, status: "ready" })
+    const listed = await scion.request("GET", `/v1/connectors/${connectorId}/snapshots`, { token: viewer.token })
+    expect(listed.body.snapshots.map((s: { snapshot_id: string }) => s.snapshot_id)).toContain(snapshotId)
+    expect((await scion.request("GET", `/v1/snapshots/${snapshotId}`, { token: stranger.token })).status).toBe(404)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/snapshots`, { token: stranger.token })).status).toBe(404)
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: viewer.token, body: { name: "nope" } })).status).toBe(403)
+    expect((await scion.request("DELETE", `/v1/snapshots/${snapshotId}`, { token: viewer.token })).status).toBe(403)
+    const again = await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: "seed" } })
+    expect(again.status).toBe(409)
+    const badName = await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: "Not A Name" } })
+    expect(badName.status).toBe(400)
+    expect(typeof badName.body.detail).toBe("string")
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: 7 } })).status).toBe(422)
+    expect((await create(member.token, { connector_id: connectorId, name: "x-bad", service_type: "postgres", snapshot_id: "not-a-snapshot" })).status).toBe(400)
+    expect((await create(member.token, { connector_id: connectorId, name: "x-unknown", service_type: "postgres", snapshot_id: `snap_${"0".repeat(26)}` })).status).toBe(404)
+    expect((await create(member.token, { connector_id: idleConnectorId, name: "x-other", service_type: "postgres", snapshot_id: snapshotId })).status).toBe(404)
+    expect((await create(member.token, { connector_id: connectorId, name: "x-both", service_type: "postgres", snapshot_id: snapshotId, consistent_with_source: true })).status).toBe(400)
+
+    // Delete: its database goes; branches cut from it stay.
+    const deleted = await scion.request("DELETE", `/v1/snapshots/${snapshotId}`, { token: member.token })
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(202)
+    expect(deleted.body).toMatchObject({ type: "snapshot_delete", resource_id: snapshotId })
+    expect((await settleOperation(scion, deleted.body.operation_id, member.token)).status).toBe("completed")
+    expect((await scion.request("GET", `/v1/snapshots/${snapshotId}`, { token: member.token })).status).toBe(404)
+    expect((await queryEngine(scion, connectorId, "select count(*)::int as n from pg_database where datname = $1", [`scion_${snapshotId}`], "postgres")).rows[0].n).toBe(0)
+    expect(psql(opB!.result.branch_url, "select 1")).toBe("1")
+    expect((await create(member.token, { connector_id: connectorId, name: "x-gone", service_type: "postgres", snapshot_id: snapshotId })).status).toBe(404)
+    // The branches go too, so the file's other tests keep room under the plan's limit.
+    for (const op of [opA, opB, opLive]) {
+      const removed = await scion.request("DELETE", `/v1/branches/${op!.result.branch_id}`, { token: member.token })
+      expect((await settleOperation(scion, removed.body.operation_id, member.token)).status).toBe("completed")
     }
   })
 

@@ -364,10 +364,14 @@ describe("who may validate", () => {
     }
   })
 
-  it("a session caller names the org (400 without org_id); an API key acts in its own org", async () => {
-    const noOrg = await scion.request("POST", "/v1/connectors/validate-code-host-repo", { token: ownerToken, body: { repo: "acme/public" } })
-    expect(noOrg.status).toBe(400)
-    expect(noOrg.body.detail).toMatch(/org_id/)
+  it("works with exactly the interface's bodies for a session and an API key (an API key acts in its own org)", async () => {
+    // The interface's body has no org_id: a dashboard session gets the answer with it as given.
+    const bySession = await scion.request("POST", "/v1/connectors/validate-code-host-repo", { token: ownerToken, body: { repo: "acme/public" } })
+    expect(bySession.status, JSON.stringify(bySession.body)).toBe(200)
+    expect(bySession.body).toMatchObject({ valid: true, status: "valid" })
+    const authBySession = await scion.request("POST", "/v1/connectors/validate-code-host-auth", { token: ownerToken, body: { auth_type: "pat", access_token: GOOD_TOKEN } })
+    expect(authBySession.status, JSON.stringify(authBySession.body)).toBe(200)
+    expect(authBySession.body).toMatchObject({ valid: true, username: "octo-e2e" })
     const key = await createApiKey(scion, ownerToken, orgId)
     const byKey = await scion.request("POST", "/v1/connectors/validate-code-host-auth", { token: key.secret, body: { auth_type: "pat", access_token: GOOD_TOKEN } })
     expect(byKey.status, JSON.stringify(byKey.body)).toBe(200)

@@ -5,7 +5,7 @@
  * engines cleanly, and the data is kept across restarts.
  */
 import { execFileSync } from "node:child_process"
-import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -106,6 +106,14 @@ describe("embedded mode", () => {
       expect(created, JSON.stringify(created)).toMatchObject({ status: "completed", result: { status: "active", name: "local-dev" } })
       expect(execFileSync("psql", [created.result.branch_url, "-At", "-c", "select count(*) from public.things"], { encoding: "utf8", timeout: 30_000 }).trim()).toBe("100")
       engineUrl = created.result.branch_url
+      // The local authority the engines' certificates chain to: served, and at its documented path;
+      // psql verifies the branch with it.
+      const authority = await fetch(`${base}/v1/engines/ca-certificate`)
+      expect(authority.status).toBe(200)
+      const caFile = join(dataDir, "engines", "ca", "ca.crt")
+      expect(await authority.text()).toBe(readFileSync(caFile, "utf8"))
+      const verifyFull = `${engineUrl.replace("sslmode=require", "sslmode=verify-full")}&sslrootcert=${caFile}`
+      expect(execFileSync("psql", [verifyFull, "-At", "-c", "select 1"], { encoding: "utf8", timeout: 30_000 }).trim()).toBe("1")
 
       const code = await first.stop("SIGINT")
       expect(code, first.output().split("\n").slice(-30).join("\n")).toBe(0)

@@ -116,6 +116,13 @@ describe("projects", () => {
 
     expect((await scion.request("GET", `/v1/projects?org_id=${listOrg}`, { token: strangerToken })).status).toBe(403)
     expect((await scion.request("GET", `/v1/projects?org_id=org_unknown`, { token: strangerToken })).status).toBe(403)
+    // A NUL byte in the query answered 500/503 once (it reached Postgres): the edge refuses it.
+    for (const path of ["/v1/projects?org_id=%00", "/v1/connectors?org_id=%00", "/v1/environments?org_id=%00"]) {
+      const refused = await scion.request("GET", path, { token: tokens.owner })
+      expect(refused.status, path).toBe(422)
+      expect(refused.body.detail[0].loc).toEqual(["query", "org_id"])
+    }
+    expect((await scion.request("GET", `/v1/projects?org_id=${listOrg}`, { token: tokens.owner })).status).toBe(200)
     // An API key of another org is refused too.
     const otherKey = await createApiKey(scion, strangerToken, otherOrgId, { role_id: "role_org_owner" })
     expect((await scion.request("GET", `/v1/projects?org_id=${listOrg}`, { token: otherKey.secret })).status).toBe(403)

@@ -57,10 +57,19 @@ export interface UnitProcess {
   readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
 }
 
+const RELAXED_RATE_LIMITS = {
+  RATE_LIMIT_PER_MINUTE: "1000000",
+  RATE_LIMIT_ANONYMOUS_PER_MINUTE: "1000000",
+  RATE_LIMIT_CODE_HOST_PER_MINUTE: "1000000",
+  LOGIN_FAILURES_BEFORE_DELAY: "0"
+}
+
 export const startUnit = (name: string, script: string, env: Record<string, string>): UnitProcess => {
   const child = spawn(process.execPath, [join(repoRoot, script)], {
     cwd: repoRoot,
-    env: { ...process.env, LOG_LEVEL: "Warning", ...env },
+    // Tests make many requests from one address and one key, and fail logins on purpose: the rate
+    // limits stay on at a height no test reaches (test/e2e/rate-limits.test.ts sets its own).
+    env: { ...process.env, LOG_LEVEL: "Warning", ...RELAXED_RATE_LIMITS, ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
@@ -143,6 +152,8 @@ export interface Scion {
   readonly serviceCredential: string
   readonly request: <T = any>(method: string, path: string, options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }) => Promise<ApiResponse<T>>
   readonly stop: () => Promise<void>
+  /** GET /metrics of a process by unit name ("gateway", "branch", "operation-1", …), when started with `metrics`. */
+  readonly metricsUrl: (unit: string) => string
 }
 
 export interface StartOptions {
@@ -152,6 +163,8 @@ export interface StartOptions {
   readonly operationReplicas?: number
   /** Environment for the operation processes only (e.g. a short sweeper deadline). */
   readonly operationEnv?: Record<string, string>
+  /** Each process serves Prometheus metrics on a port of its own (`Scion.metricsUrl`). */
+  readonly metrics?: boolean
 }
 
 /**
@@ -161,6 +174,13 @@ export interface StartOptions {
  */
 export const startScion = async (options: StartOptions = {}): Promise<Scion> => {
   const database = await createDatabase("scion_e2e")
+  const metricsPorts = new Map<string, number>()
+  if (options.metrics === true) {
+    for (const name of ["identity", "billing", "connector", "branch", "gateway", ...Array.from({ length: options.operationReplicas ?? 1 }, (_, i) => `operation-${i + 1}`)]) {
+      metricsPorts.set(name, await freePort())
+    }
+  }
+  const metricsEnv = (name: string): Record<string, string> => (metricsPorts.has(name) ? { METRICS_PORT: String(metricsPorts.get(name)) } : {})
   const [identityPort, gatewayPort, healthPort] = [await freePort(), await freePort(), await freePort()]
   const operationPorts: Array<number> = []
   for (let i = 0; i < (options.operationReplicas ?? 1); i++) operationPorts.push(await freePort())
@@ -176,6 +196,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     IDENTITY_SIGNING_KEY: signingKey,
     SERVICE_CREDENTIAL: serviceCredential,
     BILLING_URL: billingUrl,
+    ...metricsEnv("identity"),
     ...options.env
   })
   const operationUrls = operationPorts.map((port) => `http://127.0.0.1:${port}`)
@@ -189,6 +210,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     BILLING_EVENTS_DURABLE: `billing_e2e_${randomBytes(5).toString("hex")}`,
     BILLING_EVENTS_DELIVER_POLICY: "new",
     BILLING_EVENTS_INACTIVE_SECONDS: "60",
+    ...metricsEnv("billing"),
     ...options.env
   })
   const operations = operationPorts.map((port, i) =>
@@ -197,6 +219,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
       DATABASE_URL: database.url,
       IDENTITY_URL: identityUrl,
       NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+      ...metricsEnv(`operation-${i + 1}`),
       ...options.env,
       ...options.operationEnv
     })
@@ -228,6 +251,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     CONNECTOR_EVENTS_DURABLE: `connector_e2e_${randomBytes(5).toString("hex")}`,
     CONNECTOR_EVENTS_DELIVER_POLICY: "new",
     CONNECTOR_EVENTS_INACTIVE_SECONDS: "60",
+    ...metricsEnv("connector"),
     ...options.env
   })
   // The branch unit: engine access through the connector unit, its own bus namespace for its jobs.
@@ -242,6 +266,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     SECRET_KEYS: secretKeys,
     NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
     BRANCH_BUS_NAMESPACE: `e2e_branch_${randomBytes(5).toString("hex")}`,
+    ...metricsEnv("branch"),
     ...options.env
   })
   const gateway = startUnit("gateway", "gateway/dist/main.js", {
@@ -252,6 +277,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     BILLING_URL: billingUrl,
     CONNECTOR_URL: connectorUrl,
     BRANCH_URL: branchUrl,
+    ...metricsEnv("gateway"),
     ...options.env
   })
   const units = [identity, ...operations, billing, connector, branch, gateway]
@@ -286,6 +312,11 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     throw new Error(`${String(error)}\n${units.map((unit) => `--- ${unit.name} ---\n${unit.output()}`).join("\n")}`)
   }
   return {
+    metricsUrl: (unit: string) => {
+      const port = metricsPorts.get(unit)
+      if (port === undefined) throw new Error(`no metrics port for ${unit}: start the system with { metrics: true }`)
+      return `http://127.0.0.1:${port}/metrics`
+    },
     baseUrl,
     identityUrl,
     identity,

@@ -1,10 +1,11 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { timestampFromMs } from "@bufbuild/protobuf/wkt"
+import { timestampDate, timestampFromMs } from "@bufbuild/protobuf/wkt"
 import type * as pb from "@scion/proto/scion/branch/v1/branch_pb"
-import { branchJson } from "@scion/kit"
-import { Effect, Either } from "effect"
+import { branchJson, type RpcError } from "@scion/kit"
+import { type Context, Effect, Either } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
+import type { Upstreams } from "../Upstreams.js"
 import * as Br from "../branchSchemas.js"
 import { requiredFrom } from "./present.js"
 
@@ -16,11 +17,54 @@ const statusOf = (s: string) => required(statuses.find((k) => k === s), "a known
 /** The interface's Branch: the kit's presenter, the same one the branch_create result is made with. */
 export const branch = (b: pb.Branch | undefined): typeof Br.Branch.Type => branchJson(required(b, "branch"))
 
+const snapshotStatuses = new Set<string>(Br.Snapshot.fields.status.literals)
+const iso = (ts: pb.Snapshot["createdAt"]) => (ts === undefined ? null : timestampDate(ts).toISOString())
+
+/** The Snapshot JSON (the same fields the snapshot_create result carries). */
+const snapshot = (s: pb.Snapshot | undefined): typeof Br.Snapshot.Type => {
+  const v = required(s, "snapshot")
+  return {
+    snapshot_id: v.snapshotId,
+    connector_id: v.connectorId,
+    name: v.name,
+    status: required(snapshotStatuses.has(v.status) ? (v.status as typeof Br.Snapshot.Type.status) : undefined, "a known snapshot status"),
+    data_as_of: iso(v.dataAsOf),
+    source_lsn: v.sourceLsn ?? null,
+    error: v.error ?? null,
+    created_at: required(iso(v.createdAt) ?? undefined, "created_at")
+  }
+}
+
 const schemaDiffKinds = new Set<string>(Br.SchemaDiffChange.fields.kind.literals)
 const schemaDiffKind = (kind: string) => required(schemaDiffKinds.has(kind) ? (kind as typeof Br.SchemaDiffChange.Type.kind) : undefined, "a known schema change kind")
 
 const maskingPolicies = { permissive: "permissive", strict: "strict" } as const
 const maskingPolicyOf = (policy: string) => required(maskingPolicies[policy as keyof typeof maskingPolicies], "a known masking policy")
+
+/**
+ * An operation a branch endpoint starts (reset, snapshot create): its handle, or the interface's
+ * 422 {detail} when the connector's engine is not ready; every other refusal through the table.
+ */
+const startedUnlessEngineNotReady = <T extends "branch_reset" | "snapshot_create">(
+  call: (u: Context.Tag.Service<Upstreams>) => Effect.Effect<{ readonly operationId: string; readonly resourceId: string; readonly status: string }, RpcError>,
+  type: T
+) =>
+  asCaller((u) =>
+    call(u).pipe(
+      Effect.map(Either.right),
+      Effect.catchIf(
+        (e) => e.reason === "ENGINE_NOT_READY",
+        (e) => Effect.succeed(Either.left(e))
+      )
+    )
+  ).pipe(
+    Effect.flatMap((outcome) =>
+      Either.match(outcome, {
+        onLeft: (e): Effect.Effect<never, Br.EngineNotReady> => Effect.fail(new Br.EngineNotReady({ detail: e.message })),
+        onRight: (r) => Effect.succeed({ operation_id: r.operationId, resource_id: r.resourceId, status: statusOf(r.status), type })
+      })
+    )
+  )
 
 /** A replayed create carries X-Idempotency-Replay: true. */
 const markReplay = HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, "x-idempotency-replay", "true")))
@@ -39,6 +83,7 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
             ...(payload.min_source_lsn !== undefined ? { minSourceLsn: payload.min_source_lsn } : {}),
             ...(payload.expires_at !== undefined ? { expiresAt: timestampFromMs(payload.expires_at.epochMillis) } : {}),
             ...(payload.ttl_seconds !== undefined ? { ttlSeconds: BigInt(payload.ttl_seconds) } : {}),
+            ...(payload.snapshot_id !== undefined ? { snapshotId: payload.snapshot_id } : {}),
             ...((headers["x-idempotency-key"] ?? headers["idempotency-key"]) !== undefined
               ? { idempotencyKey: headers["x-idempotency-key"] ?? headers["idempotency-key"] }
               : {})
@@ -89,22 +134,7 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
       )
     )
     .handle("reset", ({ path }) =>
-      asCaller((u) =>
-        u.branches.resetBranch({ branchId: path.branch_id }).pipe(
-          Effect.map(Either.right),
-          Effect.catchIf(
-            (e) => e.reason === "ENGINE_NOT_READY",
-            (e) => Effect.succeed(Either.left(e))
-          )
-        )
-      ).pipe(
-        Effect.flatMap((outcome) =>
-          Either.match(outcome, {
-            onLeft: (e): Effect.Effect<never, Br.EngineNotReady> => Effect.fail(new Br.EngineNotReady({ detail: e.message })),
-            onRight: (r) => Effect.succeed({ operation_id: r.operationId, resource_id: r.resourceId, status: statusOf(r.status), type: "branch_reset" as const })
-          })
-        )
-      )
+      startedUnlessEngineNotReady((u) => u.branches.resetBranch({ branchId: path.branch_id }), "branch_reset")
     )
     .handle("update", ({ path, payload }) =>
       asCaller((u) =>
@@ -115,6 +145,18 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
           ...(payload.expires_at === null ? { clearExpiresAt: true } : payload.expires_at !== undefined ? { expiresAt: timestampFromMs(payload.expires_at.epochMillis) } : {})
         })
       ).pipe(Effect.map((r) => branch(r.branch)))
+    )
+    .handle("createSnapshot", ({ path, payload }) =>
+      startedUnlessEngineNotReady((u) => u.branches.createSnapshot({ connectorId: path.connector_id, name: payload.name }), "snapshot_create")
+    )
+    .handle("listSnapshots", ({ path }) =>
+      asCaller((u) => u.branches.listSnapshots({ connectorId: path.connector_id })).pipe(Effect.map((r) => ({ snapshots: r.snapshots.map(snapshot) })))
+    )
+    .handle("getSnapshot", ({ path }) => asCaller((u) => u.branches.getSnapshot({ snapshotId: path.snapshot_id })).pipe(Effect.map((r) => snapshot(r.snapshot))))
+    .handle("deleteSnapshot", ({ path }) =>
+      asCaller((u) => u.branches.deleteSnapshot({ snapshotId: path.snapshot_id })).pipe(
+        Effect.map((r) => ({ operation_id: r.operationId, resource_id: r.resourceId, status: statusOf(r.status), type: "snapshot_delete" as const }))
+      )
     )
     .handle("getMaskingRules", ({ path }) =>
       asCaller((u) => u.branches.getMaskingRules({ connectorId: path.connector_id })).pipe(

@@ -2,7 +2,8 @@ import { HttpApiBuilder } from "@effect/platform"
 import * as pb from "@scion/proto/scion/connector/v1/code_host_pb"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
-import { asCaller } from "../Authentication.js"
+import { asCaller, Authenticated, rateLimitKey } from "../Authentication.js"
+import { RateLimits } from "../RateLimits.js"
 import type * as H from "../codeHostSchemas.js"
 import { requiredFrom } from "./present.js"
 
@@ -29,19 +30,27 @@ const authTypes = { pat: pb.CodeHostAuthType.PAT, oauth: pb.CodeHostAuthType.OAU
   pb.CodeHostAuthType
 >
 
+/** The helpers call out to GitHub: a smaller bucket per caller, beside the general one. */
+const codeHostQuota = Effect.flatMap(Effect.all([RateLimits, Authenticated]), ([limits, { principal }]) => limits.take("code_host", rateLimitKey(principal)))
+
 export const CodeHostLive = HttpApiBuilder.group(Api, "codeHost", (handlers) =>
   handlers
     .handle("validateRepo", ({ payload }) =>
-      asCaller((u) =>
+      Effect.zipRight(
+        codeHostQuota,
+        asCaller((u) =>
         u.codeHost.validateRepo({
           orgId: payload.org_id ?? "",
           repo: payload.repo,
           ...(payload.code_host_token != null && payload.code_host_token !== "" ? { codeHostToken: payload.code_host_token } : {})
         })
       ).pipe(Effect.map((r) => ({ valid: r.valid, status: required(repoStatuses[r.status], "a known repo status"), message: r.message })))
+      )
     )
     .handle("validateAuth", ({ payload }) =>
-      asCaller((u) =>
+      Effect.zipRight(
+        codeHostQuota,
+        asCaller((u) =>
         u.codeHost.validateAuth({
           orgId: payload.org_id ?? "",
           authType: authTypes[payload.auth_type],
@@ -56,6 +65,7 @@ export const CodeHostLive = HttpApiBuilder.group(Api, "codeHost", (handlers) =>
           message: r.message,
           username: r.username ?? null
         }))
+      )
       )
     )
 )

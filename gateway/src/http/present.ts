@@ -135,7 +135,9 @@ const operationTypes = {
   [ops.OperationType.ENVIRONMENT_DESTROY]: "environment_destroy",
   [ops.OperationType.BRANCH_CREATE]: "branch_create",
   [ops.OperationType.BRANCH_DELETE]: "branch_delete",
-  [ops.OperationType.BRANCH_RESET]: "branch_reset"
+  [ops.OperationType.BRANCH_RESET]: "branch_reset",
+  [ops.OperationType.SNAPSHOT_CREATE]: "snapshot_create",
+  [ops.OperationType.SNAPSHOT_DELETE]: "snapshot_delete"
 } as const satisfies Record<ops.OperationType, typeof S.OperationType.Type | undefined>
 
 const operationStatuses = {

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { telemetry, NatsBus, serveRoutesLayer } from "@scion/kit"
 import { Layer } from "effect"
 import { BillingLive, billingRoutes, IdentityClient } from "./index.js"
 
@@ -13,7 +13,7 @@ NodeRuntime.runMain(
     serveRoutesLayer(50053, billingRoutes).pipe(
       Layer.provide(BillingLive),
       Layer.provide(Layer.provideMerge(IdentityClient.layerConfig, NatsBus.layer())),
-      Layer.provide(LoggingLive)
+      Layer.provide(telemetry("scion-billing"))
     )
   ),
   // LoggingLive writes JSON lines; the pretty logger would print every line twice.

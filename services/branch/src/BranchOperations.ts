@@ -10,10 +10,10 @@ export type OperationState = KitOperationState
  */
 export class BranchOperations extends Context.Tag("@scion/branch/BranchOperations")<
   BranchOperations,
-  UnitOperations<"branch_create" | "branch_delete" | "branch_reset", OperationsUnavailable>
+  UnitOperations<"branch_create" | "branch_delete" | "branch_reset" | "snapshot_create" | "snapshot_delete", OperationsUnavailable>
 >() {
   static readonly live: Layer.Layer<BranchOperations, never, OperationClient | ServiceIdentity> = Layer.effect(
     BranchOperations,
-    makeUnitOperations<"branch_create" | "branch_delete" | "branch_reset", OperationsUnavailable>((cause) => new OperationsUnavailable({ cause }))
+    makeUnitOperations<"branch_create" | "branch_delete" | "branch_reset" | "snapshot_create" | "snapshot_delete", OperationsUnavailable>((cause) => new OperationsUnavailable({ cause }))
   )
 }

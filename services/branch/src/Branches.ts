@@ -45,6 +45,8 @@ import { schemaDiff } from "./domain/schemaDiff.js"
 import { Engines, isBranchable } from "./engine/Engines.js"
 import { type PasswordEnvelope, Passwords } from "./Passwords.js"
 import { PlanLimits } from "./PlanLimits.js"
+import { Snapshots } from "./Snapshots.js"
+import { SnapshotsRepo } from "./SnapshotsRepo.js"
 
 /** The jobs' unit and types: subjects `jobs.branch.create` and `jobs.branch.delete`. */
 export const CREATE_JOB = { unit: "branch", type: "create" } as const
@@ -79,6 +81,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const operations = yield* BranchOperations
     const passwords = yield* Passwords
     const limits = yield* PlanLimits
+    const snapshots = yield* Snapshots
+    const snapshotsRepo = yield* SnapshotsRepo
     const transaction = transactional(sql)
 
     /** The connector's engine if the caller holds the permission in its org; other orgs' connectors are not found. */
@@ -141,7 +145,10 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           // A strict masking policy: no branch while a flagged column is neither masked nor marked safe.
           const uncovered = uncoveredColumns({ rules: yield* repo.maskingRules(engine.connectorId), ...(yield* repo.maskingPolicy(engine.connectorId)) }, engine.maskingSuggestions)
           if (uncovered.length > 0) return yield* new MaskingIncomplete({ connectorId: engine.connectorId, columns: uncovered.map(columnKey) })
-          if (!isBranchable(engine, { allowStale: valid.allowStale })) {
+          // From a snapshot: it must be the connector's and ready, and stays share-locked until commit.
+          if (valid.snapshotId !== null) yield* snapshots.requireReadyForBranch(valid.snapshotId, valid.connectorId)
+          // A snapshot's copy needs a running engine, not a fresh mirror.
+          if (!isBranchable(engine, { allowStale: valid.allowStale || valid.snapshotId !== null })) {
             return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status, ...Option.match(engine.quarantine, { onNone: () => ({}), onSome: (quarantine) => ({ quarantine }) }) })
           }
           yield* repo.lockName(valid.connectorId, valid.name)
@@ -152,9 +159,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             if (live.status === "creating") return yield* new CreateInProgress({ connectorId: valid.connectorId, name: valid.name, operationId: live.create_operation_id })
             return yield* new BranchNameTaken({ connectorId: valid.connectorId, name: valid.name })
           }
-          // The plan's branch limit counts the org's live branches (creating, active, deleting).
-          const [count] = yield* sql<{ n: number }>`select count(*)::int as n from branches where org_id = ${orgId} and status in ('creating', 'active', 'deleting')`
-          yield* limits.requireBranchRoom(orgId, count?.n ?? 0)
+          // The plan's branch limit counts the org's live branches (creating, active, deleting) and snapshots.
+          yield* limits.requireBranchRoom(orgId, (yield* repo.liveInOrg(orgId)) + (yield* snapshotsRepo.liveInOrg(orgId)))
           const branchId = yield* makeId("br")
           const operationId = newOperationId("brc")
           const names = engineNamesOf(branchId)
@@ -176,7 +182,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             allow_stale: valid.allowStale,
             consistent_with_source: valid.consistentWithSource,
             min_source_lsn: valid.minSourceLsn,
-            expires_at: valid.expiresAt
+            expires_at: valid.expiresAt,
+            snapshot_id: valid.snapshotId
           })}`
           if (valid.idempotencyKey !== null) {
             yield* sql`insert into idempotency_keys ${sql.insert({
@@ -351,6 +358,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
      */
     const removeConnectorBranches = Effect.fn("Branches.removeConnectorBranches")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: "-", permission: "service principal" })
+      // The connector's snapshots go with its branches.
+      yield* snapshots.removeForConnector(principal, connectorId)
       const live = yield* repo.liveOnConnector(connectorId)
       if (live.length === 0) return 0
       const engine = yield* engines.get(connectorId).pipe(

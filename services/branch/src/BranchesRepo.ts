@@ -34,6 +34,7 @@ interface Row {
   readonly data_as_of: Date | null
   readonly protected: boolean
   readonly expires_at: Date | null
+  readonly snapshot_id: string | null
   readonly created_at: Date
   readonly updated_at: Date
   readonly deleted_at: Date | null
@@ -72,6 +73,7 @@ const toBranch = (r: Row): Branch => ({
   dataAsOf: r.data_as_of,
   protected: r.protected,
   expiresAt: r.expires_at,
+  snapshotId: r.snapshot_id,
   createdAt: r.created_at,
   updatedAt: r.updated_at
 })
@@ -187,6 +189,16 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
         (rows) => rows.length > 0
       ).pipe(Effect.orDie)
 
-    return { find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
+    /** How many branches there are in each state but deleted (the metrics' scion_branches). */
+    const countsByStatus = sql<{ status: string; n: number }>`select status, count(*)::int as n from branches where status <> 'deleted' group by status`.pipe(
+      Effect.map((rows) => rows.map((row) => ({ labels: { status: row.status }, count: row.n }))),
+      Effect.orDie
+    )
+
+    /** The org's live branches (creating, active, deleting): what the plan's branch limit counts, with its snapshots. */
+    const liveInOrg = (orgId: string) =>
+      Effect.map(sql<{ n: number }>`select count(*)::int as n from branches where org_id = ${orgId} and status in ('creating', 'active', 'deleting')`, (rows) => rows[0]?.n ?? 0).pipe(Effect.orDie)
+
+    return { countsByStatus, liveInOrg, find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
   })
 }) {}

@@ -1,7 +1,7 @@
 import { ExpirySweeperLive } from "./ExpirySweeper.js"
 import type { Transport } from "@connectrpc/connect"
 import type { SqlClient } from "@effect/sql"
-import { type Bus, IdentityClient, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, ServiceIdentity, unitDatabase, VerifierFromIdentity } from "@scion/kit"
+import { type Bus, IdentityClient, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, recordCounts, refreshWhileServingMetrics, ServiceIdentity, unitDatabase, VerifierFromIdentity } from "@scion/kit"
 import { Config, Duration, Effect, Layer } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations } from "./BranchOperations.js"
@@ -11,17 +11,28 @@ import { Copier } from "./engine/Copier.js"
 import { FreshnessConfig } from "./engine/FreshnessConfig.js"
 import { Engines } from "./engine/Engines.js"
 import { createJob, deleteJob, resetJob } from "./jobs/jobs.js"
+import { snapshotCreateJob, snapshotDeleteJob } from "./jobs/snapshotJobs.js"
 import { Passwords } from "./Passwords.js"
 import { PlanLimits } from "./PlanLimits.js"
+import { Snapshots } from "./Snapshots.js"
+import { SnapshotsRepo } from "./SnapshotsRepo.js"
 
 /** The database of the unit: schema `branch`, migrations from ../migrations. */
 export const BranchDatabase = unitDatabase({ schema: "branch", migrations: new URL("../migrations/", import.meta.url) })
 
-/** The branch services given access, engines, operations and passwords (domain tests provide fakes of the first three). */
-export const BranchServices: Layer.Layer<Branches | BranchesRepo | SqlClient.SqlClient, never, OrgAccess | Engines | BranchOperations | Passwords | PlanLimits> = Branches.Default.pipe(
-  Layer.provideMerge(BranchesRepo.Default),
-  Layer.provideMerge(BranchDatabase)
+/** scion_branches{status}, refreshed while the process serves metrics. */
+const BranchCounts = refreshWhileServingMetrics(
+  "branch counts",
+  Effect.flatMap(BranchesRepo, (repo) => Effect.flatMap(repo.countsByStatus, (rows) => recordCounts("scion_branches", "Branches by status (deleted ones left out)", rows)))
 )
+
+/** The branch services given access, engines, operations and passwords (domain tests provide fakes of the first three). */
+export const BranchServices: Layer.Layer<Branches | Snapshots | BranchesRepo | SnapshotsRepo | SqlClient.SqlClient, never, OrgAccess | Engines | BranchOperations | Passwords | PlanLimits> =
+  Branches.Default.pipe(
+    Layer.provideMerge(Snapshots.Default),
+    Layer.provideMerge(Layer.merge(BranchesRepo.Default, SnapshotsRepo.Default)),
+    Layer.provideMerge(BranchDatabase)
+  )
 
 /**
  * The unit's background work: the relay publishing its outbox and the workers of
@@ -41,9 +52,11 @@ export const BranchWorkers = (options: { readonly relayPollInterval?: Duration.D
         JobWorker.layer({ ...createJob, ...common, concurrency }),
         JobWorker.layer({ ...deleteJob, ...common, concurrency: 4 }),
         JobWorker.layer({ ...resetJob, ...common, concurrency: 4 }),
-        // A branch is about a second of work: the relay looks for new jobs every 25 ms unless
-        // OUTBOX_POLL_INTERVAL_MS says otherwise (an indexed read of unpublished rows).
-        OutboxRelay.layer({ pollInterval: options.relayPollInterval ?? Duration.millis(pollMillis) })
+        JobWorker.layer({ ...snapshotCreateJob, ...common, concurrency: 4 }),
+        JobWorker.layer({ ...snapshotDeleteJob, ...common, concurrency: 4 }),
+        // A committed job wakes the relay at once (migration 0008's NOTIFY on branch_outbox); the
+        // poll (OUTBOX_POLL_INTERVAL_MS, default 25 ms) is the backstop while LISTEN is down.
+        OutboxRelay.layer({ pollInterval: options.relayPollInterval ?? Duration.millis(pollMillis), wakeChannel: "branch_outbox" })
       )
     })
   )
@@ -59,7 +72,7 @@ export const branchLive = (transports: {
   readonly operation: Transport
   readonly connector: Transport
   readonly billing: Transport
-}): Layer.Layer<Branches | PrincipalVerifier, never, Bus> => {
+}): Layer.Layer<Branches | Snapshots | PrincipalVerifier, never, Bus> => {
   const identityClient = IdentityClient.fromTransport(transports.identity)
   const service = ServiceIdentity.layer("branch", transports.identity)
   const operations = Layer.merge(service, OperationClient.fromTransport(transports.operation))
@@ -78,7 +91,8 @@ export const branchLive = (transports: {
   return Layer.mergeAll(
     BranchWorkers().pipe(Layer.provide(Layer.mergeAll(operations, Copier.layerConfig, FreshnessConfig.layerConfig))),
     VerifierFromIdentity.pipe(Layer.provide(identityClient)),
-    ExpirySweeperLive
+    ExpirySweeperLive,
+    BranchCounts
   ).pipe(
     Layer.provideMerge(services)
   )

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Layer, Option } from "effect"
-import { LoggingLive, NatsBus, serveRoutesLayer, unitTransport } from "@scion/kit"
+import { telemetry, NatsBus, serveRoutesLayer, unitTransport } from "@scion/kit"
 import { branchLive, branchRoutes } from "./index.js"
 
 /**
@@ -24,4 +24,4 @@ const BranchProcess = Layer.unwrapScoped(
 
 // gRPC on PORT (default 50055). SIGTERM closes the scope: health goes NOT_SERVING, the server
 // drains, the workers stop, the database pool closes.
-NodeRuntime.runMain(Layer.launch(serveRoutesLayer(50055, branchRoutes).pipe(Layer.provide(BranchProcess), Layer.provide(LoggingLive))), { disablePrettyLogger: true })
+NodeRuntime.runMain(Layer.launch(serveRoutesLayer(50055, branchRoutes).pipe(Layer.provide(BranchProcess), Layer.provide(telemetry("scion-branch")))), { disablePrettyLogger: true })

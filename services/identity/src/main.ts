@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { telemetry, NatsBus, serveRoutesLayer } from "@scion/kit"
 import { Layer } from "effect"
 import { IdentityAccessFollower, IdentityEventsRelay, IdentityLive, identityRoutes } from "./index.js"
 
@@ -11,7 +11,7 @@ NodeRuntime.runMain(
   Layer.launch(
     Layer.mergeAll(Layer.merge(serveRoutesLayer(50051, identityRoutes), IdentityAccessFollower).pipe(Layer.provide(IdentityLive)), IdentityEventsRelay).pipe(
       Layer.provide(NatsBus.layer({ name: "scion-identity" })),
-      Layer.provide(LoggingLive)
+      Layer.provide(telemetry("scion-identity"))
     )
   ),
   // LoggingLive writes JSON lines; the pretty logger would print every line twice.

@@ -7,6 +7,9 @@ import { type Routes, unaryEndpointsOf } from "./connect-server.js"
 import { fromConnectError, type RpcError } from "./errors.js"
 import { type DirectUnary, grpcDirectUnary, inProcessDirectUnary } from "./grpc-unary.js"
 import { OutgoingPrincipal, PRINCIPAL_HEADER } from "./principal.js"
+import { currentTraceparent } from "./bus/Bus.js"
+import { CurrentRequestId, REQUEST_ID_HEADER } from "./request-id.js"
+import { TRACEPARENT_HEADER } from "./tracing.js"
 
 /**
  * A Connect transport to another unit that may also offer the direct unary path
@@ -43,12 +46,13 @@ export const makeEffectClient = <S extends DescService>(service: S, transport: U
         ? (request, headers, signal) => direct(desc as DescMethodUnary, request, headers, signal)
         : (request, headers, signal) => client[name]!(request, { signal, headers })
     calls[name] = (request) =>
-      Effect.flatMap(FiberRef.get(OutgoingPrincipal), (principal) =>
-        Effect.tryPromise({
-          try: (signal) => send(request, Option.isSome(principal) ? { [PRINCIPAL_HEADER]: principal.value } : {}, signal),
-          catch: fromConnectError
-        })
-      ).pipe(Effect.withSpan(`rpc.client ${service.typeName}/${name}`, { kind: "client" }))
+      Effect.flatMap(Effect.all([FiberRef.get(OutgoingPrincipal), FiberRef.get(CurrentRequestId), currentTraceparent]), ([principal, requestId, traceparent]) => {
+        const headers: Record<string, string> = {}
+        if (Option.isSome(principal)) headers[PRINCIPAL_HEADER] = principal.value
+        if (Option.isSome(requestId)) headers[REQUEST_ID_HEADER] = requestId.value
+        if (Option.isSome(traceparent)) headers[TRACEPARENT_HEADER] = traceparent.value
+        return Effect.tryPromise({ try: (signal) => send(request, headers, signal), catch: fromConnectError })
+      }).pipe(Effect.withSpan(`rpc.client ${service.typeName}/${name}`, { kind: "client" }))
   }
   return calls as unknown as EffectClient<S>
 }

@@ -7,8 +7,11 @@ import { connectNodeAdapter } from "@connectrpc/connect-node"
 import { HealthCheckResponse_ServingStatus, Health } from "@scion/proto/grpc/health/v1/health_pb"
 import { Cause, Config, Context, Deferred, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { toConnectError, type WireError } from "./errors.js"
-import { methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
+import { type CallMeta, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
 import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
+import { recordRpc } from "./metrics.js"
+import { REQUEST_ID_HEADER, withRequestId } from "./request-id.js"
+import { TRACEPARENT_HEADER, withRemoteParent } from "./tracing.js"
 
 type UnaryMethodOf<M> = M extends DescMethodUnary<infer I, infer O> ? { readonly input: I; readonly output: O } : never
 
@@ -54,7 +57,9 @@ export const effectService = <S extends DescService, E, R>(
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<Exclude<R, Caller> | PrincipalVerifier>()
     const verifier = yield* PrincipalVerifier
-    const run = <A>(effect: Effect.Effect<A, E, R>, token: string | null, methodName: string, signal: AbortSignal): Promise<A> => {
+    const run = <A>(effect: Effect.Effect<A, E, R>, token: string | null, methodName: string, signal: AbortSignal, meta: CallMeta): Promise<A> => {
+      const requestId = meta.requestId ?? null
+      const started = performance.now()
       const program = Effect.gen(function* () {
         const caller = token === null
           ? Option.none()
@@ -71,13 +76,17 @@ export const effectService = <S extends DescService, E, R>(
           Effect.provideService(Caller, caller),
           Effect.locally(OutgoingPrincipal, Option.map(caller, (c) => c.token))
         )
-      }).pipe(Effect.withSpan(`rpc ${service.typeName}/${methodName}`, { kind: "server" })) as Effect.Effect<A, ConnectError, never>
+      }).pipe(
+        withRemoteParent(`rpc ${service.typeName}/${methodName}`, meta.traceparent, { kind: "server" }),
+        withRequestId(requestId),
+        Effect.onExit((exit) => recordRpc(service.typeName, methodName, exitCode(exit), (performance.now() - started) / 1000))
+      ) as Effect.Effect<A, ConnectError, never>
       return Runtime.runPromiseExit(runtime, program, { signal }).then((exit) => {
         if (Exit.isSuccess(exit)) return exit.value
         const failure = Cause.failureOption(exit.cause)
         if (Option.isSome(failure)) throw failure.value
         if (Cause.isInterruptedOnly(exit.cause)) throw new ConnectError("request was cancelled", interruptionCode(signal))
-        Runtime.runFork(runtime)(Effect.logError("rpc handler defect", exit.cause).pipe(Effect.annotateLogs("rpc", methodName)))
+        Runtime.runFork(runtime)(Effect.logError("rpc handler defect", exit.cause).pipe(Effect.annotateLogs("rpc", methodName), withRequestId(requestId)))
         throw new ConnectError("internal error", Code.Internal)
       })
     }
@@ -85,17 +94,29 @@ export const effectService = <S extends DescService, E, R>(
     const connectImpl: Record<string, (request: unknown, context: HandlerContext) => Promise<unknown>> = {}
     const unary: Array<UnaryEndpoint> = []
     for (const [name, handler] of Object.entries(handlers)) {
-      connectImpl[name] = (request, context) => run(handler(request), context.requestHeader.get(PRINCIPAL_HEADER), context.method.name, context.signal)
+      connectImpl[name] = (request, context) =>
+        run(handler(request), context.requestHeader.get(PRINCIPAL_HEADER), context.method.name, context.signal, {
+          requestId: context.requestHeader.get(REQUEST_ID_HEADER),
+          traceparent: context.requestHeader.get(TRACEPARENT_HEADER)
+        })
       const desc = (service.method as Record<string, DescMethod>)[name]
       if (desc?.methodKind !== "unary") continue
       const method = desc as DescMethodUnary
-      unary.push({ method, invoke: (request, token, signal) => run(handler(request), token, method.name, signal) })
+      unary.push({ method, invoke: (request, token, signal, meta) => run(handler(request), token, method.name, signal, meta ?? {}) })
     }
     const routes = (router: ConnectRouter) => {
       router.service(service, connectImpl as unknown as ServiceImpl<S>)
     }
     return Object.assign(routes, { unary }) as Routes
   })
+
+/** The gRPC code an RPC ended with, as its name (OK, NOT_FOUND, …), for the metrics. */
+const exitCode = (exit: Exit.Exit<unknown, ConnectError>): string => {
+  if (Exit.isSuccess(exit)) return "OK"
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) return Code[failure.value.code]?.replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase() ?? "UNKNOWN"
+  return Cause.isInterruptedOnly(exit.cause) ? "CANCELED" : "INTERNAL"
+}
 
 /** Serving state reported by grpc.health.v1; flips to NOT_SERVING when shutdown begins. */
 export class HealthStatus extends Context.Tag("@scion/kit/HealthStatus")<HealthStatus, { serving: boolean }>() {}

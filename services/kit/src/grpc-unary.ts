@@ -6,6 +6,8 @@ import { Code, ConnectError } from "@connectrpc/connect"
 import { findTrailerError, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc"
 import type { Http2SessionManager } from "@connectrpc/connect-node"
 import { PRINCIPAL_HEADER } from "./principal.js"
+import { REQUEST_ID_HEADER } from "./request-id.js"
+import { TRACEPARENT_HEADER } from "./tracing.js"
 
 /**
  * The unit hop at the cost of a function call.
@@ -24,8 +26,16 @@ import { PRINCIPAL_HEADER } from "./principal.js"
 export interface UnaryEndpoint {
   readonly method: DescMethodUnary
   /** Runs the handler; rejects with a ConnectError (code, reason detail) when it fails. */
-  readonly invoke: (request: MessageShape<DescMessage>, principalToken: string | null, signal: AbortSignal) => Promise<unknown>
+  readonly invoke: (request: MessageShape<DescMessage>, principalToken: string | null, signal: AbortSignal, meta?: CallMeta) => Promise<unknown>
 }
+
+/** What a call carries besides the principal: the request id and the W3C trace context. */
+export interface CallMeta {
+  readonly requestId?: string | null
+  readonly traceparent?: string | null
+}
+
+const headerValue = (value: string | ReadonlyArray<string> | undefined): string | null => (typeof value === "string" ? value : null)
 
 export const methodPath = (method: DescMethodUnary): string => `/${method.parent.typeName}/${method.name}`
 
@@ -120,7 +130,7 @@ export const serveGrpcUnary = (
       return
     }
     const principal = headers[PRINCIPAL_HEADER]
-    endpoint.invoke(message, typeof principal === "string" ? principal : null, abort.signal).then(
+    endpoint.invoke(message, typeof principal === "string" ? principal : null, abort.signal, { requestId: headerValue(headers[REQUEST_ID_HEADER]), traceparent: headerValue(headers[TRACEPARENT_HEADER]) }).then(
       (output) => {
         answered = true
         answer(response, toBinary(endpoint.method.output, create(endpoint.method.output, output as never)), undefined)
@@ -221,7 +231,7 @@ export const inProcessDirectUnary =
     const endpoint = endpoints.get(methodPath(method))
     if (endpoint === undefined) return Promise.reject(new ConnectError(`${methodPath(method)} is not served here`, Code.Unimplemented))
     const input = fromBinary(method.input, toBinary(method.input, create(method.input, request as never)))
-    return endpoint.invoke(input, headers[PRINCIPAL_HEADER] ?? null, signal).then(
+    return endpoint.invoke(input, headers[PRINCIPAL_HEADER] ?? null, signal, { requestId: headers[REQUEST_ID_HEADER] ?? null, traceparent: headers[TRACEPARENT_HEADER] ?? null }).then(
       (response) => fromBinary(method.output, toBinary(method.output, create(method.output, response as never))),
       (error: unknown) => Promise.reject(asConnectError(error))
     )

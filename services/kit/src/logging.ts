@@ -13,12 +13,12 @@ const logLevelConfig = (name: string): Config.Config<LogLevel.LogLevel> =>
 /**
  * JSON lines on stdout, one object per log call, at the level named by LOG_LEVEL (default Info).
  * Secrets never reach a log: values we log are ids and reasons, and Redacted values render as
- * <redacted>. Spans are not recorded: no tracer exports them yet, and each one (with its captured
- * stack) was a measurable share of a request's CPU in the bench profiles.
+ * <redacted>. Spans are recorded only when a tracer exports them (tracing.ts, `TelemetryLive`):
+ * each one (with its captured stack) was a measurable share of a request's CPU in the bench profiles.
  */
 export const LoggingLive: Layer.Layer<never> = Layer.unwrapEffect(
   Effect.gen(function* () {
     const level = yield* logLevelConfig("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info))
-    return Layer.mergeAll(Logger.json, Logger.minimumLogLevel(level), Layer.setTracerEnabled(false))
+    return Layer.mergeAll(Logger.json, Logger.minimumLogLevel(level))
   }).pipe(Effect.orDie)
 )

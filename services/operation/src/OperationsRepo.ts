@@ -52,6 +52,12 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
     const first = (rows: ReadonlyArray<OperationRow>) => Option.map(Option.fromNullable(rows[0]), toOperation)
 
     return {
+      /** How many operations there are of each type and status (the metrics' scion_operations). */
+      countsByTypeAndStatus: sql<{ type: string; status: string; n: number }>`select type, status, count(*)::int as n from operations group by type, status`.pipe(
+        Effect.map((rows) => rows.map((row) => ({ labels: { type: row.type, status: row.status }, count: row.n }))),
+        Effect.orDie
+      ),
+
       /** None when an operation with this id exists already. */
       insert: (input: NewOperation & { readonly setupStatus: JsonObject | null }) =>
         sql<OperationRow>`

@@ -1,5 +1,5 @@
-import { Draining, type PrincipalVerifier, unitDatabase } from "@scion/kit"
-import { Layer } from "effect"
+import { Draining, type PrincipalVerifier, recordCounts, refreshWhileServingMetrics, unitDatabase } from "@scion/kit"
+import { Effect, Layer } from "effect"
 import { OperationConfig } from "./config.js"
 import { IdentityClient, OrgAccess, VerifierFromIdentity } from "./Identity.js"
 import { OperationChanges } from "./OperationChanges.js"
@@ -12,13 +12,20 @@ export const OperationDatabase = unitDatabase({ schema: "operation", migrations:
 
 const Config = OperationConfig.Default.pipe(Layer.orDie)
 
+/** scion_operations{type,status}, refreshed while the process serves metrics. */
+const OperationCounts = refreshWhileServingMetrics(
+  "operation counts",
+  Effect.flatMap(OperationsRepo, (repo) => Effect.flatMap(repo.countsByTypeAndStatus, (rows) => recordCounts("scion_operations", "Operations by type and status", rows)))
+)
+
 /**
  * The operation services and the sweeper, given an OrgAccess policy and an OperationChanges
  * adapter. Tests provide a fake OrgAccess here.
  */
-export const OperationServices: Layer.Layer<Operations | OperationsRepo | OperationConfig | Draining, never, OrgAccess | OperationChanges> = Layer.merge(
+export const OperationServices: Layer.Layer<Operations | OperationsRepo | OperationConfig | Draining, never, OrgAccess | OperationChanges> = Layer.mergeAll(
   Operations.Default,
-  SweeperLive
+  SweeperLive,
+  OperationCounts
 ).pipe(
   Layer.provideMerge(OperationsRepo.Default),
   Layer.provideMerge(Config),

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { LoggingLive, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { telemetry, NatsBus, serveRoutesLayer } from "@scion/kit"
 import { Layer } from "effect"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "./index.js"
 
@@ -13,7 +13,7 @@ NodeRuntime.runMain(
       Layer.provide(OperationLive),
       // The bus carries identity's access changes to the grant cache.
       Layer.provide(Layer.merge(IdentityClient.layerConfig.pipe(Layer.provide(NatsBus.layer({ name: "scion-operation" }))), OperationChanges.nats)),
-      Layer.provide(LoggingLive)
+      Layer.provide(telemetry("scion-operation"))
     )
   ),
   { disablePrettyLogger: true }

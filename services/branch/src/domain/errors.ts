@@ -22,6 +22,33 @@ export class BranchNotFound extends Schema.TaggedError<BranchNotFound>()("Branch
   }
 }
 
+/** Unknown, deleted, of another connector, or of an org the caller may not see. */
+export class SnapshotNotFound extends Schema.TaggedError<SnapshotNotFound>()("SnapshotNotFound", { snapshotId: Schema.String }) {
+  override get message() {
+    return `Snapshot ${this.snapshotId} not found`
+  }
+}
+
+export class SnapshotNameTaken extends Schema.TaggedError<SnapshotNameTaken>()("SnapshotNameTaken", { connectorId: Schema.String, name: Schema.String }) {
+  override get message() {
+    return `Connector ${this.connectorId} already has a snapshot named ${this.name}`
+  }
+}
+
+/** Still being made (or failed, or being deleted): branches come from ready snapshots only. */
+export class SnapshotNotReady extends Schema.TaggedError<SnapshotNotReady>()("SnapshotNotReady", { snapshotId: Schema.String, status: Schema.String }) {
+  override get message() {
+    return `Snapshot ${this.snapshotId} is ${this.status}, not ready`
+  }
+}
+
+/** A branch is being cut from it: delete it once that create ends. */
+export class SnapshotInUse extends Schema.TaggedError<SnapshotInUse>()("SnapshotInUse", { snapshotId: Schema.String }) {
+  override get message() {
+    return `A branch is being created from snapshot ${this.snapshotId}; delete it once that create has ended`
+  }
+}
+
 /** The connector's engine cannot be branched (yet): the interface's 422. */
 export class EngineNotReady extends Schema.TaggedError<EngineNotReady>()("EngineNotReady", {
   connectorId: Schema.String,
@@ -140,6 +167,10 @@ export type BranchError =
   | SecretStoreFailure
   | PlanLimitReached
   | BillingUnavailable
+  | SnapshotNotFound
+  | SnapshotNameTaken
+  | SnapshotNotReady
+  | SnapshotInUse
 
 /** The one table from domain error to wire error. */
 export const wireErrors: WireTable<BranchError> = {
@@ -163,6 +194,10 @@ export const wireErrors: WireTable<BranchError> = {
   OperationsUnavailable: { code: Code.Unavailable, reason: "OPERATIONS_UNAVAILABLE" },
   EngineAccessUnavailable: { code: Code.Unavailable, reason: "ENGINE_ACCESS_UNAVAILABLE" },
   SecretStoreFailure: { code: Code.Internal, reason: "SECRET_STORE_FAILURE" },
+  SnapshotNotFound: { code: Code.NotFound, reason: "SNAPSHOT_NOT_FOUND", metadata: (e) => ({ snapshot_id: e.snapshotId }) },
+  SnapshotNameTaken: { code: Code.AlreadyExists, reason: "SNAPSHOT_NAME_TAKEN", metadata: (e) => ({ connector_id: e.connectorId, name: e.name }) },
+  SnapshotNotReady: { code: Code.FailedPrecondition, reason: "SNAPSHOT_NOT_READY", metadata: (e) => ({ snapshot_id: e.snapshotId, status: e.status }) },
+  SnapshotInUse: { code: Code.FailedPrecondition, reason: "SNAPSHOT_IN_USE", metadata: (e) => ({ snapshot_id: e.snapshotId }) },
   ...planLimitWireErrors
 }
 

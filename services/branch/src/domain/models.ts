@@ -43,6 +43,8 @@ export interface Branch {
   readonly protected: boolean
   /** When the sweeper deletes the branch; null keeps it. */
   readonly expiresAt: Date | null
+  /** The snapshot the branch was cut from; null for a branch of the live mirror. */
+  readonly snapshotId: string | null
   readonly createdAt: Date
   readonly updatedAt: Date
 }
@@ -78,6 +80,7 @@ export interface CreateInput {
   /** At most one of the two: an instant, or seconds from acceptance. */
   readonly expiresAt?: Date | undefined
   readonly ttlSeconds?: number | undefined
+  readonly snapshotId?: string | undefined
 }
 
 /** The longest a branch may be set to live: a year. */
@@ -150,10 +153,18 @@ export const validateCreate = (input: CreateInput) =>
     if (minSourceLsn !== null && !SOURCE_LSN.test(minSourceLsn)) {
       return yield* new InvalidArgument({ field: "min_source_lsn", message: "min_source_lsn must be a WAL position such as 0/16B3748 (pg_current_wal_lsn() on the source)" })
     }
+    const snapshotId = input.snapshotId === undefined || input.snapshotId === "" ? null : input.snapshotId
+    if (snapshotId !== null && !SNAPSHOT_ID.test(snapshotId)) {
+      return yield* new InvalidArgument({ field: "snapshot_id", message: "snapshot_id must be a snapshot id (snap_…) from POST /v1/connectors/{connector_id}/snapshots" })
+    }
+    if (snapshotId !== null && (input.consistentWithSource === true || minSourceLsn !== null)) {
+      return yield* new InvalidArgument({ field: "snapshot_id", message: "A branch of a snapshot holds the snapshot's data: consistent_with_source and min_source_lsn do not apply" })
+    }
     return {
       connectorId,
       name,
       serviceType: SERVICE_TYPE,
+      snapshotId,
       idempotencyKey,
       allowStale: input.allowStale === true,
       consistentWithSource: input.consistentWithSource === true,
@@ -269,3 +280,35 @@ export const uncoveredColumns = (config: MaskingConfig, suggestions: ReadonlyArr
   const covered = new Set([...config.rules.map(columnKey), ...config.safeColumns.map(columnKey)])
   return suggestions.filter((s) => !covered.has(columnKey(s)))
 }
+
+export type SnapshotStatus = "creating" | "ready" | "deleting" | "deleted" | "failed"
+
+/** A named, immutable copy of a connector's mirror: a template database on its engine. */
+export interface Snapshot {
+  readonly id: string
+  readonly orgId: string
+  readonly connectorId: string
+  readonly name: string
+  readonly status: SnapshotStatus
+  readonly databaseName: string
+  readonly sourceLsn: string | null
+  readonly dataAsOf: Date | null
+  readonly error: string | null
+  readonly createOperationId: string
+  readonly deleteOperationId: string | null
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}
+
+/** Snapshot ids as makeId("snap") makes them: lowercase, safe in a database name. */
+export const SNAPSHOT_ID = /^snap_[0-9a-z]{20,40}$/
+
+/** The snapshot's template database on the engine. */
+export const snapshotDatabaseOf = (snapshotId: string) => `scion_${snapshotId}`
+
+/** Snapshot names follow branch names' rules. */
+export const checkSnapshotName = (name: string): Effect.Effect<string, InvalidArgument> =>
+  BRANCH_NAME.test(name)
+    ? Effect.succeed(name)
+    : Effect.fail(new InvalidArgument({ field: "name", message: "name must be 1..63 characters of lowercase letters, digits, - and _, starting with a letter or a digit" }))
+

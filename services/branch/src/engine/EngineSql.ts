@@ -197,16 +197,13 @@ export const ensureRole = (client: EngineClient, role: string, password: Redacte
  * engine superuser's). REASSIGN OWNED cannot move objects of the bootstrap superuser, hence the
  * explicit ALTER … OWNER TO over the catalog.
  */
-export const grantBranch = (engine: BranchingEngine, database: string, role: string) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const admin = yield* adminSession(engine)
-      yield* admin.query("grant", `alter database ${quoteIdent(database)} owner to ${quoteIdent(role)}`)
-      yield* admin.query("grant", `revoke all on database ${quoteIdent(database)} from public`)
-      const branch = yield* connectEngine(engine, database)
-      yield* branch.query(
-        "grant",
-        `do $scion$
+export const grantBranch = (admin: EngineClient, branch: EngineClient, database: string, role: string) =>
+  Effect.gen(function* () {
+    yield* admin.query("grant", `alter database ${quoteIdent(database)} owner to ${quoteIdent(role)}`)
+    yield* admin.query("grant", `revoke all on database ${quoteIdent(database)} from public`)
+    yield* branch.query(
+      "grant",
+      `do $scion$
 declare r record; target text := ${quoteLiteral(role)};
 begin
   for r in select nspname from pg_namespace where nspname not like 'pg\\_%' and nspname <> 'information_schema' loop
@@ -215,7 +212,7 @@ begin
   for r in
     select c.oid::regclass::text as name, c.relkind from pg_class c join pg_namespace n on n.oid = c.relnamespace
     where n.nspname not like 'pg\\_%' and n.nspname <> 'information_schema' and c.relkind in ('r', 'p', 'v', 'm', 'f', 'S')
-      and not (c.relkind = 'S' and exists (select 1 from pg_depend d where d.objid = c.oid and d.classid = 'pg_class'::regclass and d.deptype in ('a', 'i')))
+    and not (c.relkind = 'S' and exists (select 1 from pg_depend d where d.objid = c.oid and d.classid = 'pg_class'::regclass and d.deptype in ('a', 'i')))
   loop
     execute format('alter %s %s owner to %I', case r.relkind when 'S' then 'sequence' when 'v' then 'view' when 'm' then 'materialized view' when 'f' then 'foreign table' else 'table' end, r.name, target);
   end loop;
@@ -228,15 +225,14 @@ begin
   for r in
     select p.oid::regprocedure::text as name, p.prokind from pg_proc p join pg_namespace n on n.oid = p.pronamespace
     where n.nspname not like 'pg\\_%' and n.nspname <> 'information_schema'
-      and not exists (select 1 from pg_depend d where d.objid = p.oid and d.classid = 'pg_proc'::regclass and d.deptype = 'e')
+    and not exists (select 1 from pg_depend d where d.objid = p.oid and d.classid = 'pg_proc'::regclass and d.deptype = 'e')
   loop
     execute format('alter %s %s owner to %I', case r.prokind when 'p' then 'procedure' when 'a' then 'aggregate' else 'function' end, r.name, target);
   end loop;
 end
 $scion$`
-      )
-    })
-  ).pipe(Effect.withSpan("EngineSql.grantBranch", { attributes: { database, role } }))
+    )
+  }).pipe(Effect.withSpan("EngineSql.grantBranch", { attributes: { database, role } }))
 
 const textTypes = new Set(["text", "character varying", "character", "citext", "name"])
 
@@ -248,10 +244,9 @@ const textTypes = new Set(["text", "character varying", "character", "citext", "
  * do not fire (session_replication_role = replica). Rules naming a column the branch does not
  * have are skipped and reported; hash, email and redact need a text column.
  */
-export const applyMasking = (engine: BranchingEngine, database: string, rules: ReadonlyArray<MaskingRule>) =>
-  Effect.scoped(
+export const applyMasking = (branch: EngineClient, rules: ReadonlyArray<MaskingRule>) =>
+  (
     Effect.gen(function* () {
-      const branch = yield* connectEngine(engine, database)
       const columns = yield* branch.query<{ schema: string; table: string; column: string; type: string; max: number | null }>(
         "mask",
         `select table_schema as schema, table_name as table, column_name as column, data_type as type, character_maximum_length as max
@@ -293,7 +288,7 @@ export const applyMasking = (engine: BranchingEngine, database: string, rules: R
       }
       return { applied, skipped }
     })
-  ).pipe(Effect.withSpan("EngineSql.applyMasking", { attributes: { database, rules: rules.length } }))
+  ).pipe(Effect.withSpan("EngineSql.applyMasking", { attributes: { rules: rules.length } }))
 
 /** Drops the branch's database (closing its sessions) and its role; absent ones are fine. */
 export const dropBranch = (engine: BranchingEngine, database: string, role: string) =>
@@ -324,10 +319,9 @@ export const dropDatabase = (engine: BranchingEngine, database: string) =>
  * about it and are left out. One DO block: one round trip, and no data value leaves the engine
  * (none can end up in a log or an error).
  */
-export const alignSequences = (engine: BranchingEngine, database: string) =>
-  Effect.scoped(
+export const alignSequences = (branch: EngineClient) =>
+  (
     Effect.gen(function* () {
-      const branch = yield* connectEngine(engine, database)
       yield* branch.query(
         "sequences",
         `do $scion$
@@ -377,4 +371,40 @@ end
 $scion$`
       )
     })
-  ).pipe(Effect.withSpan("EngineSql.alignSequences", { attributes: { database } }))
+  ).pipe(Effect.withSpan("EngineSql.alignSequences"))
+
+/**
+ * Seals a snapshot's database: a template nobody can connect to, so branches can be copied from it
+ * concurrently and it never changes.
+ */
+export const sealSnapshotDatabase = (engine: BranchingEngine, database: string) =>
+  Effect.scoped(
+    Effect.flatMap(adminSession(engine), (admin) => admin.query("seal", `alter database ${quoteIdent(database)} with is_template true allow_connections false`))
+  ).pipe(Effect.asVoid, Effect.withSpan("EngineSql.sealSnapshotDatabase", { attributes: { database } }))
+
+/** Drops a snapshot's database (a template: unmarked first); an absent one is fine. */
+export const dropSnapshotDatabase = (engine: BranchingEngine, database: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const admin = yield* adminSession(engine)
+      if (!(yield* databaseExists(admin, database))) return
+      yield* admin.query("drop", `alter database ${quoteIdent(database)} with is_template false`)
+      yield* admin.query("drop", `drop database if exists ${quoteIdent(database)} with (force)`)
+    })
+  ).pipe(Effect.withSpan("EngineSql.dropSnapshotDatabase", { attributes: { database } }))
+
+/**
+ * A branch's database copied from a snapshot's (a template nobody connects to): no pause of the
+ * mirror, and copies of one snapshot may run at once. Nothing to do when it exists already.
+ */
+export const copyFromSnapshot = (engine: BranchingEngine, snapshotDatabase: string, database: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const admin = yield* adminSession(engine)
+      if (yield* databaseExists(admin, database)) return
+      if (engine.fileCopyClone) yield* admin.query("copy", "set file_copy_method = clone")
+      yield* admin.query("copy", `create database ${quoteIdent(database)} template ${quoteIdent(snapshotDatabase)} strategy file_copy`).pipe(
+        Effect.ensuring(engine.fileCopyClone ? Effect.ignore(admin.query("copy", "reset file_copy_method")) : Effect.void)
+      )
+    })
+  ).pipe(Effect.withSpan("EngineSql.copyFromSnapshot", { attributes: { database, snapshotDatabase } }))

@@ -73,14 +73,13 @@ export const waitForSourcePosition = (engine: BranchingEngine, target: string, t
  * In a freshly copied branch: the newest heartbeat it holds (the source time its data is at least
  * as fresh as), then Scion's own `scion` schema goes, so the branch holds the user's tables only.
  */
-export const stampBranch = (engine: BranchingEngine, database: string, connectorId: string) =>
-  Effect.scoped(
+export const stampBranch = (branch: EngineClient, connectorId: string) =>
+  (
     Effect.gen(function* () {
-      const branch = yield* connectEngine(engine, database)
       const [present] = yield* branch.query<{ present: boolean }>("freshness", "select to_regclass('scion.heartbeat') is not null as present")
       if (present?.present !== true) return null
       const [row] = yield* branch.query<{ at: Date | null }>("freshness", "select max(at) as at from scion.heartbeat where connector_id = $1", [connectorId])
       yield* branch.query("freshness", "drop schema if exists scion cascade")
       return row?.at ?? null
     })
-  ).pipe(Effect.withSpan("Freshness.stampBranch", { attributes: { database } }))
+  ).pipe(Effect.withSpan("Freshness.stampBranch"))

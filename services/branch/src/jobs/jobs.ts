@@ -8,7 +8,8 @@ import type { Branch } from "../domain/models.js"
 import { urlsOf } from "../domain/models.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
-import { adminSession, alignSequences, applyMasking, dropBranch, dropDatabase, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
+import { adminSession, alignSequences, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
+import { SnapshotsRepo } from "../SnapshotsRepo.js"
 import { generatePassword, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
 import { stampBranch, waitForSourcePosition } from "../engine/Freshness.js"
@@ -31,7 +32,7 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
  * it made on the engine and marks the branch failed: nothing is left behind. An active branch
  * always has a branch_url.
  */
-export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords | FreshnessConfig> = {
+export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | SnapshotsRepo | Engines | Copier | Passwords | FreshnessConfig> = {
   ...CREATE_JOB,
   payload: BranchPayload,
   run: (job) =>
@@ -41,6 +42,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
       const copier = yield* Copier
       const passwords = yield* Passwords
       const freshness = yield* FreshnessConfig
+      const snapshots = yield* SnapshotsRepo
       const branchId = job.payload.branch_id
 
       const load = Effect.flatMap(repo.findWithEnvelope(branchId), Option.match({
@@ -72,7 +74,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
       const engine = yield* engines.get(first.branch.connectorId).pipe(
         Effect.catchTag("ConnectorNotFound", () => abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
       )
-      if (!isBranchable(engine, { allowStale: first.branch.allowStale })) {
+      if (!isBranchable(engine, { allowStale: first.branch.allowStale || first.branch.snapshotId !== null })) {
         return yield* abandon(Option.some(engine), first.branch, `The connector's branching engine is not ready to branch (branching_engine_status ${engine.status})`)
       }
 
@@ -89,50 +91,83 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
           yield* waitForSourcePosition(engine, target, freshness.catchUpTimeout).pipe(Effect.mapError((e) => new JobFailed({ message: `The branch could not be made consistent with the source: ${e.message}` })))
           yield* mark("catch_up_ms")
         }
+        if (branch.copiedAt === null && branch.snapshotId !== null) {
+          // From a snapshot: its template database, no pause of the mirror; its stamp is the branch's.
+          const snapshot = yield* snapshots.find(branch.snapshotId)
+          if (Option.isNone(snapshot) || snapshot.value.status !== "ready") {
+            return yield* new JobFailed({ message: `Snapshot ${branch.snapshotId} is ${Option.match(snapshot, { onNone: () => "gone", onSome: (s) => s.status })}, not ready` })
+          }
+          yield* job.report({ stage: "copy", stageLabel: `Copying snapshot ${snapshot.value.name}`, progress: 10 })
+          yield* copyFromSnapshot(engine, snapshot.value.databaseName, branch.databaseName)
+          yield* mark("copied_ms")
+          yield* repo.update(branchId, {
+            copied_at: new Date(),
+            engine_host: engine.host,
+            engine_port: engine.port,
+            source_lsn: snapshot.value.sourceLsn,
+            data_as_of: snapshot.value.dataAsOf
+          })
+          ;({ branch } = yield* load)
+        }
         if (branch.copiedAt === null) {
           yield* job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 10 })
+          yield* mark("reported_ms")
           const copied = yield* copier.copy(engine, branch.databaseName)
+          yield* mark("copied_ms")
           yield* repo.update(branchId, { copied_at: new Date(), engine_host: engine.host, engine_port: engine.port, ...(copied.sourceLsn !== null ? { source_lsn: copied.sourceLsn } : {}) })
           ;({ branch } = yield* load)
         }
-        if (branch.dataAsOf === null) {
-          const dataAsOf = yield* stampBranch(engine, branch.databaseName, branch.connectorId)
-          if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
-        }
-        yield* mark("copy_ms")
-        if (branch.sequencesAlignedAt === null) {
-          // Replication carries no sequence values: the copy's sequences are moved past the data
-          // it holds before its role exists, so nobody can insert before they are. Only forward,
-          // so a redelivery that repeats it (crashed before the record) moves nothing back.
-          yield* alignSequences(engine, branch.databaseName)
-          yield* repo.update(branchId, { sequences_aligned_at: new Date() })
-        }
-        yield* mark("sequences_ms")
-        let sealed = Option.getOrNull(envelope)
-        if (sealed === null) {
-          sealed = yield* passwords.seal(generatePassword(), branchId)
-          yield* repo.update(branchId, { password_envelope: sealed })
-        }
-        const password = yield* passwords.open(sealed, branchId)
-        ;({ branch } = yield* load)
-        if (branch.roleCreatedAt === null) {
-          yield* Effect.scoped(Effect.flatMap(adminSession(engine), (admin) => ensureRole(admin, branch.roleName, password)))
-          yield* repo.update(branchId, { role_created_at: new Date() })
-        }
-        yield* mark("role_ms")
-        if (branch.writeReadyAt === null) {
-          yield* grantBranch(engine, branch.databaseName, branch.roleName)
-          const now = new Date()
-          yield* repo.update(branchId, { read_ready_at: now, write_ready_at: now })
-        }
-        yield* mark("grant_ms")
-        const rules = yield* repo.maskingRules(branch.connectorId)
-        if (rules.length > 0 && branch.maskedReadyAt === null) {
-          yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
-          const outcome = yield* applyMasking(engine, branch.databaseName, rules)
-          yield* Effect.logInfo("branch masked").pipe(Effect.annotateLogs({ branch_id: branchId, applied: outcome.applied.length, skipped: outcome.skipped.join(", ") }))
-          yield* repo.update(branchId, { masked_ready_at: new Date() })
-        }
+        // One session on the new database serves every step that works inside it: the first
+        // connection to a fresh copy is the expensive one (its caches are built from the catalog).
+        const password = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const session = yield* connectEngine(engine, branch.databaseName)
+            // The steps before the grant commit without waiting for their WAL flush; the grant's
+            // commit waits for it (WAL is one sequence), so everything is durable before the
+            // branch can be reported ready.
+            yield* session.query("durability", "set synchronous_commit = off")
+            if (branch.dataAsOf === null && branch.snapshotId === null) {
+              const dataAsOf = yield* stampBranch(session, branch.connectorId)
+              if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
+            }
+            yield* mark("copy_ms")
+            if (branch.sequencesAlignedAt === null) {
+              // Replication carries no sequence values: the copy's sequences are moved past the data
+              // it holds before its role exists, so nobody can insert before they are. Only forward,
+              // so a redelivery that repeats it (crashed before the record) moves nothing back.
+              yield* alignSequences(session)
+              yield* repo.update(branchId, { sequences_aligned_at: new Date() })
+            }
+            yield* mark("sequences_ms")
+            let sealed = Option.getOrNull(envelope)
+            if (sealed === null) {
+              sealed = yield* passwords.seal(generatePassword(), branchId)
+              yield* repo.update(branchId, { password_envelope: sealed })
+            }
+            const password = yield* passwords.open(sealed, branchId)
+            const admin = yield* adminSession(engine)
+            if (branch.roleCreatedAt === null) {
+              yield* ensureRole(admin, branch.roleName, password)
+              yield* repo.update(branchId, { role_created_at: new Date() })
+            }
+            yield* mark("role_ms")
+            yield* session.query("durability", "set synchronous_commit = on")
+            if (branch.writeReadyAt === null) {
+              yield* grantBranch(admin, session, branch.databaseName, branch.roleName)
+              const now = new Date()
+              yield* repo.update(branchId, { read_ready_at: now, write_ready_at: now })
+            }
+            yield* mark("grant_ms")
+            const rules = yield* repo.maskingRules(branch.connectorId)
+            if (rules.length > 0 && branch.maskedReadyAt === null) {
+              yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
+              const outcome = yield* applyMasking(session, rules)
+              yield* Effect.logInfo("branch masked").pipe(Effect.annotateLogs({ branch_id: branchId, applied: outcome.applied.length, skipped: outcome.skipped.join(", ") }))
+              yield* repo.update(branchId, { masked_ready_at: new Date() })
+            }
+            return password
+          })
+        )
         const pooler = Option.getOrNull(engine.pooler)
         yield* repo.update(branchId, {
           engine_host: engine.host,
@@ -217,14 +252,21 @@ export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, C
         yield* dropDatabase(engine, branch.databaseName)
         yield* job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 30 })
         const copied = yield* copier.copy(engine, branch.databaseName)
-        const dataAsOf = yield* stampBranch(engine, branch.databaseName, branch.connectorId)
-        yield* alignSequences(engine, branch.databaseName)
-        yield* grantBranch(engine, branch.databaseName, branch.roleName)
         const rules = yield* repo.maskingRules(branch.connectorId)
-        if (rules.length > 0) {
-          yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
-          yield* applyMasking(engine, branch.databaseName, rules)
-        }
+        const dataAsOf = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const session = yield* connectEngine(engine, branch.databaseName)
+            const admin = yield* adminSession(engine)
+            const dataAsOf = yield* stampBranch(session, branch.connectorId)
+            yield* alignSequences(session)
+            yield* grantBranch(admin, session, branch.databaseName, branch.roleName)
+            if (rules.length > 0) {
+              yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
+              yield* applyMasking(session, rules)
+            }
+            return dataAsOf
+          })
+        )
         const now = new Date()
         yield* repo.update(branchId, {
           copied_at: now,

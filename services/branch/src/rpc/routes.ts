@@ -2,11 +2,12 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt"
 import { branchJson, Caller, effectService, type Routes } from "@scion/kit"
 import { BranchService, type Branch as PbBranch } from "@scion/proto/scion/branch/v1/branch_pb"
 import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf"
-import { BranchSchema } from "@scion/proto/scion/branch/v1/branch_pb"
+import { BranchSchema, type SnapshotSchema } from "@scion/proto/scion/branch/v1/branch_pb"
 import { Effect, Option } from "effect"
 import { Branches, type BranchView } from "../Branches.js"
 import { type BranchError, InvalidArgument, toWireError, Unauthenticated } from "../domain/errors.js"
-import type { MaskingRule } from "../domain/models.js"
+import type { MaskingRule, Snapshot } from "../domain/models.js"
+import { Snapshots } from "../Snapshots.js"
 
 /** The verified principal of the request; none means UNAUTHENTICATED. */
 const caller = Effect.flatMap(
@@ -37,7 +38,33 @@ export const branchToProto = ({ branch, urls }: BranchView): MessageInitShape<ty
   ...(branch.dataAsOf !== null ? { dataAsOf: timestampFromDate(branch.dataAsOf) } : {}),
   ...(branch.sourceLsn !== null ? { sourceLsn: branch.sourceLsn } : {}),
   protected: branch.protected,
-  ...(branch.expiresAt !== null ? { expiresAt: timestampFromDate(branch.expiresAt) } : {})
+  ...(branch.expiresAt !== null ? { expiresAt: timestampFromDate(branch.expiresAt) } : {}),
+  ...(branch.snapshotId !== null ? { snapshotId: branch.snapshotId } : {})
+})
+
+export const snapshotToProto = (snapshot: Snapshot): MessageInitShape<typeof SnapshotSchema> => ({
+  snapshotId: snapshot.id,
+  connectorId: snapshot.connectorId,
+  orgId: snapshot.orgId,
+  name: snapshot.name,
+  status: snapshot.status,
+  ...(snapshot.dataAsOf !== null ? { dataAsOf: timestampFromDate(snapshot.dataAsOf) } : {}),
+  ...(snapshot.sourceLsn !== null ? { sourceLsn: snapshot.sourceLsn } : {}),
+  ...(snapshot.error !== null ? { error: snapshot.error } : {}),
+  createdAt: timestampFromDate(snapshot.createdAt),
+  createOperationId: snapshot.createOperationId
+})
+
+/** The snapshot as the completed snapshot_create operation's result: the JSON GET answers. */
+export const snapshotResult = (snapshot: Snapshot): JsonObject => ({
+  snapshot_id: snapshot.id,
+  connector_id: snapshot.connectorId,
+  name: snapshot.name,
+  status: snapshot.status,
+  data_as_of: snapshot.dataAsOf?.toISOString() ?? null,
+  source_lsn: snapshot.sourceLsn,
+  error: snapshot.error,
+  created_at: snapshot.createdAt.toISOString()
 })
 
 /**
@@ -53,6 +80,7 @@ export type { PbBranch }
 /** BranchService as Connect routes over the Branches service. */
 export const branchRoutes = Effect.gen(function* () {
   const branches = yield* Branches
+  const snapshots = yield* Snapshots
   const routes = yield* effectService<typeof BranchService, BranchError, Caller>(
     BranchService,
     {
@@ -67,7 +95,8 @@ export const branchRoutes = Effect.gen(function* () {
             consistentWithSource: req.consistentWithSource,
             minSourceLsn: req.minSourceLsn,
             expiresAt: req.expiresAt === undefined ? undefined : timestampDate(req.expiresAt),
-            ttlSeconds: req.ttlSeconds === undefined ? undefined : Number(req.ttlSeconds)
+            ttlSeconds: req.ttlSeconds === undefined ? undefined : Number(req.ttlSeconds),
+            snapshotId: req.snapshotId
           })
           return { operationId: handle.operationId, resourceId: handle.branchId, status: handle.status, replayed: handle.replayed }
         }),
@@ -105,7 +134,13 @@ export const branchRoutes = Effect.gen(function* () {
         Effect.map(
           Effect.flatMap(caller, (p) => branches.setMaskingRules(p, req.connectorId, { rules: req.rules, policy: req.policy, safeColumns: req.safeColumns })),
           (config) => ({ rules: config.rules.map(ruleToProto), policy: config.policy, safeColumns: config.safeColumns.map((c) => ({ ...c })) })
-        )
+        ),
+      createSnapshot: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => snapshots.create(p, req.connectorId, req.name)), (h) => ({ operationId: h.operationId, resourceId: h.snapshotId, status: h.status })),
+      listSnapshots: (req) => Effect.map(Effect.flatMap(caller, (p) => snapshots.list(p, req.connectorId)), (rows) => ({ snapshots: rows.map(snapshotToProto) })),
+      getSnapshot: (req) => Effect.map(Effect.flatMap(caller, (p) => snapshots.get(p, req.snapshotId)), (snapshot) => ({ snapshot: snapshotToProto(snapshot) })),
+      deleteSnapshot: (req) =>
+        Effect.map(Effect.flatMap(caller, (p) => snapshots.delete(p, req.snapshotId)), (h) => ({ operationId: h.operationId, resourceId: h.snapshotId, status: h.status }))
     },
     toWireError
   )

@@ -90,17 +90,24 @@ export class CodeHostValidation extends Effect.Service<CodeHostValidation>()("@s
     const access = yield* OrgAccess
     const codeHost = yield* CodeHost
 
-    /** An API key acts in its own org; a session caller must name one (as preflight). */
-    const orgOf = (principal: Principal, orgId: string) => {
+    /**
+     * Who may ask. The interface's body has no org: an API key acts in its own org and needs
+     * connectors.create there; a dashboard session may ask with the body as the interface gives it
+     * (nothing of an org is read or stored, only the code host is asked). An org_id, when sent,
+     * is checked like everywhere else (connectors.create in it).
+     */
+    const authorize = (principal: Principal, orgId: string) => {
       const named = orgId.trim()
-      if (named !== "") return Effect.succeed(named)
-      if (principal.kind === "api_key" && principal.orgId !== undefined && principal.orgId !== null) return Effect.succeed(principal.orgId)
+      if (named !== "") return Effect.as(access.require(principal, named, "connectors.create"), named)
+      if (principal.kind === "api_key" && principal.orgId !== undefined && principal.orgId !== null) {
+        return Effect.as(access.require(principal, principal.orgId, "connectors.create"), principal.orgId)
+      }
+      if (principal.kind === "user_session") return Effect.succeed("")
       return Effect.fail(invalid("org_id", "org_id is required"))
     }
 
     const validateRepo = Effect.fn("CodeHostValidation.validateRepo")(function* (principal: Principal, input: ValidateRepoInput) {
-      const orgId = yield* orgOf(principal, input.orgId)
-      yield* access.require(principal, orgId, "connectors.create")
+      const orgId = yield* authorize(principal, input.orgId)
       const repo = yield* parseRepo(input.repo)
       const token = yield* credential("code_host_token", input.codeHostToken)
       const path = repoPath(repo)
@@ -193,8 +200,7 @@ export class CodeHostValidation extends Effect.Service<CodeHostValidation>()("@s
       )
 
     const validateAuth = Effect.fn("CodeHostValidation.validateAuth")(function* (principal: Principal, input: ValidateAuthInput) {
-      const orgId = yield* orgOf(principal, input.orgId)
-      yield* access.require(principal, orgId, "connectors.create")
+      const orgId = yield* authorize(principal, input.orgId)
       const authType = input.authType
       if (authType === undefined) return yield* invalid("auth_type", "auth_type must be pat or oauth")
       yield* Effect.annotateCurrentSpan("auth_type", authType)

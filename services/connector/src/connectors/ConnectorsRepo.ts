@@ -89,6 +89,12 @@ export class ConnectorsRepo extends Effect.Service<ConnectorsRepo>()("@scion/con
     const sql = yield* SqlClient.SqlClient
 
     return {
+      /** How many connectors there are in each branching-engine state (the metrics' scion_connectors). */
+      countsByEngineStatus: sql<{ status: string; n: number }>`select branching_engine_status as status, count(*)::int as n from connectors group by 1`.pipe(
+        Effect.map((rows) => rows.map((row) => ({ labels: { branching_engine_status: row.status }, count: row.n }))),
+        Effect.orDie
+      ),
+
       find: (connectorId: string) =>
         sql<ConnectorRow>`select * from connectors where id = ${connectorId}`.pipe(
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toConnector)),

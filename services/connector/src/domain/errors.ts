@@ -223,6 +223,20 @@ export class RollbackUnavailable extends Schema.TaggedError<RollbackUnavailable>
   }
 }
 
+/** The engines have no common certificate authority to hand to clients (self-signed engines). */
+export class EngineAuthorityNotConfigured extends Schema.TaggedError<EngineAuthorityNotConfigured>()("EngineAuthorityNotConfigured", {}) {
+  override get message() {
+    return "The branching engines' certificates have no common authority here: each engine's certificate is its own (use sslmode=require without verification, or configure ENGINE_CERT_ISSUER and ENGINE_CA_CERT_FILE)"
+  }
+}
+
+/** The engines' certificate authority could not be read. */
+export class EngineAuthorityUnavailable extends Schema.TaggedError<EngineAuthorityUnavailable>()("EngineAuthorityUnavailable", { reason: Schema.String }) {
+  override get message() {
+    return `The branching engines' certificate authority is unavailable: ${this.reason}`
+  }
+}
+
 export type ConnectorError =
   | Unauthenticated
   | NotAMember
@@ -257,6 +271,8 @@ export type ConnectorError =
   | SourcePositionUnavailable
   | EngineNotSetUp
   | RollbackUnavailable
+  | EngineAuthorityNotConfigured
+  | EngineAuthorityUnavailable
 
 /** The one table from domain error to wire error. */
 export const wireErrors = {
@@ -311,7 +327,9 @@ export const wireErrors = {
   EngineUnavailable: { code: Code.Unavailable, reason: "ENGINE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) },
   SourcePositionUnavailable: { code: Code.Unavailable, reason: "SOURCE_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) },
   EngineNotSetUp: { code: Code.FailedPrecondition, reason: "ENGINE_NOT_SET_UP", metadata: (e) => ({ connector_id: e.connectorId, status: e.status }) },
-  RollbackUnavailable: { code: Code.FailedPrecondition, reason: "ROLLBACK_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) }
+  RollbackUnavailable: { code: Code.FailedPrecondition, reason: "ROLLBACK_UNAVAILABLE", metadata: (e) => ({ connector_id: e.connectorId }) },
+  EngineAuthorityNotConfigured: { code: Code.NotFound, reason: "ENGINE_CA_NOT_CONFIGURED" },
+  EngineAuthorityUnavailable: { code: Code.Unavailable, reason: "ENGINE_CA_UNAVAILABLE" }
 } satisfies WireTable<ConnectorError>
 
 export const toWireError = wireErrorFrom<ConnectorError>(wireErrors)

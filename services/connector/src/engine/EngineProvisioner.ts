@@ -1,9 +1,10 @@
-import { Context, Effect, type Redacted, Schema } from "effect"
+import { Context, Effect, type Option, type Redacted, Schema } from "effect"
 
 /**
  * The branching engine of one connector: a Postgres cluster that will hold the mirror of the
  * selected tables and the branches cut from it (ARCHITECTURE.md, "The branching engine").
- * Clients connect over TLS only (`sslmode=require`) with the superuser credentials.
+ * Clients connect over TLS only (`sslmode=require`) with the superuser credentials; the engine's
+ * certificate names its host and chains to the adapter's certificate authority when it has one.
  */
 export interface Engine {
   readonly connectorId: string
@@ -63,6 +64,11 @@ export class EngineProvisioner extends Context.Tag("@scion/connector/EngineProvi
     /** Stops the engine and removes its data; an absent engine is fine. */
     readonly destroy: (connectorId: string) => Effect.Effect<void, EngineError>
     readonly status: (connectorId: string) => Effect.Effect<EngineStatus, EngineError | EngineNotFound>
+    /**
+     * The PEM certificate of the authority every engine's certificate chains to, for clients that
+     * verify it; none when the adapter's engines have no common authority.
+     */
+    readonly certificateAuthority: Effect.Effect<Option.Option<string>, EngineError>
   }
 >() {}
 

@@ -23,7 +23,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http"
 import { request as httpsRequest } from "node:https"
 import { dirname, join } from "node:path"
 import { Config, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
-import { ENGINE_PORT, type EngineMaterial, FIELD_MANAGER, SUPERUSER, b64, engineHost, engineName, generateMaterial, renderEngine, renderSecret, selectorLabels } from "./kubernetes/EngineManifests.js"
+import { ENGINE_PORT, type EngineMaterial, FIELD_MANAGER, SUPERUSER, b64, engineHost, engineName, generateMaterial, renderEngine, renderSecret, selectorLabels, tlsSecretName } from "./kubernetes/EngineManifests.js"
 import { type Engine, EngineError, EngineNotFound, EngineProvisioner, perConnectorLock, validateConnectorId, type EngineStatus } from "./EngineProvisioner.js"
 
 // The pure halves: the objects rendered, and the certificate they carry.
@@ -57,6 +57,12 @@ export interface EngineRenderOptions {
    * then clones a template database's files for a branch. Default `copy`.
    */
   readonly fileCopyMethod: "copy" | "clone"
+  /**
+   * A cert-manager Issuer or ClusterIssuer that signs the engines' certificates (a Certificate per
+   * engine, its Secret `<engine>-tls` mounted by the pod); none: the self-signed certificate kept
+   * in the engine's Secret.
+   */
+  readonly certificateIssuer: Option.Option<{ readonly name: string; readonly kind: "Issuer" | "ClusterIssuer" }>
 }
 
 export interface KubernetesEngineOptions extends EngineRenderOptions {
@@ -71,6 +77,8 @@ export interface KubernetesEngineOptions extends EngineRenderOptions {
   readonly pollInterval: Duration.Duration
   /** Per-request timeout. */
   readonly requestTimeout: Duration.Duration
+  /** The PEM file of the authority behind certificateIssuer, served to clients that verify; none: not served. */
+  readonly certificateAuthorityFile: Option.Option<string>
 }
 
 const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -105,7 +113,14 @@ export const KubernetesEngineConfig: Config.Config<KubernetesEngineOptions> = Co
   fileCopyMethod: Config.literal("copy", "clone")("ENGINE_FILE_COPY_METHOD").pipe(Config.withDefault("copy" as const)),
   readyTimeout: Config.duration("ENGINE_READY_TIMEOUT").pipe(Config.withDefault(Duration.minutes(5))),
   pollInterval: Config.duration("ENGINE_READY_POLL_INTERVAL").pipe(Config.withDefault(Duration.seconds(2))),
-  requestTimeout: Config.duration("KUBERNETES_REQUEST_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+  requestTimeout: Config.duration("KUBERNETES_REQUEST_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30))),
+  certificateIssuer: Config.option(
+    Config.all({
+      name: Config.string("ENGINE_CERT_ISSUER"),
+      kind: Config.literal("Issuer", "ClusterIssuer")("ENGINE_CERT_ISSUER_KIND").pipe(Config.withDefault("Issuer" as const))
+    })
+  ),
+  certificateAuthorityFile: Config.option(Config.string("ENGINE_CA_CERT_FILE"))
 }).pipe(
   Config.map(({ namespace, ...rest }) => ({ ...rest, namespace: Option.getOrElse(namespace, () => "") }))
 )
@@ -113,9 +128,10 @@ export const KubernetesEngineConfig: Config.Config<KubernetesEngineOptions> = Co
 // ---------------------------------------------------------------------------------------------
 // The API client
 
-type Kind = "Secret" | "ConfigMap" | "Service" | "StatefulSet" | "PersistentVolumeClaim"
+type Kind = "Secret" | "ConfigMap" | "Service" | "StatefulSet" | "PersistentVolumeClaim" | "Certificate"
 
 const plural: Record<Kind, string> = {
+  Certificate: "certificates",
   Secret: "secrets",
   ConfigMap: "configmaps",
   Service: "services",
@@ -123,8 +139,16 @@ const plural: Record<Kind, string> = {
   PersistentVolumeClaim: "persistentvolumeclaims"
 }
 
-const collectionPath = (kind: Kind, namespace: string) =>
-  `${kind === "StatefulSet" ? "/apis/apps/v1" : "/api/v1"}/namespaces/${encodeURIComponent(namespace)}/${plural[kind]}`
+const apiGroupPath: Record<Kind, string> = {
+  Secret: "/api/v1",
+  ConfigMap: "/api/v1",
+  Service: "/api/v1",
+  PersistentVolumeClaim: "/api/v1",
+  StatefulSet: "/apis/apps/v1",
+  Certificate: "/apis/cert-manager.io/v1"
+}
+
+const collectionPath = (kind: Kind, namespace: string) => `${apiGroupPath[kind]}/namespaces/${encodeURIComponent(namespace)}/${plural[kind]}`
 
 const objectPath = (kind: Kind, namespace: string, name: string) => `${collectionPath(kind, namespace)}/${encodeURIComponent(name)}`
 
@@ -394,6 +418,7 @@ export const makeKubernetesEngineProvisioner = (options: KubernetesEngineOptions
       const objects = renderEngine(connectorId, render, material)
       // Applied again even when it existed: labels converge; the values are the ones read back.
       yield* apply(connectorId, "Secret", objects.secret, secrets)
+      if (Option.isSome(objects.certificate)) yield* apply(connectorId, "Certificate", objects.certificate.value)
       yield* apply(connectorId, "ConfigMap", objects.configMap)
       yield* apply(connectorId, "Service", objects.service)
       yield* apply(connectorId, "StatefulSet", objects.statefulSet)
@@ -432,6 +457,11 @@ export const makeKubernetesEngineProvisioner = (options: KubernetesEngineOptions
       yield* remove(connectorId, "StatefulSet")
       yield* remove(connectorId, "Service")
       yield* remove(connectorId, "ConfigMap")
+      if (Option.isSome(options.certificateIssuer)) {
+        yield* ask(connectorId, "delete Certificate", { method: "DELETE", path: objectPath("Certificate", namespace, tlsSecretName(connectorId)) }, [200, 202, 404])
+        // cert-manager leaves the Secret it wrote behind.
+        yield* ask(connectorId, "delete Secret", { method: "DELETE", path: objectPath("Secret", namespace, tlsSecretName(connectorId)) }, [200, 202, 404])
+      }
       const selector = Object.entries(selectorLabels(connectorId))
         .map(([key, value]) => `${key}=${value}`)
         .join(",")
@@ -458,7 +488,16 @@ export const makeKubernetesEngineProvisioner = (options: KubernetesEngineOptions
       return result
     })
 
-    return EngineProvisioner.of({ provision, start, stop, destroy, status })
+    const certificateAuthority = Option.match(options.certificateAuthorityFile, {
+      onNone: () => Effect.succeed(Option.none<string>()),
+      onSome: (file) =>
+        Effect.tryPromise({
+          try: () => readFile(file, "utf8"),
+          catch: (cause) => new EngineError({ connectorId: "-", step: "certificate authority", message: cause instanceof Error ? cause.message : String(cause) })
+        }).pipe(Effect.map(Option.some))
+    })
+
+    return EngineProvisioner.of({ provision, start, stop, destroy, status, certificateAuthority })
   })
 
 /** The Kubernetes adapter from KUBERNETES_* and ENGINE_* config. */

@@ -11,6 +11,10 @@
  *                                                   with server.crt/server.key, scion-engine.conf
  *                                                   (included from postgresql.conf) and pg_hba.conf
  *   <ENGINE_DATA_DIR>/<connector id>/log/postgres.log  pg_ctl's server log
+ *   <ENGINE_DATA_DIR>/ca/ca.crt, ca.key             the local certificate authority that signs every
+ *                                                   engine's certificate (made once; the key 0600),
+ *                                                   unless ENGINE_CA_CERT_FILE/ENGINE_CA_KEY_FILE
+ *                                                   name the operator's own
  *
  * As root the binaries run as an unprivileged OS user (ENGINE_OS_USER, default `postgres`), which
  * initdb and pg_ctl require; ENGINE_DATA_DIR and its parents must be traversable by that user.
@@ -20,7 +24,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync } from "node:fs"
-import { appendFile, chmod, chown, mkdir, readFile, rm, writeFile } from "node:fs/promises"
+import { appendFile, chmod, chown, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { connect, createServer, isIP } from "node:net"
 import { arch, platform, tmpdir } from "node:os"
@@ -41,8 +45,14 @@ export interface LocalEngineOptions {
   readonly binDir: Option.Option<string>
   /** The OS user the server runs as when this process is root. */
   readonly osUser: string
-  /** The openssl executable that makes the self-signed certificate. */
+  /** The openssl executable that makes the certificate authority and signs the engines' certificates. */
   readonly openssl: string
+  /**
+   * The certificate authority that signs every engine's certificate (so drivers that verify, like
+   * node-postgres with `sslmode=require`, accept branch URLs once they trust it): the operator's
+   * certificate and key, or none to make a local one under dataDir.
+   */
+  readonly authority: Option.Option<{ readonly certFile: string; readonly keyFile: string }>
   /**
    * `clone` when dataDir is on storage that can reflink (XFS with reflink=1, btrfs): Postgres 18
    * then clones a template database's files (branches in milliseconds). Default `copy`.
@@ -65,6 +75,13 @@ export const LocalEngineConfig: Config.Config<LocalEngineOptions> = Config.all({
   binDir: Config.option(Config.string("ENGINE_PG_BIN_DIR")),
   osUser: Config.string("ENGINE_OS_USER").pipe(Config.withDefault("postgres")),
   openssl: Config.string("ENGINE_OPENSSL").pipe(Config.withDefault("openssl")),
+  authority: Config.all({ certFile: Config.option(Config.string("ENGINE_CA_CERT_FILE")), keyFile: Config.option(Config.string("ENGINE_CA_KEY_FILE")) }).pipe(
+    Config.validate({
+      message: "ENGINE_CA_CERT_FILE and ENGINE_CA_KEY_FILE are set together or not at all",
+      validation: ({ certFile, keyFile }) => Option.isSome(certFile) === Option.isSome(keyFile)
+    }),
+    Config.map(({ certFile, keyFile }) => Option.all({ certFile, keyFile }))
+  ),
   fileCopyMethod: Config.literal("copy", "clone")("ENGINE_FILE_COPY_METHOD").pipe(Config.withDefault("copy" as const)),
   // auto: Debian's package when installed; off: no pooler; anything else: the executable's path.
   pgbouncer: Config.string("ENGINE_PGBOUNCER").pipe(
@@ -189,13 +206,20 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
         )
       )
 
-    /** The OS user the binaries run as: `options.osUser` when root, else this process's own user. */
+    /**
+     * The OS user the binaries run as: `options.osUser` when root, else this process's own user.
+     * Resolved once (two `id` processes), then remembered: engine lookups ask on every branch.
+     */
+    let resolvedUser: OsUser | undefined
     const serverUser = (connectorId: string): Effect.Effect<OsUser | undefined, EngineError> =>
-      isRoot
-        ? Effect.all({ uid: idOf(connectorId, "-u"), gid: idOf(connectorId, "-g") }).pipe(
-            Effect.map(({ uid, gid }): OsUser => ({ uid, gid }))
-          )
-        : Effect.succeed(undefined)
+      !isRoot
+        ? Effect.succeed(undefined)
+        : resolvedUser !== undefined
+          ? Effect.succeed(resolvedUser)
+          : Effect.all({ uid: idOf(connectorId, "-u"), gid: idOf(connectorId, "-g") }).pipe(
+              Effect.map(({ uid, gid }): OsUser => ({ uid, gid })),
+              Effect.tap((user) => Effect.sync(() => void (resolvedUser = user)))
+            )
 
     const give = (connectorId: string, path: string, user: OsUser | undefined) =>
       user ? attempt(connectorId, "chown", () => chown(path, user.uid, user.gid)) : Effect.void
@@ -207,6 +231,98 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       const engineDir = join(dataDir, connectorId)
       return { engineDir, pgdata: join(engineDir, "pgdata"), logDir: join(engineDir, "log"), record: join(engineDir, "engine.json") }
     }
+
+    // -----------------------------------------------------------------------------------------
+    // The certificate authority. Every engine's certificate is signed by it and names the
+    // engine's host, so drivers that verify (node-postgres treats sslmode=require as verify-full)
+    // connect once they trust the authority's certificate; psql's sslmode=require still works.
+    // -----------------------------------------------------------------------------------------
+
+    const localAuthorityDir = join(dataDir, "ca")
+    const authorityFiles = Option.getOrElse(options.authority, () => ({ certFile: join(localAuthorityDir, "ca.crt"), keyFile: join(localAuthorityDir, "ca.key") }))
+    const authorityLock = Effect.unsafeMakeSemaphore(1)
+    let authorityReady = false
+
+    /**
+     * The operator's authority, or the local one made on first use: in a scratch directory renamed
+     * into place, so two processes sharing dataDir keep one certificate and key pair.
+     */
+    const ensureAuthority = (connectorId: string) =>
+      Effect.suspend(() =>
+        authorityReady
+          ? Effect.succeed(authorityFiles)
+          : authorityLock.withPermits(1)(
+              Effect.gen(function* () {
+                if (authorityReady) return authorityFiles
+                if (Option.isSome(options.authority)) {
+                  if (!existsSync(authorityFiles.certFile) || !existsSync(authorityFiles.keyFile)) {
+                    return yield* new EngineError({ connectorId, step: "certificate authority", message: "ENGINE_CA_CERT_FILE or ENGINE_CA_KEY_FILE does not exist" })
+                  }
+                } else if (!existsSync(authorityFiles.certFile)) {
+                  const scratch = `${localAuthorityDir}.${randomBytes(6).toString("hex")}`
+                  yield* attempt(connectorId, "certificate authority", () => mkdir(scratch, { recursive: true, mode: 0o700 }))
+                  yield* Effect.gen(function* () {
+                    yield* runOk(connectorId, "certificate authority", options.openssl, [
+                      "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "3650",
+                      "-subj", "/CN=Scion local engine CA", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+                      "-keyout", join(scratch, "ca.key"), "-out", join(scratch, "ca.crt")
+                    ])
+                    yield* attempt(connectorId, "certificate authority", async () => {
+                      await chmod(join(scratch, "ca.key"), 0o600)
+                      // The directory itself is traversable: ca.crt is public, the key stays 0600.
+                      await chmod(scratch, 0o755)
+                      await rename(scratch, localAuthorityDir).catch((cause: unknown) => {
+                        if (!existsSync(authorityFiles.certFile)) throw cause
+                      })
+                    })
+                  }).pipe(Effect.ensuring(Effect.promise(() => rm(scratch, { recursive: true, force: true }))))
+                }
+                authorityReady = true
+                return authorityFiles
+              })
+            )
+      )
+
+    // node-postgres hands TLS no server name when the host is an address, and Node then checks the
+    // name "localhost": an address-named engine's certificate carries that name too, or the most
+    // common driver could not verify it. Only holders of the authority's key can issue one.
+    const hostAltName = () => (isIP(options.host) ? `IP:${options.host},DNS:localhost` : `DNS:${options.host}`)
+
+    /** A new key and a certificate for the engine's host, signed by the authority. */
+    const issueCertificate = (connectorId: string, user: OsUser | undefined) =>
+      Effect.gen(function* () {
+        const authority = yield* ensureAuthority(connectorId)
+        const { pgdata } = paths(connectorId)
+        const key = join(pgdata, "server.key")
+        const cert = join(pgdata, "server.crt")
+        yield* runOk(connectorId, "certificate", options.openssl, [
+          "req", "-x509", "-CA", authority.certFile, "-CAkey", authority.keyFile,
+          "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "3650",
+          "-subj", `/CN=scion-engine-${connectorId}`, "-addext", `subjectAltName=${hostAltName()}`,
+          "-addext", "basicConstraints=critical,CA:FALSE", "-addext", "keyUsage=critical,digitalSignature,keyEncipherment", "-addext", "extendedKeyUsage=serverAuth",
+          "-keyout", key, "-out", cert
+        ])
+        yield* attempt(connectorId, "certificate", () => chmod(key, 0o600))
+        yield* give(connectorId, key, user)
+        yield* give(connectorId, cert, user)
+      })
+
+    /**
+     * Before a server starts: an engine whose certificate the authority did not sign (made before
+     * there was one, or under another) or that names another host gets a new one.
+     */
+    const refreshCertificate = (connectorId: string, user: OsUser | undefined) =>
+      Effect.gen(function* () {
+        const authority = yield* ensureAuthority(connectorId)
+        const cert = join(paths(connectorId).pgdata, "server.crt")
+        const verified = yield* run(connectorId, "certificate", options.openssl, ["verify", "-CAfile", authority.certFile, cert])
+        const named = isIP(options.host)
+          ? yield* run(connectorId, "certificate", options.openssl, ["x509", "-in", cert, "-noout", "-checkip", options.host])
+          : yield* run(connectorId, "certificate", options.openssl, ["x509", "-in", cert, "-noout", "-checkhost", options.host])
+        if (verified.code === 0 && named.code === 0 && !named.stdout.includes("NOT match")) return
+        yield* issueCertificate(connectorId, user)
+        yield* Effect.logInfo("engine certificate issued again").pipe(Effect.annotateLogs({ connectorId }))
+      })
 
     const readRecord = (connectorId: string): Effect.Effect<Option.Option<EngineRecord>, EngineError> => {
       const { record } = paths(connectorId)
@@ -237,17 +353,11 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       ...(record.poolerPort !== undefined && Option.isSome(options.pgbouncer) ? { pooler: { host: record.host, port: record.poolerPort } } : {})
     })
 
-    /** pg_ctl status: 0 running, 3 not running. */
-    const isRunning = (connectorId: string, user: OsUser | undefined) =>
-      run(connectorId, "status", pgCtl, ["status", "-D", paths(connectorId).pgdata], user).pipe(
-        Effect.flatMap((result) =>
-          result.code === 0
-            ? Effect.succeed(true)
-            : result.code === 3
-              ? Effect.succeed(false)
-              : Effect.fail(new EngineError({ connectorId, step: "status", message: `pg_ctl status exit ${result.code}: ${result.stderr.trim()}` }))
-        )
-      )
+    /**
+     * What `pg_ctl status` decides, without a process per question (engine lookups ask on every
+     * branch): the postmaster.pid file's first line names a live process.
+     */
+    const isRunning = (connectorId: string, _user: OsUser | undefined) => pidAlive(join(paths(connectorId).pgdata, "postmaster.pid")).pipe(Effect.map(Option.isSome))
 
     const logTail = (connectorId: string) =>
       Effect.promise(() => readFile(join(paths(connectorId).logDir, "postgres.log"), "utf8").catch(() => "")).pipe(
@@ -257,6 +367,7 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
     const startServer = (connectorId: string, user: OsUser | undefined) =>
       Effect.gen(function* () {
         if (yield* isRunning(connectorId, user)) return
+        yield* refreshCertificate(connectorId, user)
         const { pgdata, logDir } = paths(connectorId)
         yield* runOk(connectorId, "start", pgCtl, ["start", "-w", "-t", "60", "-D", pgdata, "-l", join(logDir, "postgres.log")], user).pipe(
           Effect.catchAll((error) =>
@@ -306,7 +417,9 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
         `client_tls_key_file = ${join(pgdata, "server.key")}`,
         `client_tls_cert_file = ${join(pgdata, "server.crt")}`,
         "server_tls_sslmode = require",
-        "ignore_startup_parameters = extra_float_digits,options",
+        // channel_binding: branch URLs carry it for libpq, and postgres.js sends every URL
+        // parameter it does not know to the server as a setting.
+        "ignore_startup_parameters = extra_float_digits,options,channel_binding",
         `pidfile = ${p.pid}`,
         `logfile = ${p.log}`,
         ""
@@ -315,7 +428,8 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
 
     const pidAlive = (pidFile: string) =>
       Effect.promise(async () => {
-        const pid = Number((await readFile(pidFile, "utf8").catch(() => "")).trim())
+        // The first line (postmaster.pid holds more below it).
+        const pid = Number((await readFile(pidFile, "utf8").catch(() => "")).split("\n")[0]?.trim())
         if (!Number.isInteger(pid) || pid <= 0) return Option.none<number>()
         try {
           process.kill(pid, 0)
@@ -450,17 +564,7 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
         )
         yield* runOk(connectorId, "initdb", initdb, ["-D", pgdata, "--sync-only"], user)
 
-        // Self-signed certificate (EC P-256, 10 years) naming the engine's host.
-        const san = isIP(options.host) ? `IP:${options.host}` : `DNS:${options.host}`
-        const key = join(pgdata, "server.key")
-        const cert = join(pgdata, "server.crt")
-        yield* runOk(connectorId, "certificate", options.openssl, [
-          "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "3650",
-          "-subj", `/CN=scion-engine-${connectorId}`, "-addext", `subjectAltName=${san}`, "-keyout", key, "-out", cert
-        ])
-        yield* attempt(connectorId, "certificate", () => chmod(key, 0o600))
-        yield* give(connectorId, key, user)
-        yield* give(connectorId, cert, user)
+        yield* issueCertificate(connectorId, user)
 
         const port = yield* attempt(connectorId, "allocate port", freePort)
         const conf = join(pgdata, CONF_FILE)
@@ -530,7 +634,11 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       return result
     })
 
-    return EngineProvisioner.of({ provision, start, stop, destroy, status })
+    const certificateAuthority = Effect.flatMap(ensureAuthority("-"), (authority) =>
+      attempt("-", "certificate authority", () => readFile(authority.certFile, "utf8"))
+    ).pipe(Effect.map(Option.some), Effect.withSpan("LocalEngineProvisioner.certificateAuthority"))
+
+    return EngineProvisioner.of({ provision, start, stop, destroy, status, certificateAuthority })
   })
 
 /** The local adapter from ENGINE_* config. */

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto"
 import { Config, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
-import { quoteIdent } from "@scion/kit"
+import { quoteIdent, recordReplicationLag } from "@scion/kit"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
@@ -117,7 +117,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
             )
             return Option.some(slot === undefined ? null : Number(slot.lag ?? 0))
           })
-        ).pipe(Effect.catchAll(() => Effect.succeed(Option.none<number | null>())))
+        ).pipe(
+          Effect.tap((lag) => (Option.isSome(lag) && lag.value !== null ? recordReplicationLag(engine.connector_id, lag.value) : Effect.void)),
+          Effect.catchAll(() => Effect.succeed(Option.none<number | null>()))
+        )
       })
 
     const inspect = (engine: EngineRow, mirror: PgSession, lag: Option.Option<number | null>, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>

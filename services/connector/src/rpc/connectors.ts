@@ -12,7 +12,8 @@ import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
 import { Deletion } from "../connectors/Deletion.js"
 import { Discovery } from "../connectors/Discovery.js"
 import type { CheckStatus, PreflightReport } from "../connectors/Preflight.js"
-import { type ConnectorError, toWireError, Unauthenticated } from "../domain/errors.js"
+import { type ConnectorError, EngineAuthorityNotConfigured, EngineAuthorityUnavailable, toWireError, Unauthenticated } from "../domain/errors.js"
+import { EngineProvisioner } from "../engine/EngineProvisioner.js"
 import { EngineSetup, type SetupStarted } from "../engine/EngineSetup.js"
 import { Quarantine, type QuarantineEntryRow } from "../engine/Quarantine.js"
 import { DEFAULT_ATTEMPTS_LIMIT, DEFAULT_CHECKS_LIMIT, Readiness } from "../engine/Readiness.js"
@@ -113,6 +114,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
   const readiness = yield* Readiness
   const quarantine = yield* Quarantine
   const schemaChanges = yield* SchemaChanges
+  const provisioner = yield* EngineProvisioner
   return yield* effectService<typeof ConnectorService, ConnectorError, Caller>(
     ConnectorService,
     {
@@ -250,6 +252,12 @@ export const connectorServiceRoutes = Effect.gen(function* () {
       resetReplication: (req) => Effect.map(Effect.flatMap(caller, (p) => setup.reset(p, req.connectorId)), (started) => ({ started: handle(started) })),
       deepResetReplication: (req) => Effect.map(Effect.flatMap(caller, (p) => setup.deepReset(p, req.connectorId)), (started) => ({ started: handle(started) })),
       rollbackReplication: (req) => Effect.map(Effect.flatMap(caller, (p) => setup.rollback(p, req.connectorId)), (started) => ({ started: handle(started) })),
+      // Public: no caller needed.
+      getEngineCertificateAuthority: () =>
+        provisioner.certificateAuthority.pipe(
+          Effect.mapError((e) => new EngineAuthorityUnavailable({ reason: e.message })),
+          Effect.flatMap(Option.match({ onNone: () => Effect.fail(new EngineAuthorityNotConfigured()), onSome: (certificatePem) => Effect.succeed({ certificatePem }) }))
+        ),
       listSchemaChanges: (req) =>
         Effect.map(
           Effect.flatMap(caller, (p) =>

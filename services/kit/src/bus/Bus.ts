@@ -174,7 +174,8 @@ export const backoffDelay = (backoff: ReadonlyArray<Duration.DurationInput>, del
 
 /** `traceparent` of the current span, if any (W3C trace context, version 00). */
 export const currentTraceparent: Effect.Effect<Option.Option<string>> = Effect.map(Effect.option(Effect.currentSpan), (span) =>
-  Option.map(span, (s) => `00-${s.traceId}-${s.spanId}-${s.sampled ? "01" : "00"}`)
+  // Only a span a real tracer records has W3C ids (with tracing off, spans are no-ops).
+  Option.flatMap(span, (s) => (/^[0-9a-f]{32}$/.test(s.traceId) && /^[0-9a-f]{16}$/.test(s.spanId) ? Option.some(`00-${s.traceId}-${s.spanId}-${s.sampled ? "01" : "00"}`) : Option.none()))
 )
 
 export const parseTraceparent = (value: string | undefined): Option.Option<Tracer.ExternalSpan> => {

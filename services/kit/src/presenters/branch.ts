@@ -24,6 +24,7 @@ export interface BranchJson {
   readonly source_lsn: string | null
   readonly protected: boolean
   readonly expires_at: string | null
+  readonly snapshot_id: string | null
 }
 
 export type BranchStatusName = "creating" | "active" | "deleting" | "deleted" | "failed"
@@ -67,6 +68,7 @@ export const branchJson = (b: Branch): BranchJson => {
     data_as_of: iso(b.dataAsOf),
     source_lsn: b.sourceLsn ?? null,
     protected: b.protected,
-    expires_at: iso(b.expiresAt)
+    expires_at: iso(b.expiresAt),
+    snapshot_id: b.snapshotId ?? null
   }
 }

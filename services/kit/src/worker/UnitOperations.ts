@@ -22,6 +22,8 @@ export type OperationTypeName =
   | "branch_create"
   | "branch_delete"
   | "branch_reset"
+  | "snapshot_create"
+  | "snapshot_delete"
 
 /** The one closed table from a type's name to the contract's enum: a new type must be added here. */
 const operationTypes = {
@@ -39,7 +41,9 @@ const operationTypes = {
   environment_destroy: OperationType.ENVIRONMENT_DESTROY,
   branch_create: OperationType.BRANCH_CREATE,
   branch_delete: OperationType.BRANCH_DELETE,
-  branch_reset: OperationType.BRANCH_RESET
+  branch_reset: OperationType.BRANCH_RESET,
+  snapshot_create: OperationType.SNAPSHOT_CREATE,
+  snapshot_delete: OperationType.SNAPSHOT_DELETE
 } as const satisfies Record<OperationTypeName, OperationType>
 
 export type OperationState = "pending" | "running" | "completed" | "failed"

@@ -8,8 +8,11 @@ import {
   OperationStatus,
   type ReportOperationRequestSchema
 } from "@scion/proto/scion/operation/v1/operation_pb"
-import { Cause, Config, Context, Duration, Effect, Layer, Option, Schedule, Schema, type Scope } from "effect"
-import { Bus, type BusError, type ConsumeOptions, type Delivery } from "../bus/Bus.js"
+import { Cause, Config, Context, Duration, Effect, Exit, FiberRef, Layer, Option, Schedule, Schema, type Scope } from "effect"
+import { recordJob } from "../metrics.js"
+import { CurrentRequestId, withRequestId } from "../request-id.js"
+import { withRemoteParent } from "../tracing.js"
+import { Bus, type BusError, type ConsumeOptions, currentTraceparent, type Delivery } from "../bus/Bus.js"
 import { unitTransport, makeEffectClient, type EffectClient } from "../connect-client.js"
 import { Code, RpcError } from "../errors.js"
 import { asService, isTransient, ServiceIdentity } from "../service-identity.js"
@@ -36,7 +39,11 @@ export const jobSubject = (unit: string, type: string) => `jobs.${unit}.${type}`
 export const JobMessage = Schema.Struct({
   operation_id: Schema.String,
   org_id: Schema.String,
-  payload: Schema.Unknown
+  payload: Schema.Unknown,
+  /** The request that started the job: the worker's log lines carry it too. */
+  request_id: Schema.optional(Schema.String),
+  /** The span that enqueued the job (W3C): the job's span continues its trace. */
+  traceparent: Schema.optional(Schema.String)
 })
 export type JobMessage = typeof JobMessage.Type
 
@@ -53,8 +60,14 @@ export const enqueueJob = (input: {
   readonly payload: unknown
   readonly table?: string
 }) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => {
-    const message: JobMessage = { operation_id: input.operationId, org_id: input.orgId, payload: input.payload }
+  Effect.flatMap(Effect.all([SqlClient.SqlClient, FiberRef.get(CurrentRequestId), currentTraceparent]), ([sql, requestId, traceparent]) => {
+    const message: JobMessage = {
+      operation_id: input.operationId,
+      org_id: input.orgId,
+      payload: input.payload,
+      ...(Option.isSome(requestId) ? { request_id: requestId.value } : {}),
+      ...(Option.isSome(traceparent) ? { traceparent: traceparent.value } : {})
+    }
     return sql`
       insert into ${sql(input.table ?? "outbox")} (subject, msg_id, payload)
       values (${jobSubject(input.unit, input.type)}, ${input.operationId}, ${JSON.stringify(message)}::jsonb)
@@ -172,16 +185,29 @@ export const runJobs = <P, I, E, R>(
         if (Option.isNone(message)) {
           return yield* Effect.logError("job message is not a job; dropped").pipe(Effect.annotateLogs({ subject: delivery.subject }))
         }
-        const { operation_id: operationId, org_id: orgId } = message.value
+        const { operation_id: operationId, org_id: orgId, request_id: requestId } = message.value
+        const started = performance.now()
+        yield* run(delivery, message.value, operationId, orgId).pipe(
+          withRequestId(requestId),
+          Effect.annotateLogs("operation_id", operationId),
+          // A failure goes back to the bus (nak or dead letter): "retried".
+          Effect.onExit((exit) => recordJob(handler.unit, handler.type, Exit.isSuccess(exit) ? exit.value : "retried", (performance.now() - started) / 1000))
+        )
+      })
+
+    const run = (delivery: Delivery, message: JobMessage, operationId: string, orgId: string) =>
+      Effect.gen(function* () {
         yield* Effect.annotateCurrentSpan({ operationId, orgId, attempt: delivery.deliveryCount })
         const current = yield* call(operations.getOperation({ id: operationId })).pipe(Effect.map((r) => r.operation!))
         if (isTerminal(current.status)) {
-          return yield* Effect.logInfo(`job skipped: operation already ${statusName(current.status)}`).pipe(Effect.annotateLogs({ operationId }))
+          yield* Effect.logInfo(`job skipped: operation already ${statusName(current.status)}`).pipe(Effect.annotateLogs({ operationId }))
+          return "skipped" as const
         }
-        const payload = yield* decodePayload(message.value.payload).pipe(Effect.either)
+        const payload = yield* decodePayload(message.payload).pipe(Effect.either)
         if (payload._tag === "Left") {
           yield* report({ id: operationId, status: OperationStatus.FAILED, error: "The job's input is not valid for this worker" })
-          return yield* Effect.logError("job payload invalid; operation failed", payload.left).pipe(Effect.annotateLogs({ operationId }))
+          yield* Effect.logError("job payload invalid; operation failed", payload.left).pipe(Effect.annotateLogs({ operationId }))
+          return "failed" as const
         }
         if (current.status === OperationStatus.PENDING) yield* report({ id: operationId, status: OperationStatus.RUNNING })
         const job: Job<P> = {
@@ -202,12 +228,12 @@ export const runJobs = <P, I, E, R>(
         const outcome = yield* Effect.raceFirst(handler.run(job), heartbeats(delivery, operationId)).pipe(Effect.either)
         if (outcome._tag === "Right") {
           yield* report({ id: operationId, status: OperationStatus.COMPLETED, progress: 100, result: outcome.right })
-          return
+          return "completed" as const
         }
         const error = outcome.left as unknown
         if (error instanceof JobFailed) {
           yield* report({ id: operationId, status: OperationStatus.FAILED, error: error.message })
-          return
+          return "failed" as const
         }
         // Anything else goes back to the bus: nak with backoff, or dead letter on the last attempt.
         return yield* Effect.fail(error)
@@ -215,9 +241,9 @@ export const runJobs = <P, I, E, R>(
         // The operation ended under us (swept, or finished by an earlier delivery): nothing left to do.
         Effect.catchIf(
           (e): e is OperationEnded => e instanceof OperationEnded,
-          (e) => Effect.logInfo(`job stopped: operation already ${e.status}`).pipe(Effect.annotateLogs({ operationId: e.operationId }))
+          (e) => Effect.logInfo(`job stopped: operation already ${e.status}`).pipe(Effect.annotateLogs({ operationId: e.operationId }), Effect.as("skipped" as const))
         ),
-        Effect.withSpan(`job ${handler.unit}.${handler.type}`)
+        withRemoteParent(`job ${handler.unit}.${handler.type}`, message.traceparent, { kind: "consumer" })
       )
 
     const onDeadLetter = (delivery: Delivery, cause: Cause.Cause<unknown>) =>

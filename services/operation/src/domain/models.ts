@@ -15,7 +15,9 @@ export const OPERATION_TYPES = [
   "branch_create",
   "branch_delete",
   // Our extension of the interface's types.
-  "branch_reset"
+  "branch_reset",
+  "snapshot_create",
+  "snapshot_delete"
 ] as const
 export type OperationType = (typeof OPERATION_TYPES)[number]
 

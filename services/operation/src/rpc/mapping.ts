@@ -20,7 +20,9 @@ export const typeToProto = {
   environment_destroy: PbType.ENVIRONMENT_DESTROY,
   branch_create: PbType.BRANCH_CREATE,
   branch_delete: PbType.BRANCH_DELETE,
-  branch_reset: PbType.BRANCH_RESET
+  branch_reset: PbType.BRANCH_RESET,
+  snapshot_create: PbType.SNAPSHOT_CREATE,
+  snapshot_delete: PbType.SNAPSHOT_DELETE
 } as const satisfies Record<OperationType, PbType>
 
 export const typeFromProto = Object.fromEntries(Object.entries(typeToProto).map(([k, v]) => [v, k])) as Partial<Record<PbType, OperationType>>

@@ -243,7 +243,7 @@ export const renderStatefulSet = (connectorId: string, options: EngineRenderOpti
               name: "tls",
               // Owned by root, group fsGroup, 0640: what postgres accepts for a key it does not own.
               secret: {
-                secretName: name,
+                secretName: Option.isSome(options.certificateIssuer) ? tlsSecretName(connectorId) : name,
                 defaultMode: 0o640,
                 items: [
                   { key: "tls.crt", path: "tls.crt" },
@@ -272,9 +272,34 @@ export const renderStatefulSet = (connectorId: string, options: EngineRenderOpti
   }
 }
 
+/** The Secret cert-manager writes the engine's certificate to, when an issuer signs it. */
+export const tlsSecretName = (connectorId: string) => `${engineName(connectorId)}-tls`
+
+/**
+ * The cert-manager Certificate of an engine whose certificates an issuer signs: the Service's DNS
+ * names, an ECDSA P-256 key (a new one on each renewal), server auth. Postgres reads the files at
+ * start: a renewed certificate is served from the pod's next start.
+ */
+export const renderCertificate = (connectorId: string, options: EngineRenderOptions, issuer: { readonly name: string; readonly kind: "Issuer" | "ClusterIssuer" }) => ({
+  apiVersion: "cert-manager.io/v1" as const,
+  kind: "Certificate" as const,
+  metadata: { ...metadataOf(connectorId, options), name: tlsSecretName(connectorId) },
+  spec: {
+    secretName: tlsSecretName(connectorId),
+    commonName: engineName(connectorId),
+    dnsNames: [...engineDnsNames(connectorId, options)],
+    duration: "8760h",
+    renewBefore: "720h",
+    privateKey: { algorithm: "ECDSA", size: 256, rotationPolicy: "Always" },
+    usages: ["server auth", "digital signature", "key encipherment"],
+    issuerRef: { group: "cert-manager.io", kind: issuer.kind, name: issuer.name }
+  }
+})
+
 /** Every object of one engine, in the order they are applied. */
 export const renderEngine = (connectorId: string, options: EngineRenderOptions, material: EngineMaterial) => ({
   secret: renderSecret(connectorId, options, material),
+  certificate: Option.map(options.certificateIssuer, (issuer) => renderCertificate(connectorId, options, issuer)),
   configMap: renderConfigMap(connectorId, options),
   service: renderService(connectorId, options),
   statefulSet: renderStatefulSet(connectorId, options)

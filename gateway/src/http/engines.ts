@@ -1,0 +1,11 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Api } from "../Api.js"
+import { anonymously } from "../Authentication.js"
+
+/** GET /v1/engines/ca-certificate: public, the PEM the connector unit's engines chain to. */
+export const EnginesLive = HttpApiBuilder.group(Api, "engines", (handlers) =>
+  handlers.handle("certificateAuthority", () =>
+    anonymously((u) => u.connectors.getEngineCertificateAuthority({})).pipe(Effect.map((r) => r.certificatePem))
+  )
+)

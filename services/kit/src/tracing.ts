@@ -1,0 +1,59 @@
+import { OtlpSerialization, OtlpTracer } from "@effect/opentelemetry"
+import { FetchHttpClient } from "@effect/platform"
+import { Config, Duration, Effect, Layer, Option, type Tracer } from "effect"
+import { parseTraceparent } from "./bus/Bus.js"
+
+/**
+ * Traces, exported over OTLP/HTTP (JSON) when the standard OpenTelemetry variables say where:
+ * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full URL) or OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces),
+ * OTEL_EXPORTER_OTLP_HEADERS (k=v,…), OTEL_SERVICE_NAME, OTEL_BSP_SCHEDULE_DELAY (ms between
+ * exports), OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none. Off otherwise, and then no span is
+ * recorded at all (spans cost CPU per request: the gateway bench's profile showed it).
+ *
+ * One trace follows a request across processes with W3C `traceparent`: the Effect clients send
+ * the current span, the server bridge continues it, and a job carries the span that enqueued it.
+ */
+export const TRACEPARENT_HEADER = "traceparent"
+
+/** `name` as a span continuing `traceparent` when it carries one (server side of a call or a job). */
+export const withRemoteParent =
+  (name: string, traceparent: string | null | undefined, options: { readonly kind?: Tracer.SpanKind; readonly attributes?: Record<string, unknown> } = {}) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Option.match(parseTraceparent(traceparent ?? undefined), {
+      onNone: () => Effect.withSpan(self, name, options),
+      onSome: (parent) => Effect.withSpan(self, name, { ...options, parent })
+    })
+
+const TracingConfig = Config.all({
+  endpoint: Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  tracesEndpoint: Config.option(Config.string("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
+  headers: Config.string("OTEL_EXPORTER_OTLP_HEADERS").pipe(Config.withDefault("")),
+  serviceName: Config.option(Config.string("OTEL_SERVICE_NAME")),
+  delayMillis: Config.integer("OTEL_BSP_SCHEDULE_DELAY").pipe(Config.withDefault(5000)),
+  disabled: Config.boolean("OTEL_SDK_DISABLED").pipe(Config.withDefault(false)),
+  exporter: Config.string("OTEL_TRACES_EXPORTER").pipe(Config.withDefault("otlp"))
+})
+
+const headersOf = (value: string): Record<string, string> =>
+  Object.fromEntries(
+    value
+      .split(",")
+      .map((pair) => pair.split("="))
+      .filter((parts) => parts.length >= 2 && parts[0]!.trim() !== "")
+      .map(([key, ...rest]) => [decodeURIComponent(key!.trim()), decodeURIComponent(rest.join("=").trim())])
+  )
+
+/** The OTLP tracer for `serviceName` (OTEL_SERVICE_NAME wins) when configured, else no spans at all. */
+export const tracingLayer = (serviceName: string): Layer.Layer<never> =>
+  Layer.unwrapEffect(
+    Effect.map(Effect.orDie(TracingConfig), (config) => {
+      const url = Option.orElse(config.tracesEndpoint, () => Option.map(config.endpoint, (base) => `${base.replace(/\/+$/, "")}/v1/traces`))
+      if (config.disabled || config.exporter === "none" || Option.isNone(url)) return Layer.setTracerEnabled(false)
+      return OtlpTracer.layer({
+        url: url.value,
+        resource: { serviceName: Option.getOrElse(config.serviceName, () => serviceName) },
+        headers: headersOf(config.headers),
+        exportInterval: Duration.millis(config.delayMillis)
+      }).pipe(Layer.provide(FetchHttpClient.layer), Layer.provide(OtlpSerialization.layerJson))
+    })
+  )
