@@ -329,7 +329,7 @@ describe("engine setup end to end", () => {
       return list.body.entries.find((e: { reason: string }) => e.reason === "slot_lost")
     }, 30_000)
     expect(entry).toMatchObject({ status: "quarantined", detail: expect.stringContaining(slot) })
-    expect((await queryEngine(scion, id, "select subenabled from pg_subscription")).rows[0].subenabled).toBe(false)
+    await waitFor("the quarantined subscription to be paused", async () => (await queryEngine(scion, id, "select subenabled from pg_subscription")).rows[0].subenabled === false, 30_000)
 
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.viewer })).status).toBe(403)
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: strangerToken })).status).toBe(404)
@@ -360,7 +360,8 @@ describe("engine setup end to end", () => {
       return list.body.entries.find((e: { reason: string }) => e.reason === "subscription_error")
     }, 60_000)
     expect(entry).toMatchObject({ status: "quarantined", detail: expect.stringMatching(/apply error/) })
-    expect((await queryEngine(scion, id, "select subenabled from pg_subscription")).rows[0].subenabled).toBe(false)
+    // The entry commits first, then the monitor pauses the subscription (under its lock).
+    await waitFor("the quarantined subscription to be paused", async () => (await queryEngine(scion, id, "select subenabled from pg_subscription")).rows[0].subenabled === false, 30_000)
 
     await queryEngine(scion, id, "delete from public.accounts where id = 777777")
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)

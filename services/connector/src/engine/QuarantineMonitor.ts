@@ -77,6 +77,18 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const sourceOf = (connectorId: string) =>
       storedPostgresDetails(connectorId).pipe(Effect.provideService(ConnectorsRepo, repo), Effect.provideService(SecretStore, secrets), Effect.option)
 
+    /**
+     * Disables the subscription while an entry is quarantined. Asked again every round: a disable
+     * that failed (the lock busy under load) or a branch create's pause ending with an enable
+     * must not leave a quarantined pipeline applying changes.
+     */
+    const pause = (engine: EngineRow, running: Engine, mirror: PgSession) =>
+      Effect.gen(function* () {
+        const [state] = yield* mirror.query<{ enabled: boolean }>("select subenabled as enabled from pg_subscription where subname = $1", [engine.subscription_name])
+        if (state?.enabled !== true) return
+        yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`))
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("the quarantined subscription could not be paused yet; the next round tries again", cause)))
+
     const quarantine = (engine: EngineRow, running: Engine, mirror: PgSession, reason: QuarantineReason, detail: string) =>
       Effect.gen(function* () {
         const id = newQuarantineId()
@@ -94,7 +106,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           })
         )
         if (inserted.length === 0) return
-        yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`)).pipe(Effect.ignore)
+        yield* pause(engine, running, mirror)
         yield* Effect.logWarning("connector replication quarantined").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: id, reason, detail }))
       })
 
@@ -278,7 +290,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               select id, status, reason from quarantine_entries where connector_id = ${engine.connector_id} and status in ('quarantined', 'released')`
             if (open !== undefined) {
               if (open.status === "released") yield* restore(engine, running.value, mirror, open)
-              else yield* recordState(engine, mirror, "quarantined", Option.none())
+              else {
+                yield* pause(engine, running.value, mirror)
+                yield* recordState(engine, mirror, "quarantined", Option.none())
+              }
               return
             }
             const drift = { pending: false, reconciled: false }
