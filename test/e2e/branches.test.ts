@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { hasPgbouncer, readyConnector, queryEngine } from "../support/engine.js"
+import { engineRecordOf, hasPgbouncer, readyConnector, queryEngine } from "../support/engine.js"
 import { addMember, createOrg, queryMetadata, settleOperation } from "../support/flows.js"
 import { type OtlpReceiver, startOtlpReceiver } from "../support/otlp.js"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
@@ -618,6 +618,40 @@ describe("branches of a ready engine", () => {
       const removed = await scion.request("DELETE", `/v1/branches/${op!.result.branch_id}`, { token: member.token })
       expect((await settleOperation(scion, removed.body.operation_id, member.token)).status).toBe("completed")
     }
+  })
+
+  it("no secret the suite made reaches a log line of any unit, or a response not meant to carry it", async () => {
+    const key = await scion.request("POST", `/v1/orgs/${orgId}/api-keys`, { token: owner.token, body: { name: "leak-check", role_id: "role_org_member" } })
+    expect(key.status).toBe(201)
+    expect((await scion.request("GET", `/v1/branches?connector_id=${connectorId}`, { token: key.body.secret })).status).toBe(200)
+    const made = await create(member.token, { connector_id: connectorId, name: "leak-check", service_type: "postgres" })
+    expect((await settleOperation(scion, made.body.operation_id, member.token)).status).toBe("completed")
+    // Every branch's password: this one's and those the tests before made (same process logs).
+    const listed = await scion.request("GET", `/v1/branches?connector_id=${connectorId}`, { token: member.token })
+    const branchPasswords = (listed.body.branches as Array<{ branch_url: string | null }>)
+      .flatMap((b) => (b.branch_url === null ? [] : [decodeURIComponent(new URL(b.branch_url).password)]))
+    expect(branchPasswords.length).toBeGreaterThan(0)
+    expect(psql((listed.body.branches as Array<{ branch_url: string }>).find((b) => b.branch_url !== null)!.branch_url, "select 1")).toBe("1")
+    const secrets: Record<string, ReadonlyArray<string>> = {
+      "session tokens": [owner.token, member.token, viewer.token, stranger.token],
+      "the users' password": ["correct-horse-battery"],
+      "an API key": [key.body.secret],
+      "the source's password": [source.password],
+      "the engine's superuser password": [(await engineRecordOf(scion, connectorId)).password],
+      "branch passwords": branchPasswords
+    }
+    const units = [scion.identity, ...scion.operations, scion.billing, scion.connector, scion.branch, scion.gateway]
+    for (const unit of units) {
+      const output = unit.output()
+      expect(output.length).toBeGreaterThan(0)
+      for (const [what, values] of Object.entries(secrets)) {
+        for (const value of values) expect(output.includes(value), `${what} in ${unit.name}'s log`).toBe(false)
+      }
+    }
+    // Reads that describe a connector or its engine never carry the source's or the engine's password.
+    const connector = JSON.stringify((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: member.token })).body)
+    expect(connector.includes(source.password)).toBe(false)
+    expect(connector.includes(secrets["the engine's superuser password"]![0]!)).toBe(false)
   })
 
   it("SIGKILL of the branch worker mid-create: the operation ends and nothing is leaked", async () => {
