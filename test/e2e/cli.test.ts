@@ -3,7 +3,7 @@
  * branch URL with the CLI alone (separate processes, real Postgres and NATS), and the CI recipe
  * runs end to end as a shell script.
  */
-import { execFile, execFileSync } from "node:child_process"
+import { execFile, execFileSync, spawn } from "node:child_process"
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -208,6 +208,50 @@ describe("scion, a new user's path", () => {
     expect(output).toMatch(/\[#{30}\] 100% /)
     expect(output).toMatch(/branch_url\s+postgresql:\/\//)
   }, 120_000)
+
+  it("scion connect walks from connection details to a ready engine on a terminal: the checks, the table picker, a decision", async () => {
+    // A table without a key that no connector has decided about yet.
+    await source.query("create table notes (body text)", "shop")
+    const command = [process.execPath, SCION_BIN, "connect", "--host", "127.0.0.1", "--port", String(source.port), "--database", "shop", "--username", "postgres", "--sslmode", "disable", "--name", "walked"]
+      .map((a) => `'${a}'`)
+      .join(" ")
+    // Each answer is typed once its prompt is on the screen, as a person would.
+    const steps: Array<[RegExp, string]> = [
+      [/Tables to mirror/, " "],
+      [/shop\.public\.items/, "\r"],
+      [/shop\.public\.notes has no primary key/, "\r"]
+    ]
+    const { code, screen } = await new Promise<{ code: number | null; screen: string }>((resolve) => {
+      const child = spawn("script", ["-qefc", command, "/dev/null"], {
+        env: { PATH: process.env.PATH ?? "", HOME: configDir, SCION_CONFIG_DIR: configDir, SCION_API_URL: scion.baseUrl, SCION_SOURCE_PASSWORD: source.password, TERM: "xterm" },
+        stdio: ["pipe", "pipe", "pipe"]
+      })
+      let screen = ""
+      let answered = 0
+      child.stdout.on("data", (chunk: Buffer) => {
+        screen += chunk.toString("utf8")
+        const step = steps[answered]
+        if (step !== undefined && step[0].test(screen)) {
+          answered += 1
+          setTimeout(() => child.stdin.write(step[1]), 200)
+        }
+      })
+      const timer = setTimeout(() => child.kill("SIGKILL"), 240_000)
+      child.on("exit", (code) => {
+        clearTimeout(timer)
+        resolve({ code, screen })
+      })
+    })
+    expect(code, screen).toBe(0)
+    expect(screen).toMatch(/wal_level\s+pass/)
+    expect(screen).toContain("Ready. Your first branch:")
+    const walked = (await json(["connectors", "list"])).connectors.find((c: { name: string }) => c.name === "walked")
+    expect(walked).toMatchObject({ branching_engine_status: "ready" })
+    expect(screen).toContain("shop.public.notes has no primary key or replica identity")
+    // The first choice, replica_identity_full, was applied on the source by the setup.
+    expect((await source.query("select relreplident from pg_class where relname = 'notes'", "shop")).rows[0].relreplident).toBe("f")
+    await ok(["connectors", "delete", walked.connector_id, "--wait"])
+  }, 300_000)
 
   it("the CI recipe: a branch per pull request, migrated and tested, then deleted on close", async () => {
     const migration = join(configDir, "migrate.sh")

@@ -7,6 +7,7 @@ import { NotFound, Unauthorized, ValidationError } from "@scion/gateway/httpErro
 import { Console, Effect } from "effect"
 import { authCommands } from "./commands/auth.js"
 import { branchesCommand, snapshotsCommand } from "./commands/branches.js"
+import { connectCommand } from "./commands/connect.js"
 import { connectorsCommand } from "./commands/connectors.js"
 import { invitesCommand, keysCommand, membersCommand, orgsCommand, projectsCommand } from "./commands/orgs.js"
 import { opsCommand } from "./operations.js"
@@ -15,7 +16,7 @@ export const VERSION = "0.1.0"
 
 const root = Command.make("scion").pipe(
   Command.withDescription("Scion from a terminal and from CI. Start with: scion signup (or scion login), scion orgs create <name>, scion connectors create …"),
-  Command.withSubcommands([...authCommands, orgsCommand, membersCommand, invitesCommand, keysCommand, projectsCommand, connectorsCommand, branchesCommand, snapshotsCommand, opsCommand])
+  Command.withSubcommands([...authCommands, connectCommand, orgsCommand, membersCommand, invitesCommand, keysCommand, projectsCommand, connectorsCommand, branchesCommand, snapshotsCommand, opsCommand])
 )
 
 /** Runs the CLI on process.argv. */
