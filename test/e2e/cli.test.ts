@@ -13,7 +13,7 @@ import { FetchHttpClient } from "@effect/platform"
 import { Effect, Exit, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
-import { type Scion, startScion } from "../support/system.js"
+import { healthServing, respawn, type Scion, startScion, type UnitProcess, waitFor } from "../support/system.js"
 
 const SCION_BIN = fileURLToPath(new URL("../../services/cli/bin/scion.mjs", import.meta.url))
 const RECIPE = fileURLToPath(new URL("../../services/cli/examples/branch-per-pr.sh", import.meta.url))
@@ -62,7 +62,10 @@ beforeAll(async () => {
   await source.query("create table items (id bigint primary key, title text not null); insert into items select g, 'item ' || g from generate_series(1, 100) g; create table events (at timestamptz not null, note text)", "shop")
 }, 180_000)
 
+let respawned: UnitProcess | undefined
+
 afterAll(async () => {
+  await respawned?.stop()
   await Promise.all([scion?.stop(), source?.stop()])
   await rm(configDir, { recursive: true, force: true })
 })
@@ -302,6 +305,20 @@ describe("the SDK", () => {
     const anonymous = await createScion({ baseUrl: scion.baseUrl }).api.orgs.get({ path: { org_id: orgId } }).catch((e: unknown) => e)
     expect(anonymous).toMatchObject({ kind: "Unauthorized", status: 401 })
   })
+
+  it("retries a 503 with backoff: a read made while the branch unit is down answers once it is back", async () => {
+    const branch = (await json(["branches", "list", connectorId])).branches[0]
+    await scion.branch.stop("SIGKILL")
+    // Without retries the gateway's 503 is the answer.
+    const once = await createScion({ baseUrl: scion.baseUrl, token: apiKey, retries: 1 }).api.branches.get({ path: { branch_id: branch.branch_id } }).catch((e: unknown) => e)
+    expect(once).toMatchObject({ kind: "Unavailable", status: 503 })
+    const patient = createScion({ baseUrl: scion.baseUrl, token: apiKey, retries: 8, retryDelay: "500 millis" })
+    const read = patient.api.branches.get({ path: { branch_id: branch.branch_id } })
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    respawned = respawn(scion.branch)
+    await waitFor("the branch unit again", () => healthServing(scion.branchUrl), 30_000)
+    expect(await read).toMatchObject({ branch_id: branch.branch_id, name: branch.name })
+  }, 120_000)
 
   it("createBranch waits with progress callbacks and returns a working URL; a completed operation without one fails closed", async () => {
     const client = createScion({ baseUrl: scion.baseUrl, token: apiKey })
