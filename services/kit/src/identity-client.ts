@@ -58,16 +58,19 @@ export class IdentityClient extends Context.Tag("@scion/kit/IdentityClient")<
 }
 
 /**
- * Verifies principal tokens with identity's public keys, fetched once at start (retried for up to
- * a minute while identity starts). A rotated signing key needs a restart of the unit.
+ * Verifies principal tokens with identity's public keys, fetched once at start: a unit that starts
+ * before identity waits for it (backoff up to 2 s, a warning per attempt) and opens its port once
+ * it has the keys, instead of exiting. A rotated signing key needs a restart of the unit.
  */
 export const VerifierFromIdentity: Layer.Layer<PrincipalVerifier, never, IdentityClient> = Layer.effect(
   PrincipalVerifier,
   Effect.gen(function* () {
     const identity = yield* IdentityClient
     const response = yield* identity.getVerificationKeys({}).pipe(
-      Effect.tapError((error) => Effect.logWarning("fetching identity's verification keys failed; retrying").pipe(Effect.annotateLogs({ code: error.codeName }))),
-      Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds")))
+      Effect.tapError((error) =>
+        Effect.logWarning("waiting for identity: fetching its verification keys failed; retrying").pipe(Effect.annotateLogs({ code: error.codeName, detail: error.message }))
+      ),
+      Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("2 seconds"))))
     )
     return PrincipalVerifier.fromPublicKeys(response.keys.map((k) => ({ keyId: k.keyId, publicKeyDer: Buffer.from(k.publicKey, "base64") })))
   }).pipe(Effect.orDie)

@@ -1,4 +1,4 @@
-import { Config, ConfigError, Effect, Either, Layer, Logger, LogLevel } from "effect"
+import { Cause, Config, ConfigError, Effect, Either, Layer, Logger, LogLevel } from "effect"
 
 /** A log level by name, case-insensitive: Effect's literals (Warning, Info, …) or labels (WARN, OFF, …). */
 const logLevelConfig = (name: string): Config.Config<LogLevel.LogLevel> =>
@@ -11,6 +11,20 @@ const logLevelConfig = (name: string): Config.Config<LogLevel.LogLevel> =>
   })
 
 /**
+ * Effect's JSON logger, except that a line logged with a cause and no message (a fatal error
+ * as runMain reports it) says what failed instead of `"message": []`.
+ */
+const jsonWithMessages = Logger.jsonLogger.pipe(
+  Logger.mapInputOptions((options) => {
+    const empty = options.message === undefined || (Array.isArray(options.message) && options.message.length === 0)
+    if (!empty || Cause.isEmpty(options.cause)) return options
+    const squashed = Cause.squash(options.cause)
+    const what = squashed instanceof Error ? squashed.message : String(squashed)
+    return { ...options, message: `fatal: ${what}` }
+  })
+)
+
+/**
  * JSON lines on stdout, one object per log call, at the level named by LOG_LEVEL (default Info).
  * Secrets never reach a log: values we log are ids and reasons, and Redacted values render as
  * <redacted>. Spans are recorded only when a tracer exports them (tracing.ts, `TelemetryLive`):
@@ -19,6 +33,6 @@ const logLevelConfig = (name: string): Config.Config<LogLevel.LogLevel> =>
 export const LoggingLive: Layer.Layer<never> = Layer.unwrapEffect(
   Effect.gen(function* () {
     const level = yield* logLevelConfig("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info))
-    return Layer.mergeAll(Logger.json, Logger.minimumLogLevel(level))
+    return Layer.mergeAll(Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(jsonWithMessages)), Logger.minimumLogLevel(level))
   }).pipe(Effect.orDie)
 )

@@ -1,8 +1,9 @@
 import { connect, type NatsConnection } from "nats"
 import { Config, Context, Deferred, Effect, Exit, Layer, Option, Schedule, Schema, type Scope } from "effect"
+import { busNamespace, namespacedSubject } from "@scion/kit"
 import { OPERATION_STATUSES, OPERATION_TYPES, type Operation } from "./domain/models.js"
 
-/** The core NATS subject a committed change of an operation is announced on. */
+/** The core NATS subject a committed change of an operation is announced on (before BUS_NAMESPACE). */
 export const changedSubject = (operationId: string) => `ops.changed.${operationId}`
 
 /** Changes since one subscription began; the newest wins when several arrive before a wait. */
@@ -116,16 +117,19 @@ export class OperationChanges extends Context.Tag("@scion/operation/OperationCha
     OperationChanges,
     Effect.gen(function* () {
       const url = yield* Config.string("NATS_URL").pipe(Config.withDefault("nats://127.0.0.1:4222"))
+      // One deployment's replicas hear each other, never another deployment's on the same NATS.
+      const namespace = yield* busNamespace
+      const subject = (operationId: string) => namespacedSubject(namespace, changedSubject(operationId))
       const nc: NatsConnection = yield* Effect.acquireRelease(
         Effect.tryPromise(() => connect({ servers: url, name: "scion-operation", maxReconnectAttempts: -1, reconnectTimeWait: 500 })).pipe(
           Effect.tapError((error) => Effect.logWarning("connecting to NATS failed; retrying", error)),
-          Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("60 seconds")))
+          Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds"))))
         ),
         (nc) => Effect.promise(() => nc.drain().catch(() => nc.close()))
       )
       const waiters = makeWaiters()
       const decoder = new TextDecoder()
-      nc.subscribe(changedSubject("*"), {
+      nc.subscribe(subject("*"), {
         callback: (error, msg) => {
           if (error) return
           Option.map(decodeCarried(decoder.decode(msg.data)), waiters.deliver)
@@ -139,7 +143,7 @@ export class OperationChanges extends Context.Tag("@scion/operation/OperationCha
         publish: (operation) =>
           Effect.try(() => {
             waiters.deliver(operation)
-            nc.publish(changedSubject(operation.id), encodeCarried(operation))
+            nc.publish(subject(operation.id), encodeCarried(operation))
           }).pipe(
             Effect.catchAll((error) => Effect.logWarning("announcing an operation change failed", error).pipe(Effect.annotateLogs({ operationId: operation.id })))
           ),
