@@ -52,7 +52,7 @@ describe("events", () => {
       expect(delivery.payload).toMatchObject({ org_id: wanted, name: "Evented", created_at: expect.stringMatching(/Z$/) })
     })
     await Effect.runPromise(
-      program.pipe(Effect.scoped, Effect.provide(NatsBus.layer().pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))))
+      program.pipe(Effect.scoped, Effect.provide(NatsBus.layer({ namespace: scion.busNamespace }).pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))))
     )
   })
 })

@@ -4,14 +4,15 @@
  * machine's Postgres, and tests drive the gateway's REST API with fetch.
  */
 import { spawn, type ChildProcess } from "node:child_process"
-import { generateKeyPairSync, randomBytes } from "node:crypto"
-import { connect as http2Connect } from "node:http2"
+import { randomBytes } from "node:crypto"
 import { mkdir, readdir, readFile, rm } from "node:fs/promises"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { connect as natsConnect } from "nats"
 import pg from "pg"
+import { healthServing, makeSecrets, productionShape } from "../../deploy/local/production-shape.mjs"
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 
@@ -103,23 +104,7 @@ export const waitFor = async (what: string, probe: () => Promise<boolean>, timeo
   throw new Error(`timed out waiting for ${what}`)
 }
 
-/** grpc.health.v1 Check over the Connect protocol (JSON on HTTP/2): true when SERVING. */
-export const healthServing = (baseUrl: string): Promise<boolean> =>
-  new Promise((resolve) => {
-    const session = http2Connect(baseUrl)
-    const done = (value: boolean) => {
-      session.close()
-      resolve(value)
-    }
-    session.once("error", () => done(false))
-    const stream = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/json" })
-    let body = ""
-    stream.setEncoding("utf8")
-    stream.on("data", (chunk) => (body += chunk))
-    stream.once("error", () => done(false))
-    stream.once("end", () => done(body.includes("SERVING") && !body.includes("NOT_SERVING")))
-    stream.end("{}")
-  })
+export { healthServing }
 
 export interface ApiResponse<T = any> {
   readonly status: number
@@ -148,6 +133,8 @@ export interface Scion {
   readonly branch: UnitProcess
   readonly branchUrl: string
   readonly databaseUrl: string
+  /** BUS_NAMESPACE of this system: its streams and subjects on the machine's NATS. */
+  readonly busNamespace: string
   /** SERVICE_CREDENTIAL of this deployment: what a worker presents to identity for a service principal. */
   readonly serviceCredential: string
   readonly request: <T = any>(method: string, path: string, options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }) => Promise<ApiResponse<T>>
@@ -174,112 +161,60 @@ export interface StartOptions {
  */
 export const startScion = async (options: StartOptions = {}): Promise<Scion> => {
   const database = await createDatabase("scion_e2e")
+  const replicas = options.operationReplicas ?? 1
+  const ports = {
+    gateway: await freePort(),
+    gatewayHealth: await freePort(),
+    identity: await freePort(),
+    operation: await Promise.all(Array.from({ length: replicas }, () => freePort())),
+    billing: await freePort(),
+    connector: await freePort(),
+    branch: await freePort()
+  }
   const metricsPorts = new Map<string, number>()
   if (options.metrics === true) {
-    for (const name of ["identity", "billing", "connector", "branch", "gateway", ...Array.from({ length: options.operationReplicas ?? 1 }, (_, i) => `operation-${i + 1}`)]) {
+    for (const name of ["identity", "billing", "connector", "branch", "gateway", ...Array.from({ length: replicas }, (_, i) => `operation-${i + 1}`)]) {
       metricsPorts.set(name, await freePort())
     }
   }
-  const metricsEnv = (name: string): Record<string, string> => (metricsPorts.has(name) ? { METRICS_PORT: String(metricsPorts.get(name)) } : {})
-  const [identityPort, gatewayPort, healthPort] = [await freePort(), await freePort(), await freePort()]
-  const operationPorts: Array<number> = []
-  for (let i = 0; i < (options.operationReplicas ?? 1); i++) operationPorts.push(await freePort())
-  // The deployment's shared secret for service principals (workers), like the one deploy/ keeps in a Secret.
-  const serviceCredential = randomBytes(24).toString("base64url")
-  const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
-  const identityUrl = `http://127.0.0.1:${identityPort}`
-  // Identity asks billing for plan limits (projects), so it learns billing's address up front.
-  const billingUrl = `http://127.0.0.1:${await freePort()}`
-  const identity = startUnit("identity", "services/identity/dist/main.js", {
-    PORT: String(identityPort),
-    DATABASE_URL: database.url,
-    IDENTITY_SIGNING_KEY: signingKey,
-    SERVICE_CREDENTIAL: serviceCredential,
-    BILLING_URL: billingUrl,
-    ...metricsEnv("identity"),
-    ...options.env
-  })
-  const operationUrls = operationPorts.map((port) => `http://127.0.0.1:${port}`)
-  // Every test system shares the machine's NATS: a durable of its own that starts at new events
-  // (and goes away once idle) keeps systems from taking each other's org events.
-  const billing = startUnit("billing", "services/billing/dist/main.js", {
-    PORT: new URL(billingUrl).port,
-    DATABASE_URL: database.url,
-    IDENTITY_URL: identityUrl,
-    NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
-    BILLING_EVENTS_DURABLE: `billing_e2e_${randomBytes(5).toString("hex")}`,
-    BILLING_EVENTS_DELIVER_POLICY: "new",
-    BILLING_EVENTS_INACTIVE_SECONDS: "60",
-    ...metricsEnv("billing"),
-    ...options.env
-  })
-  const operations = operationPorts.map((port, i) =>
-    startUnit(`operation-${i + 1}`, "services/operation/dist/main.js", {
-      PORT: String(port),
-      DATABASE_URL: database.url,
-      IDENTITY_URL: identityUrl,
-      NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
-      ...metricsEnv(`operation-${i + 1}`),
-      ...options.env,
-      ...options.operationEnv
-    })
-  )
-  // The connector unit (environments): master keys for its secret store, like deploy/ keeps in a Secret.
-  const connectorUrl = `http://127.0.0.1:${await freePort()}`
-  const branchUrl = `http://127.0.0.1:${await freePort()}`
-  const secretKeys = `e2e1:${randomBytes(32).toString("base64")}`
+  // The deployment's secrets, made as deploy/local/production-shape.mjs makes them.
+  const secrets = makeSecrets()
   // Engines (one Postgres cluster per connector) live under a directory of this system's own,
   // removed with it; it must be traversable by the unprivileged user the engines run as.
   const engineDataDir = join(tmpdir(), `scion-e2e-engines-${randomBytes(5).toString("hex")}`)
   await mkdir(engineDataDir, { recursive: true, mode: 0o755 })
-  const connector = startUnit("connector", "services/connector/dist/main.js", {
-    PORT: new URL(connectorUrl).port,
-    ENGINE_DATA_DIR: engineDataDir,
-    BRANCH_URL: branchUrl,
-    DATABASE_URL: database.url,
-    IDENTITY_URL: identityUrl,
-    BILLING_URL: billingUrl,
-    OPERATION_URL: operationUrls[0] ?? "",
-    SERVICE_CREDENTIAL: serviceCredential,
-    SECRET_KEYS: secretKeys,
-    // Its jobs travel on the machine's NATS; a namespace of its own keeps systems from taking
-    // each other's discovery jobs.
-    NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
-    CONNECTOR_BUS_NAMESPACE: `e2e_connector_${randomBytes(5).toString("hex")}`,
-    // Identity's project events are not namespaced: a durable of its own that starts at new events
-    // (and goes away once idle), as billing's.
-    CONNECTOR_EVENTS_DURABLE: `connector_e2e_${randomBytes(5).toString("hex")}`,
-    CONNECTOR_EVENTS_DELIVER_POLICY: "new",
-    CONNECTOR_EVENTS_INACTIVE_SECONDS: "60",
-    ...metricsEnv("connector"),
-    ...options.env
+  // Every test system shares the machine's NATS: a namespace of its own for every stream, subject
+  // and durable keeps systems from taking each other's jobs and events.
+  const busNamespace = `e2e${randomBytes(5).toString("hex")}`
+  const natsUrl = process.env.NATS_URL ?? "nats://127.0.0.1:4222"
+  const shape = productionShape({
+    ports,
+    databaseUrl: database.url,
+    natsUrl,
+    busNamespace,
+    secrets,
+    engineDataDir,
+    env: options.env ?? {},
+    operationEnv: options.operationEnv ?? {},
+    unitEnv: Object.fromEntries(Array.from(metricsPorts, ([name, port]) => [name, { METRICS_PORT: String(port) }]))
   })
-  // The branch unit: engine access through the connector unit, its own bus namespace for its jobs.
-  const branch = startUnit("branch", "services/branch/dist/main.js", {
-    PORT: new URL(branchUrl).port,
-    DATABASE_URL: database.url,
-    IDENTITY_URL: identityUrl,
-    OPERATION_URL: operationUrls[0] ?? "",
-    CONNECTOR_URL: connectorUrl,
-    BILLING_URL: billingUrl,
-    SERVICE_CREDENTIAL: serviceCredential,
-    SECRET_KEYS: secretKeys,
-    NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
-    BRANCH_BUS_NAMESPACE: `e2e_branch_${randomBytes(5).toString("hex")}`,
-    ...metricsEnv("branch"),
-    ...options.env
-  })
-  const gateway = startUnit("gateway", "gateway/dist/main.js", {
-    PORT: String(gatewayPort),
-    HEALTH_PORT: String(healthPort),
-    IDENTITY_URL: identityUrl,
-    OPERATION_URL: operationUrls[0] ?? "",
-    BILLING_URL: billingUrl,
-    CONNECTOR_URL: connectorUrl,
-    BRANCH_URL: branchUrl,
-    ...metricsEnv("gateway"),
-    ...options.env
-  })
+  const started = shape.map((unit) => startUnit(unit.name, unit.script, unit.env))
+  const byName = (name: string) => started.find((unit) => unit.name === name)!
+  const identity = byName("identity")
+  const operations = started.filter((unit) => unit.name.startsWith("operation-"))
+  const billing = byName("billing")
+  const connector = byName("connector")
+  const branch = byName("branch")
+  const gateway = byName("gateway")
+  const url = (port: number) => `http://127.0.0.1:${port}`
+  const identityUrl = url(ports.identity)
+  const operationUrls = ports.operation.map(url)
+  const billingUrl = url(ports.billing)
+  const connectorUrl = url(ports.connector)
+  const branchUrl = url(ports.branch)
+  const serviceCredential = secrets.serviceCredential
+  const secretKeys = secrets.secretKeys
+  const gatewayPort = ports.gateway
   const units = [identity, ...operations, billing, connector, branch, gateway]
   const baseUrl = `http://127.0.0.1:${gatewayPort}`
   const request: Scion["request"] = async (method, path, { token, body, rawBody, headers } = {}) => {
@@ -332,6 +267,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     branch,
     branchUrl,
     databaseUrl: database.url,
+    busNamespace,
     serviceCredential,
     request,
     stop: async () => {
@@ -339,7 +275,21 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
       await Promise.all([...operations.map((unit) => unit.stop()), billing.stop(), connector.stop(), branch.stop(), identity.stop()])
       await stopEngines(engineDataDir)
       await database.drop()
+      await dropBusNamespace(natsUrl, busNamespace)
     }
+  }
+}
+
+/** Deletes a test system's streams (their consumers go with them) from the shared NATS. */
+const dropBusNamespace = async (natsUrl: string, namespace: string) => {
+  const nc = await natsConnect({ servers: natsUrl })
+  try {
+    const jsm = await nc.jetstreamManager()
+    for await (const stream of jsm.streams.list()) {
+      if (stream.config.name.startsWith(`${namespace}_`)) await jsm.streams.delete(stream.config.name)
+    }
+  } finally {
+    await nc.close()
   }
 }
 

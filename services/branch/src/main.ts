@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { Config, Effect, Layer, Option } from "effect"
+import { Config, Effect, Layer } from "effect"
 import { telemetry, NatsBus, serveRoutesLayer, unitTransport } from "@scion/kit"
 import { branchLive, branchRoutes } from "./index.js"
 
 /**
  * The unit over HTTP/2 gRPC: identity at IDENTITY_URL, the operation unit at OPERATION_URL, the
- * connector unit at CONNECTOR_URL (EngineAccessService), billing at BILLING_URL (plan limits) and NATS at NATS_URL (its jobs; subjects
- * and streams prefixed with BRANCH_BUS_NAMESPACE when set, which tests use to share a NATS).
+ * connector unit at CONNECTOR_URL (EngineAccessService), billing at BILLING_URL (plan limits) and NATS at NATS_URL (its jobs;
+ * every stream and subject prefixed with BUS_NAMESPACE when set).
  */
 const BranchProcess = Layer.unwrapScoped(
   Effect.gen(function* () {
@@ -15,9 +15,8 @@ const BranchProcess = Layer.unwrapScoped(
     const operationUrl = yield* Config.string("OPERATION_URL").pipe(Config.withDefault("http://127.0.0.1:50052"))
     const connectorUrl = yield* Config.string("CONNECTOR_URL").pipe(Config.withDefault("http://127.0.0.1:50054"))
     const billingUrl = yield* Config.string("BILLING_URL").pipe(Config.withDefault("http://127.0.0.1:50053"))
-    const namespace = yield* Config.option(Config.string("BRANCH_BUS_NAMESPACE"))
     return branchLive({ identity: yield* unitTransport(identityUrl), operation: yield* unitTransport(operationUrl), connector: yield* unitTransport(connectorUrl), billing: yield* unitTransport(billingUrl) }).pipe(
-      Layer.provide(NatsBus.layer({ name: "scion-branch", ...(Option.isSome(namespace) ? { namespace: namespace.value } : {}) }))
+      Layer.provide(NatsBus.layer({ name: "scion-branch" }))
     )
   }).pipe(Effect.orDie)
 )

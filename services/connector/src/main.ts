@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { Config, Effect, Layer, Option } from "effect"
+import { Config, Effect, Layer } from "effect"
 import { unitTransport, telemetry, NatsBus, serveRoutesLayer } from "@scion/kit"
 import { connectorLive, connectorRoutes, IdentityClient } from "./index.js"
 
@@ -8,9 +8,8 @@ import { connectorLive, connectorRoutes, IdentityClient } from "./index.js"
  * The unit over HTTP/2 gRPC: identity at IDENTITY_URL (authorization, verification keys, this
  * unit's service principal for SERVICE_CREDENTIAL), billing at BILLING_URL (plan limits), the
  * operation unit at OPERATION_URL (discovery, setup and delete operations), the branch unit at
- * BRANCH_URL (a connector's branches are deleted before it) and NATS at NATS_URL (its jobs;
- * subjects and streams prefixed with CONNECTOR_BUS_NAMESPACE when set, which tests use to share a
- * NATS). Identity's events are read unprefixed, from the shared EVENTS stream.
+ * BRANCH_URL (a connector's branches are deleted before it) and NATS at NATS_URL (its jobs and
+ * identity's events; every stream and subject prefixed with BUS_NAMESPACE when set).
  */
 const ConnectorProcess = Layer.unwrapScoped(
   Effect.gen(function* () {
@@ -18,18 +17,13 @@ const ConnectorProcess = Layer.unwrapScoped(
     const billingUrl = yield* Config.string("BILLING_URL").pipe(Config.withDefault("http://127.0.0.1:50053"))
     const operationUrl = yield* Config.string("OPERATION_URL").pipe(Config.withDefault("http://127.0.0.1:50052"))
     const branchUrl = yield* Config.string("BRANCH_URL").pipe(Config.withDefault("http://127.0.0.1:50055"))
-    const namespace = yield* Config.option(Config.string("CONNECTOR_BUS_NAMESPACE"))
     const identity = yield* unitTransport(identityUrl)
     const billing = yield* unitTransport(billingUrl)
     const operation = yield* unitTransport(operationUrl)
     const branch = yield* unitTransport(branchUrl)
     return connectorLive({ identity, billing, operation, branch }).pipe(
       Layer.provide(IdentityClient.fromTransport(identity)),
-      // The namespace covers the unit's own jobs (and their dead letters); identity's events are
-      // read from the shared EVENTS stream on the same connection.
-      Layer.provide(
-        NatsBus.layer({ name: "scion-connector", ...(Option.isSome(namespace) ? { namespace: namespace.value, namespacedStreams: ["JOBS", "DLQ"] as const } : {}) })
-      )
+      Layer.provide(NatsBus.layer({ name: "scion-connector" }))
     )
   }).pipe(Effect.orDie)
 )

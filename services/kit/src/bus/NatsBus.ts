@@ -302,9 +302,29 @@ export const makeNatsBus = (servers: string, options: NatsBusOptions = {}) =>
 /** The connection URL(s) (comma-separated), default the local server. */
 export const natsUrl = Config.string("NATS_URL").pipe(Config.withDefault("nats://127.0.0.1:4222"))
 
-/** `Bus` over NATS JetStream at NATS_URL. The connection drains when the layer's scope closes. */
+/**
+ * BUS_NAMESPACE: one deployment's prefix for every stream, subject and (through its streams)
+ * durable on a NATS it shares with others — a second deployment, or the tests' systems. Unset in
+ * a deployment that has its NATS to itself.
+ */
+export const busNamespace = Config.option(Config.nonEmptyString("BUS_NAMESPACE"))
+
+/** A core NATS subject of this deployment (namespaced like the streams' subjects). */
+export const namespacedSubject = (namespace: Option.Option<string>, subject: string) => (Option.isSome(namespace) ? `${namespace.value}.${subject}` : subject)
+
+/**
+ * `Bus` over NATS JetStream at NATS_URL, namespaced by BUS_NAMESPACE unless the options name a
+ * namespace. The connection drains when the layer's scope closes.
+ */
 export const NatsBus = {
   layer: (options: NatsBusOptions = {}): Layer.Layer<Bus, never> =>
-    Layer.scoped(Bus, Effect.flatMap(Effect.orDie(natsUrl), (url) => makeNatsBus(url, options))),
+    Layer.scoped(
+      Bus,
+      Effect.gen(function* () {
+        const url = yield* Effect.orDie(natsUrl)
+        const namespace = options.namespace !== undefined ? Option.some(options.namespace) : yield* Effect.orDie(busNamespace)
+        return yield* makeNatsBus(url, Option.isSome(namespace) ? { ...options, namespace: namespace.value } : options)
+      })
+    ),
   make: makeNatsBus
 }
