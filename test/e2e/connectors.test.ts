@@ -176,7 +176,7 @@ describe("connectors", () => {
     expect(rows).toHaveLength(1)
     expect(rows[0].envelope).not.toContain(logical.password)
     expect(rows[0].envelope).not.toContain("127.0.0.1")
-    expect(JSON.parse(rows[0].envelope)).toMatchObject({ v: 1, key_id: "e2e1" })
+    expect(JSON.parse(rows[0].envelope)).toMatchObject({ v: 1, key_id: scion.secretKeys.split(":")[0] })
     const row = await metadata("select row_to_json(c)::text as row from connector.connectors c where id = $1", [id])
     expect(row[0].row).not.toContain(logical.password)
 

@@ -263,7 +263,7 @@ describe("projects", () => {
         deleted_at: expect.stringMatching(/Z$/)
       })
     })
-    await Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(NatsBus.layer().pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning))))))
+    await Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(NatsBus.layer({ namespace: scion.busNamespace }).pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning))))))
     expect((await scion.request("GET", `/v1/projects/${project.project_id}`, { token: tokens.owner })).status).toBe(404)
     expect((await scion.request("DELETE", `/v1/projects/${project.project_id}`, { token: tokens.owner })).status).toBe(404)
     // The name is free again.
