@@ -8,6 +8,7 @@ import { BranchOperations } from "./BranchOperations.js"
 import { Branches } from "./Branches.js"
 import { BranchesRepo } from "./BranchesRepo.js"
 import { Copier } from "./engine/Copier.js"
+import { EnginePools } from "./engine/EngineSql.js"
 import { FreshnessConfig } from "./engine/FreshnessConfig.js"
 import { Engines } from "./engine/Engines.js"
 import { createJob, deleteJob, resetJob } from "./jobs/jobs.js"
@@ -27,7 +28,7 @@ const BranchCounts = refreshWhileServingMetrics(
 )
 
 /** The branch services given access, engines, operations and passwords (domain tests provide fakes of the first three). */
-export const BranchServices: Layer.Layer<Branches | Snapshots | BranchesRepo | SnapshotsRepo | SqlClient.SqlClient, never, OrgAccess | Engines | BranchOperations | Passwords | PlanLimits> =
+export const BranchServices: Layer.Layer<Branches | Snapshots | BranchesRepo | SnapshotsRepo | SqlClient.SqlClient, never, OrgAccess | Engines | BranchOperations | Passwords | PlanLimits | EnginePools> =
   Branches.Default.pipe(
     Layer.provideMerge(Snapshots.Default),
     Layer.provideMerge(Layer.merge(BranchesRepo.Default, SnapshotsRepo.Default)),
@@ -84,7 +85,9 @@ export const branchLive = (transports: {
         engines,
         BranchOperations.live.pipe(Layer.provide(operations)),
         Passwords.layerConfig.pipe(Layer.orDie),
-        PlanLimits.billing(transports.billing).pipe(Layer.provide(service))
+        PlanLimits.billing(transports.billing).pipe(Layer.provide(service)),
+        // One set of engine session pools for the process, closed with it.
+        EnginePools.layer
       )
     )
   )

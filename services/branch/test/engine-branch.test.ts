@@ -22,6 +22,7 @@ import {
   BranchServices,
   type BranchingEngine,
   Copier,
+  EnginePools,
   createJob,
   FreshnessConfig,
   deleteJob,
@@ -68,7 +69,7 @@ const runtime = ManagedRuntime.make(
   Layer.unwrapScoped(
     Effect.map(freshDatabase("branch_test"), (url) =>
       Layer.mergeAll(BranchServices, Copier.layerConfig, FreshnessConfig.layerConfig).pipe(
-        Layer.provideMerge(Layer.mergeAll(FakeAccess, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie))),
+        Layer.provideMerge(Layer.mergeAll(FakeAccess, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie), EnginePools.layer)),
         Layer.provide(withConfig({ DATABASE_URL: url, SECRET_KEYS: `t1:${key}` }))
       )
     )

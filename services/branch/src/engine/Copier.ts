@@ -1,6 +1,6 @@
 import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { adminSession, copyDatabase, databaseExists, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
+import { adminSession, copyDatabase, EnginePools, databaseExists, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
@@ -32,8 +32,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
     readonly stats: Effect.Effect<{ readonly pauses: number; readonly copies: number }>
   }
 >() {
-  static make(options: { readonly templateWait: Duration.DurationInput }): Effect.Effect<Context.Tag.Service<Copier>> {
-    return Effect.sync(() => {
+  static make(options: { readonly templateWait: Duration.DurationInput }): Effect.Effect<Context.Tag.Service<Copier>, never, EnginePools> {
+    return Effect.map(EnginePools, (pools) => {
       const queues = new Map<string, Queue>()
       const counters = { pauses: 0, copies: 0 }
       const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
@@ -86,7 +86,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
               Effect.annotateLogs({ engine: keyOf(engine), copies: todo.length, pause_ms: Date.now() - started, paused_at_ms: marks.paused ?? -1, free_at_ms: marks.free ?? -1, copied_at_ms: marks.copied ?? -1 })
             )
           })
-        ).pipe(Effect.withSpan("Copier.batch", { attributes: { copies: waiting.length } }))
+        ).pipe(Effect.provideService(EnginePools, pools), Effect.withSpan("Copier.batch", { attributes: { copies: waiting.length } }))
 
       const drain = (key: string, queue: Queue): Effect.Effect<void> =>
         Effect.gen(function* () {
@@ -128,7 +128,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
   }
 
   /** BRANCH_TEMPLATE_WAIT (default 10 s): how long the mirror may stay busy after the pause. */
-  static readonly layerConfig: Layer.Layer<Copier> = Layer.effect(
+  static readonly layerConfig: Layer.Layer<Copier, never, EnginePools> = Layer.effect(
     Copier,
     Effect.flatMap(Config.duration("BRANCH_TEMPLATE_WAIT").pipe(Config.withDefault(Duration.seconds(10)), Effect.orDie), (templateWait) => Copier.make({ templateWait }))
   )

@@ -1,7 +1,7 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto"
 import { quoteIdent, quoteLiteral } from "@scion/kit"
 import pg from "pg"
-import { Duration, Effect, Redacted, Schema, type Scope } from "effect"
+import { Context, Duration, Effect, Layer, Redacted, Schema, type Scope } from "effect"
 import type { MaskingRule } from "../domain/models.js"
 import type { BranchingEngine } from "./Engines.js"
 
@@ -56,56 +56,74 @@ export const connectEngine = (engine: BranchingEngine, database: string, options
     }))
   )
 
-const pools = new Map<string, pg.Pool>()
-
 /**
- * A session on the engine's `postgres` database as its superuser, from a small pool per engine
- * kept by this process (idle sessions close after 30 s): a branch create needs several statements
- * there, and a TLS + SCRAM connection costs more than the statements. A session whose statement
- * failed is closed rather than reused; session state (advisory locks, settings) must be undone by
- * the user before the scope closes.
+ * This process's small pools of superuser sessions on each engine's `postgres` database (idle
+ * sessions close after 30 s): a branch create needs several statements there, and a TLS + SCRAM
+ * connection costs more than the statements. The pools close with the layer's scope.
  */
-export const adminSession = (engine: BranchingEngine): Effect.Effect<EngineClient, EngineFailure, Scope.Scope> => {
-  const key = `${engine.host}:${engine.port}:${engine.superuser.username}:${createHash("sha256").update(Redacted.value(engine.superuser.password)).digest("hex")}`
-  let pool = pools.get(key)
-  if (pool === undefined) {
-    pool = new pg.Pool({
-      host: engine.host,
-      port: engine.port,
-      user: engine.superuser.username,
-      password: Redacted.value(engine.superuser.password),
-      database: "postgres",
-      ssl: { rejectUnauthorized: false },
-      application_name: "scion-branch",
-      connectionTimeoutMillis: 10_000,
-      idleTimeoutMillis: 30_000,
-      max: 8,
-      allowExitOnIdle: true
-    })
-    pool.on("error", () => undefined)
-    pools.set(key, pool)
-  }
-  const from = pool
-  let broken = false
-  return Effect.acquireRelease(
-    Effect.tryPromise({
-      try: () => from.connect(),
-      catch: (cause) => new EngineFailure({ step: "connect", message: `connecting to postgres on ${engine.host}:${engine.port}: ${reasonOf(cause)}` })
-    }),
-    (client) => Effect.sync(() => client.release(broken))
-  ).pipe(
-    Effect.map((client) => ({
-      query: <R extends pg.QueryResultRow>(step: string, text: string, values: ReadonlyArray<unknown> = []) =>
-        Effect.tryPromise({
-          try: () => client.query<R>(text, [...values]).then((r) => r.rows),
-          catch: (cause) => {
-            broken = true
-            return new EngineFailure({ step, message: reasonOf(cause) })
-          }
-        })
-    }))
+export class EnginePools extends Context.Tag("@scion/branch/EnginePools")<EnginePools, { readonly poolFor: (engine: BranchingEngine) => pg.Pool }>() {
+  static readonly layer: Layer.Layer<EnginePools> = Layer.scoped(
+    EnginePools,
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.sync(() => new Map<string, pg.Pool>()),
+        (pools) => Effect.promise(() => Promise.all(Array.from(pools.values(), (pool) => pool.end().catch(() => undefined))))
+      ),
+      (pools) => ({
+        poolFor: (engine: BranchingEngine) => {
+          const key = `${engine.host}:${engine.port}:${engine.superuser.username}:${createHash("sha256").update(Redacted.value(engine.superuser.password)).digest("hex")}`
+          const existing = pools.get(key)
+          if (existing !== undefined) return existing
+          const pool = new pg.Pool({
+            host: engine.host,
+            port: engine.port,
+            user: engine.superuser.username,
+            password: Redacted.value(engine.superuser.password),
+            database: "postgres",
+            ssl: { rejectUnauthorized: false },
+            application_name: "scion-branch",
+            connectionTimeoutMillis: 10_000,
+            idleTimeoutMillis: 30_000,
+            max: 8,
+            allowExitOnIdle: true
+          })
+          pool.on("error", () => undefined)
+          pools.set(key, pool)
+          return pool
+        }
+      })
+    )
   )
 }
+
+/**
+ * A session on the engine's `postgres` database as its superuser, from this process's pool for
+ * the engine (EnginePools). A session whose statement failed is closed rather than reused; session
+ * state (advisory locks, settings) must be undone by the user before the scope closes.
+ */
+export const adminSession = (engine: BranchingEngine): Effect.Effect<EngineClient, EngineFailure, Scope.Scope | EnginePools> =>
+  Effect.flatMap(EnginePools, (pools) => {
+    const from = pools.poolFor(engine)
+    let broken = false
+    return Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => from.connect(),
+        catch: (cause) => new EngineFailure({ step: "connect", message: `connecting to postgres on ${engine.host}:${engine.port}: ${reasonOf(cause)}` })
+      }),
+      (client) => Effect.sync(() => client.release(broken))
+    ).pipe(
+      Effect.map((client) => ({
+        query: <R extends pg.QueryResultRow>(step: string, text: string, values: ReadonlyArray<unknown> = []) =>
+          Effect.tryPromise({
+            try: () => client.query<R>(text, [...values]).then((r) => r.rows),
+            catch: (cause) => {
+              broken = true
+              return new EngineFailure({ step, message: reasonOf(cause) })
+            }
+          })
+      }))
+    )
+  })
 
 /**
  * A SCRAM-SHA-256 verifier for a password (RFC 7677, Postgres' format), so CREATE ROLE never
