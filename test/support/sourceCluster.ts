@@ -24,6 +24,9 @@ export interface SourceCluster {
   /** Runs SQL as the superuser in a database (default postgres). */
   readonly query: (sql: string, database?: string) => Promise<pg.QueryResult>
   readonly stop: () => Promise<void>
+  /** Stops the server keeping its data (startSourceCluster only); `resume` starts it again on the same port. */
+  readonly pause: () => Promise<void>
+  readonly resume: () => Promise<void>
 }
 
 export interface SourceClusterOptions {
@@ -44,7 +47,8 @@ export const startSourceCluster = async (options: SourceClusterOptions = {}): Pr
     port,
     user: "postgres",
     password,
-    persistent: false,
+    // Kept across pause/resume; stop() removes the directory itself.
+    persistent: true,
     createPostgresUser: process.getuid?.() === 0,
     postgresFlags: [
       "-c", "listen_addresses=127.0.0.1",
@@ -64,14 +68,20 @@ export const startSourceCluster = async (options: SourceClusterOptions = {}): Pr
     await rm(databaseDir, { recursive: true, force: true })
     throw new Error(`source cluster failed to start: ${String(error)}\n${logs.join("")}`)
   }
-  return clusterOn(port, password, async () => {
-    await server.stop()
-    await rm(databaseDir, { recursive: true, force: true })
-  })
+  return {
+    ...clusterOn(port, password, async () => {
+      await server.stop()
+      await rm(databaseDir, { recursive: true, force: true })
+    }),
+    pause: () => server.stop(),
+    resume: () => server.start()
+  }
 }
 
 /** A running cluster on 127.0.0.1:`port` with superuser postgres/`password`, as tests use it. */
 const clusterOn = (port: number, password: string, stop: () => Promise<void>): SourceCluster => ({
+  pause: () => Promise.reject(new Error("this cluster cannot be paused")),
+  resume: () => Promise.reject(new Error("this cluster cannot be resumed")),
   host: "127.0.0.1",
   port,
   username: "postgres",

@@ -29,19 +29,19 @@ export const freePort = (): Promise<number> =>
     })
   })
 
-export const createDatabase = async (prefix: string): Promise<{ name: string; url: string; drop: () => Promise<void> }> => {
+export const createDatabase = async (prefix: string, server: string = adminUrl): Promise<{ name: string; url: string; drop: () => Promise<void> }> => {
   const name = `${prefix}_${randomBytes(5).toString("hex")}`
-  const admin = new pg.Client({ connectionString: adminUrl })
+  const admin = new pg.Client({ connectionString: server })
   await admin.connect()
   await admin.query(`create database "${name}"`)
   await admin.end()
-  const url = new URL(adminUrl)
+  const url = new URL(server)
   url.pathname = `/${name}`
   return {
     name,
     url: url.toString(),
     drop: async () => {
-      const client = new pg.Client({ connectionString: adminUrl })
+      const client = new pg.Client({ connectionString: server })
       await client.connect()
       await client.query(`drop database if exists "${name}" with (force)`)
       await client.end()
@@ -152,6 +152,10 @@ export interface StartOptions {
   readonly operationEnv?: Record<string, string>
   /** Each process serves Prometheus metrics on a port of its own (`Scion.metricsUrl`). */
   readonly metrics?: boolean
+  /** A NATS of the test's own (default NATS_URL, the machine's): for tests that restart it. */
+  readonly natsUrl?: string
+  /** The PostgreSQL server (its postgres database's URL) the metadata database is made on (default the machine's). */
+  readonly metadataServerUrl?: string
 }
 
 /**
@@ -160,7 +164,7 @@ export interface StartOptions {
  * nats://127.0.0.1:4222).
  */
 export const startScion = async (options: StartOptions = {}): Promise<Scion> => {
-  const database = await createDatabase("scion_e2e")
+  const database = await createDatabase("scion_e2e", options.metadataServerUrl)
   const replicas = options.operationReplicas ?? 1
   const ports = {
     gateway: await freePort(),
@@ -186,7 +190,7 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
   // Every test system shares the machine's NATS: a namespace of its own for every stream, subject
   // and durable keeps systems from taking each other's jobs and events.
   const busNamespace = `e2e${randomBytes(5).toString("hex")}`
-  const natsUrl = process.env.NATS_URL ?? "nats://127.0.0.1:4222"
+  const natsUrl = options.natsUrl ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222"
   const shape = productionShape({
     ports,
     databaseUrl: database.url,

@@ -5,7 +5,8 @@ import type { DescMessage, DescMethod, DescMethodUnary, DescService, MessageInit
 import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect"
 import { connectNodeAdapter } from "@connectrpc/connect-node"
 import { HealthCheckResponse_ServingStatus, Health } from "@scion/proto/grpc/health/v1/health_pb"
-import { Cause, Config, Context, Deferred, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { Cause, Chunk, Config, Context, Deferred, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { isDependencyUnavailable } from "./unavailable.js"
 import { toConnectError, type WireError } from "./errors.js"
 import { type CallMeta, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
 import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
@@ -86,6 +87,11 @@ export const effectService = <S extends DescService, E, R>(
         const failure = Cause.failureOption(exit.cause)
         if (Option.isSome(failure)) throw failure.value
         if (Cause.isInterruptedOnly(exit.cause)) throw new ConnectError("request was cancelled", interruptionCode(signal))
+        // A database that is down or restarting is not a bug: the caller may retry (503 at the edge).
+        if (Cause.defects(exit.cause).pipe(Chunk.some(isDependencyUnavailable))) {
+          Runtime.runFork(runtime)(Effect.logWarning("rpc handler: a dependency is unavailable", exit.cause).pipe(Effect.annotateLogs("rpc", methodName), withRequestId(requestId)))
+          throw new ConnectError("a dependency of the service is unavailable; retry", Code.Unavailable)
+        }
         Runtime.runFork(runtime)(Effect.logError("rpc handler defect", exit.cause).pipe(Effect.annotateLogs("rpc", methodName), withRequestId(requestId)))
         throw new ConnectError("internal error", Code.Internal)
       })
