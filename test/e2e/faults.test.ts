@@ -3,7 +3,7 @@
  * PostgreSQL of this file's own (so they can be stopped without touching other tests), a real
  * source and a ready engine. Each fault: SIGKILL of every unit while a branch is being created,
  * of the operation unit during a long-poll wait and of the connector unit during a connector
- * delete; NATS restarted mid-job; the metadata database restarted. Afterwards every operation has
+ * delete and during an engine setup; NATS restarted mid-job; the metadata database restarted. Afterwards every operation has
  * ended (completed, or failed with a message), nothing is orphaned, the gateway answered 503
  * rather than 500 while something was down, and the system recovered by itself.
  */
@@ -154,6 +154,36 @@ describe("the fault matrix", () => {
     expect((await ended(started.operation_id)).status).toBe("completed")
     await expectNoOrphans()
   }, 180_000)
+
+  it("SIGKILL of the connector unit during engine setup: the setup ends by itself, and a second try or the delete leaves nothing behind", async () => {
+    const created = await scion.request("POST", "/v1/connectors", {
+      token,
+      body: { org_id: (await queryMetadata(scion, "select org_id from connector.connectors where id = $1", [connectorId]))[0].org_id, service_name: "postgresql", name: "second", connection_details: source.details({ database: "app" }) }
+    })
+    expect(created.status, JSON.stringify(created.body)).toBe(200)
+    const second = created.body.connector_id as string
+    expect((await ended((await scion.request("POST", `/v1/connectors/${second}/discover`, { token })).body.operation_id)).status).toBe("completed")
+    expect((await scion.request("POST", `/v1/connectors/${second}/selection`, { token, body: { selected_paths: ["*"] } })).status).toBe(200)
+    const setup = await scion.request("POST", `/v1/connectors/${second}/engine-setup`, { token })
+    expect(setup.status, JSON.stringify(setup.body)).toBe(202)
+    // The setup of a small source takes a couple of seconds: the kill lands in its first steps.
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    await killAndRestart("connector")
+    const operation = await ended(setup.body.operation_id)
+    if (operation.status === "failed") {
+      // A setup that gave up can be started again and completes.
+      const retried = await scion.request("POST", `/v1/connectors/${second}/engine-setup`, { token })
+      expect(retried.status, JSON.stringify(retried.body)).toBe(202)
+      expect((await ended(retried.body.operation_id)).status).toBe("completed")
+    }
+    await waitFor("the second engine ready", async () => (await scion.request("GET", `/v1/connectors/${second}`, { token })).body.branching_engine_status === "ready", 60_000)
+    const removed = await scion.request("DELETE", `/v1/connectors/${second}`, { token })
+    expect(removed.status, JSON.stringify(removed.body)).toBe(202)
+    expect((await ended(removed.body.operation_id)).status).toBe("completed")
+    // Only the first connector's slot and publication remain on the source.
+    const slots = await source.query(`select slot_name from pg_replication_slots where slot_name like 'scion_${second.toLowerCase()}%'`, "app")
+    expect(slots.rows).toEqual([])
+  }, 300_000)
 
   it("SIGKILL of the connector unit during a connector delete: the delete completes, and nothing of Scion's is left on the source", async () => {
     const removed = await scion.request("DELETE", `/v1/connectors/${connectorId}?force=true`, { token })
