@@ -620,6 +620,41 @@ describe("branches of a ready engine", () => {
     }
   })
 
+  it("snapshots count against the plan's branch limit with the branches: at the limit both are refused (403) until one goes", async () => {
+    const [{ n: inUse }] = await queryMetadata(
+      scion,
+      `select (select count(*) from branch.branches where org_id = $1 and status in ('creating', 'active', 'deleting'))::int
+            + (select count(*) from branch.snapshots where org_id = $1 and status in ('creating', 'ready', 'deleting'))::int as n`,
+      [orgId]
+    )
+    const limit = 25 // the free plan's branches (GET /v1/billing/plans)
+    const plans = await scion.request("GET", "/v1/billing/plans")
+    expect(plans.body.plans.find((p: { plan_id: string }) => p.plan_id === "free").limits.branches).toBe(limit)
+    expect(inUse).toBeLessThan(limit)
+    const taken = await Promise.all(
+      Array.from({ length: limit - inUse }, (_, i) => scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: `fill-${i}` } }))
+    )
+    for (const t of taken) expect(t.status, JSON.stringify(t.body)).toBe(202)
+    for (const t of taken) expect((await settleOperation(scion, t.body.operation_id, member.token)).status).toBe("completed")
+    const snapshotOver = await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: "one-too-many" } })
+    expect(snapshotOver.status, JSON.stringify(snapshotOver.body)).toBe(403)
+    expect(snapshotOver.body.detail).toMatch(/free plan allows 25 branches/)
+    const branchOver = await create(member.token, { connector_id: connectorId, name: "one-too-many", service_type: "postgres" })
+    expect(branchOver.status, JSON.stringify(branchOver.body)).toBe(403)
+    // One snapshot gone: room for one branch again.
+    const freed = await scion.request("DELETE", `/v1/snapshots/${taken[0]!.body.resource_id}`, { token: member.token })
+    expect((await settleOperation(scion, freed.body.operation_id, member.token)).status).toBe("completed")
+    const fits = await create(member.token, { connector_id: connectorId, name: "fits-again", service_type: "postgres" })
+    expect(fits.status, JSON.stringify(fits.body)).toBe(202)
+    const made = await settleOperation(scion, fits.body.operation_id, member.token)
+    // The rest go, so the file's other tests keep their room.
+    const removals = await Promise.all([
+      scion.request("DELETE", `/v1/branches/${made.result.branch_id}`, { token: member.token }),
+      ...taken.slice(1).map((t) => scion.request("DELETE", `/v1/snapshots/${t.body.resource_id}`, { token: member.token }))
+    ])
+    for (const r of removals) expect((await settleOperation(scion, r.body.operation_id, member.token)).status).toBe("completed")
+  }, 180_000)
+
   it("no secret the suite made reaches a log line of any unit, or a response not meant to carry it", async () => {
     const key = await scion.request("POST", `/v1/orgs/${orgId}/api-keys`, { token: owner.token, body: { name: "leak-check", role_id: "role_org_member" } })
     expect(key.status).toBe(201)
