@@ -8,6 +8,7 @@
 //    each waiter's response. Baseline in the same run: clients polling every second (no wait).
 // 2. Throughput: workers with a service principal create, start and complete operations straight
 //    on the operation unit (3 RPCs each), for BENCH_SECONDS.
+import { healthServing } from "../../deploy/local/production-shape.mjs"
 import { spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { createServer } from "node:net"
@@ -76,7 +77,8 @@ try {
       IDENTITY_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
     }),
     start("services/operation/dist/main.js", { PORT: String(operationPort), DATABASE_URL: dbUrl.toString(), IDENTITY_URL: identityUrl }),
-    start("gateway/dist/main.js", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: identityUrl, OPERATION_URL: operationUrl })
+    // The bench is one session making thousands of requests a minute: the limiter stays on, out of reach.
+    start("gateway/dist/main.js", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: identityUrl, OPERATION_URL: operationUrl, RATE_LIMIT_PER_MINUTE: "100000000" })
   )
   const base = `http://127.0.0.1:${gatewayPort}`
   const call = async (method, path, token, body) => {
@@ -95,6 +97,8 @@ try {
   const org = await call("POST", "/v1/orgs", session.session_token, { name: "Bench" })
   const token = session.session_token
 
+  // The operation unit opens its port once it has identity's verification keys.
+  await waitFor(() => healthServing(operationUrl), "the operation unit")
   const auth = createClient(AuthService, createGrpcTransport({ baseUrl: identityUrl }))
   await waitFor(async () => (await auth.issueServiceToken({ serviceName: "bench", credential })).principalToken !== "", "identity")
   // Workers reach the operation unit the way units call each other: the kit's transport
