@@ -120,6 +120,42 @@ describe("scion, a new user's path", () => {
     expect((await json(["members", "list"], { SCION_TOKEN: apiKey })).map((m: { email: string }) => m.email)).toEqual([email])
   })
 
+  it("an invitee joins with the CLI; members change role and leave; invites are revoked; projects are read, renamed and deleted", async () => {
+    const friendDir = await mkdtemp(join(tmpdir(), "scion-cli-friend-"))
+    const friendEnv = { SCION_CONFIG_DIR: friendDir, SCION_PASSWORD: password }
+    const friendEmail = `cli-friend-${Date.now()}@example.com`
+    try {
+      await ok(["signup", "--email", friendEmail, "--name", "Friend"], friendEnv)
+      const invite = await json(["invites", "create", friendEmail, "--role", "viewer"])
+      expect((await ok(["invites", "pending"], friendEnv)).stdout).toMatch(/CLI Org\s+viewer/)
+      const accepted = await json(["invites", "accept", invite.invite_token], friendEnv)
+      expect(accepted.org).toMatchObject({ org_id: orgId, my_role: "viewer" })
+      const friendOf = async () => (await json(["members", "list"])).find((m: { email: string }) => m.email === friendEmail)
+      const friend = await friendOf()
+      expect(friend.role).toBe("viewer")
+      await ok(["members", "set-role", friend.user_id, "--role", "member"])
+      expect((await friendOf()).role).toBe("member")
+      // The friend's own session now acts in the org it joined.
+      expect((await json(["projects", "list", "--org", orgId], friendEnv)).projects.map((p: { name: string }) => p.name)).toEqual(["web"])
+      await ok(["members", "remove", friend.user_id])
+      expect(await friendOf()).toBeUndefined()
+      expect((await cli(["projects", "list", "--org", orgId], friendEnv)).code).toBe(1)
+
+      const other = await json(["invites", "create", "other@example.com"])
+      expect((await ok(["invites", "revoke", other.invite_id])).stdout).toContain(`Revoked invite ${other.invite_id}`)
+      expect((await json(["invites", "list"])).map((i: { invite_id: string }) => i.invite_id)).not.toContain(other.invite_id)
+
+      const project = (await json(["projects", "list"])).projects[0]
+      expect(await json(["projects", "get", project.project_id])).toMatchObject({ name: "web" })
+      expect(await json(["projects", "update", project.project_id, "--name", "website", "--description", "the site"])).toMatchObject({ name: "website", description: "the site" })
+      const extra = await json(["projects", "create", "scratch"])
+      await ok(["projects", "delete", extra.project_id])
+      expect((await cli(["projects", "get", extra.project_id])).code).toBe(4)
+    } finally {
+      await rm(friendDir, { recursive: true, force: true })
+    }
+  })
+
   it("connects a source: preflight as a table of checks, create, discover, select, decisions, then setup with progress lines", async () => {
     const details = ["--host", "127.0.0.1", "--port", String(source.port), "--database", "shop", "--username", "postgres", "--sslmode", "disable"]
     const env = { SCION_SOURCE_PASSWORD: source.password }

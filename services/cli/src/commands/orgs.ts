@@ -59,9 +59,27 @@ const membersList = Command.make("list", { org: orgOption, ...common }, ({ org, 
   }).pipe(withSession(input))
 ).pipe(Command.withDescription("The org's members"))
 
-export const membersCommand = Command.make("members").pipe(Command.withDescription("Org members"), Command.withSubcommands([membersList]))
-
 const roleOption = Options.choice("role", ["owner", "admin", "member", "viewer"]).pipe(Options.withDefault("member" as const), Options.withDescription("The role (default member)"))
+const userId = Args.text({ name: "user_id" })
+
+const membersSetRole = Command.make("set-role", { userId, role: roleOption, org: orgOption, ...common }, ({ userId, role, org, ...input }) =>
+  Effect.gen(function* () {
+    yield* requireToken
+    const updated = yield* (yield* ScionApi).members.updateMemberRole({ path: { org_id: yield* requireOrg(org), target_user_id: userId }, payload: { role_key: role } })
+    yield* printMessage(`${userId} is now ${role}`, updated)
+  }).pipe(withSession(input))
+).pipe(Command.withDescription("Change a member's role"))
+
+const membersRemove = Command.make("remove", { userId, org: orgOption, ...common }, ({ userId, org, ...input }) =>
+  Effect.gen(function* () {
+    yield* requireToken
+    yield* (yield* ScionApi).members.removeMember({ path: { org_id: yield* requireOrg(org), target_user_id: userId } })
+    yield* printMessage(`Removed ${userId} from the org`, { user_id: userId, removed: true })
+  }).pipe(withSession(input))
+).pipe(Command.withDescription("Remove a member from the org"))
+
+export const membersCommand = Command.make("members").pipe(Command.withDescription("Org members"), Command.withSubcommands([membersList, membersSetRole, membersRemove]))
+
 
 const invitesCreate = Command.make("create", { email: Args.text({ name: "email" }), role: roleOption, org: orgOption, ...common }, ({ email, role, org, ...input }) =>
   Effect.gen(function* () {
@@ -79,7 +97,34 @@ const invitesList = Command.make("list", { org: orgOption, ...common }, ({ org, 
   }).pipe(withSession(input))
 ).pipe(Command.withDescription("The org's pending invites"))
 
-export const invitesCommand = Command.make("invites").pipe(Command.withDescription("Org invites"), Command.withSubcommands([invitesCreate, invitesList]))
+const invitesRevoke = Command.make("revoke", { inviteId: Args.text({ name: "invite_id" }), org: orgOption, ...common }, ({ inviteId, org, ...input }) =>
+  Effect.gen(function* () {
+    yield* requireToken
+    yield* (yield* ScionApi).members.revokeInvite({ path: { org_id: yield* requireOrg(org), invite_id: inviteId } })
+    yield* printMessage(`Revoked invite ${inviteId}`, { invite_id: inviteId, revoked: true })
+  }).pipe(withSession(input))
+).pipe(Command.withDescription("Revoke a pending invite"))
+
+const invitesPending = Command.make("pending", { ...common }, (input) =>
+  Effect.gen(function* () {
+    yield* requireToken
+    const result = yield* (yield* ScionApi).invites.pending()
+    yield* printList(result, result.invites, [["org", (i) => i.org_name], ["role", (i) => i.role_key], ["expires_at", (i) => i.expires_at]], "No invites for you")
+  }).pipe(withSession(input))
+).pipe(Command.withDescription("Invites addressed to you"))
+
+const invitesAccept = Command.make("accept", { inviteToken: Args.text({ name: "invite_token" }), ...common }, ({ inviteToken, ...input }) =>
+  Effect.gen(function* () {
+    yield* requireToken
+    const accepted = yield* (yield* ScionApi).invites.accept({ path: { invite_token: inviteToken } })
+    yield* printMessage(`Joined ${accepted.org.name} (${accepted.org.org_id}) as ${accepted.org.my_role}`, accepted)
+  }).pipe(withSession(input))
+).pipe(Command.withDescription("Accept an invite with the token from its email"))
+
+export const invitesCommand = Command.make("invites").pipe(
+  Command.withDescription("Org invites"),
+  Command.withSubcommands([invitesCreate, invitesList, invitesRevoke, invitesPending, invitesAccept])
+)
 
 // ---------------------------------------------------------------------------------------------
 // keys
@@ -147,4 +192,38 @@ const projectsCreate = Command.make(
     }).pipe(withSession(input))
 ).pipe(Command.withDescription("Create a project"))
 
-export const projectsCommand = Command.make("projects").pipe(Command.withDescription("Projects"), Command.withSubcommands([projectsList, projectsCreate]))
+const projectId = Args.text({ name: "project_id" })
+
+const projectsGet = Command.make("get", { projectId, ...common }, ({ projectId, ...input }) =>
+  Effect.gen(function* () {
+    yield* requireToken
+    yield* printResource(yield* (yield* ScionApi).projects.get({ path: { project_id: projectId } }))
+  }).pipe(withSession(input))
+).pipe(Command.withDescription("Show a project"))
+
+const projectsUpdate = Command.make(
+  "update",
+  { projectId, name: Options.text("name").pipe(Options.optional), description: Options.text("description").pipe(Options.optional), ...common },
+  ({ projectId, name, description, ...input }) =>
+    Effect.gen(function* () {
+      yield* requireToken
+      const project = yield* (yield* ScionApi).projects.update({
+        path: { project_id: projectId },
+        payload: { ...Option.match(name, { onNone: () => ({}), onSome: (n) => ({ name: n }) }), ...Option.match(description, { onNone: () => ({}), onSome: (d) => ({ description: d }) }) }
+      })
+      yield* printResource(project)
+    }).pipe(withSession(input))
+).pipe(Command.withDescription("Rename a project or change its description"))
+
+const projectsDelete = Command.make("delete", { projectId, ...common }, ({ projectId, ...input }) =>
+  Effect.gen(function* () {
+    yield* requireToken
+    const deleted = yield* (yield* ScionApi).projects.delete({ path: { project_id: projectId } })
+    yield* printMessage(deleted.message, deleted)
+  }).pipe(withSession(input))
+).pipe(Command.withDescription("Delete a project (its connectors go with it)"))
+
+export const projectsCommand = Command.make("projects").pipe(
+  Command.withDescription("Projects"),
+  Command.withSubcommands([projectsList, projectsCreate, projectsGet, projectsUpdate, projectsDelete])
+)
