@@ -103,6 +103,33 @@ const timeBranches = async (scion: Scion, token: string, connectorId: string, la
   return times
 }
 
+/** One branch, POST → a query answered on its URL. */
+const timeOne = async (scion: Scion, token: string, connectorId: string, name: string) => {
+  const started = performance.now()
+  const response = await scion.request("POST", "/v1/branch/create", { token, body: { connector_id: connectorId, name, service_type: "postgres" } })
+  if (response.status !== 202) throw new Error(`create: ${response.status} ${JSON.stringify(response.body)}`)
+  const operation = await settleOperation(scion, response.body.operation_id, token)
+  if (operation.status !== "completed" || !operation.result?.branch_url) throw new Error(`branch: ${JSON.stringify(operation)}`)
+  const url = new URL(operation.result.branch_url)
+  const client = new pg.Client({
+    host: url.hostname,
+    port: Number(url.port),
+    user: decodeURIComponent(url.username),
+    password: decodeURIComponent(url.password),
+    database: url.pathname.slice(1),
+    ssl: { rejectUnauthorized: false }
+  })
+  await client.connect()
+  await client.query("select count(*) from branches_t")
+  await client.end()
+  return performance.now() - started
+}
+
+/** CONCURRENT creates on one connector at the same moment (one pause should serve them all). */
+const CONCURRENT = 10
+const timeConcurrent = (scion: Scion, token: string, connectorId: string, label: string) =>
+  Promise.all(Array.from({ length: CONCURRENT }, (_, i) => timeOne(scion, token, connectorId, `${label}-c${i}`)))
+
 /** CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY alone (subscriptions paused around it, not timed). */
 const timeTemplateCopies = async (record: EngineRecord) => {
   const times: Array<number> = []
@@ -232,8 +259,11 @@ const defaultStorage = async () => {
   const branchTimes = await timeBranches(small.scion, small.token, small.connectorId, "ext4")
   const templateTimes = await timeTemplateCopies(small.record)
   const dump = await timeDumpRestore(small.record)
-  report(`${(small.bytes / 2 ** 20).toFixed(0)} MB`, branchTimes, templateTimes, dump)
+  report(`${(small.bytes / 2 ** 20).toFixed(0)} MB (target: branch ≤ 1.1× the template copy)`, branchTimes, templateTimes, dump)
   unitTimings(small.scion)
+  const concurrent = await timeConcurrent(small.scion, small.token, small.connectorId, "ext4")
+  out(`    ${CONCURRENT} concurrent creates     p50 ${ms(p50(concurrent))}   (all: ${concurrent.map((v) => v.toFixed(0)).join(", ")} ms)`)
+  out(`    concurrent / single          ${(p50(concurrent) / p50(branchTimes)).toFixed(2)}× (target ≤ 2×)`)
   await small.stop()
   teardown.pop()
   expect(branchTimes.length).toBe(BRANCHES)
