@@ -71,45 +71,15 @@ const generate = async (source: SourceCluster, mb: number) => {
 /** Where each create's time went, seen from the client: the 202, the completed operation, the first query. */
 const phases = { accepted: [] as Array<number>, completed: [] as Array<number>, connected: [] as Array<number> }
 
-const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string) => {
-  const times: Array<number> = []
-  for (const list of Object.values(phases)) list.length = 0
-  for (let i = 0; i < BRANCHES; i++) {
-    const started = performance.now()
-    const response = await scion.request("POST", "/v1/branch/create", { token, body: { connector_id: connectorId, name: `${label}-${i}`, service_type: "postgres" } })
-    if (response.status !== 202) throw new Error(`create: ${response.status} ${JSON.stringify(response.body)}`)
-    const accepted = performance.now()
-    const operation = await settleOperation(scion, response.body.operation_id, token)
-    if (operation.status !== "completed" || !operation.result?.branch_url) throw new Error(`branch: ${JSON.stringify(operation)}`)
-    const completed = performance.now()
-    phases.accepted.push(accepted - started)
-    phases.completed.push(completed - accepted)
-    const url = new URL(operation.result.branch_url)
-    const client = new pg.Client({
-      host: url.hostname,
-      port: Number(url.port),
-      user: decodeURIComponent(url.username),
-      password: decodeURIComponent(url.password),
-      database: url.pathname.slice(1),
-      // sslmode=require: TLS, the engine's self-signed certificate not verified.
-      ssl: { rejectUnauthorized: false }
-    })
-    await client.connect()
-    await client.query("select count(*) from branches_t")
-    await client.end()
-    phases.connected.push(performance.now() - completed)
-    times.push(performance.now() - started)
-  }
-  return times
-}
-
-/** One branch, POST → a query answered on its URL. */
-const timeOne = async (scion: Scion, token: string, connectorId: string, name: string) => {
+/** One branch, POST → a query answered on its URL; with `record`, its client-side phases too. */
+const timeOne = async (scion: Scion, token: string, connectorId: string, name: string, record = false) => {
   const started = performance.now()
   const response = await scion.request("POST", "/v1/branch/create", { token, body: { connector_id: connectorId, name, service_type: "postgres" } })
   if (response.status !== 202) throw new Error(`create: ${response.status} ${JSON.stringify(response.body)}`)
+  const accepted = performance.now()
   const operation = await settleOperation(scion, response.body.operation_id, token)
   if (operation.status !== "completed" || !operation.result?.branch_url) throw new Error(`branch: ${JSON.stringify(operation)}`)
+  const completed = performance.now()
   const url = new URL(operation.result.branch_url)
   const client = new pg.Client({
     host: url.hostname,
@@ -117,12 +87,25 @@ const timeOne = async (scion: Scion, token: string, connectorId: string, name: s
     user: decodeURIComponent(url.username),
     password: decodeURIComponent(url.password),
     database: url.pathname.slice(1),
+    // sslmode=require: TLS, the engine's self-signed certificate not verified.
     ssl: { rejectUnauthorized: false }
   })
   await client.connect()
   await client.query("select count(*) from branches_t")
   await client.end()
+  if (record) {
+    phases.accepted.push(accepted - started)
+    phases.completed.push(completed - accepted)
+    phases.connected.push(performance.now() - completed)
+  }
   return performance.now() - started
+}
+
+const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string) => {
+  const times: Array<number> = []
+  for (const list of Object.values(phases)) list.length = 0
+  for (let i = 0; i < BRANCHES; i++) times.push(await timeOne(scion, token, connectorId, `${label}-${i}`, true))
+  return times
 }
 
 /** CONCURRENT creates on one connector at the same moment (one pause should serve them all). */
