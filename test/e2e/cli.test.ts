@@ -292,6 +292,19 @@ describe("scion, a new user's path", () => {
     await ok(["connectors", "delete", walked.connector_id, "--wait"])
   }, 300_000)
 
+  it("installs as a package: the bundled tarball, npm install --global, and the same session works", async () => {
+    const out = join(configDir, "package")
+    const tarball = execFileSync(process.execPath, [fileURLToPath(new URL("../../services/cli/scripts/package.mjs", import.meta.url)), out], { encoding: "utf8", timeout: 120_000 }).trim()
+    expect(tarball).toMatch(/scion-cli-0\.1\.0\.tgz$/)
+    const prefix = join(configDir, "global")
+    execFileSync("npm", ["install", "--global", "--offline", "--no-audit", "--no-fund", "--prefix", prefix, tarball], { encoding: "utf8", timeout: 120_000, stdio: "pipe" })
+    const installed = join(prefix, "bin", "scion")
+    const run = (args: ReadonlyArray<string>) =>
+      execFileSync(installed, [...args], { env: { PATH: process.env.PATH ?? "", HOME: configDir, SCION_CONFIG_DIR: configDir, SCION_API_URL: scion.baseUrl }, encoding: "utf8", timeout: 60_000 })
+    expect(run(["--version"]).trim()).toBe("0.1.0")
+    expect(JSON.parse(run(["orgs", "list", "--json"]))).toEqual([expect.objectContaining({ org_id: orgId, name: "CLI Org" })])
+  }, 180_000)
+
   it("the CI recipe: a branch per pull request, migrated and tested, then deleted on close", async () => {
     const migration = join(configDir, "migrate.sh")
     await writeFile(migration, `#!/usr/bin/env bash\nset -euo pipefail\npsql "$DATABASE_URL" -v ON_ERROR_STOP=1 -qc "alter table items add column price numeric not null default 0"\n`, { mode: 0o755 })
