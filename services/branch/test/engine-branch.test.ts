@@ -23,6 +23,9 @@ import {
   type BranchingEngine,
   Copier,
   EnginePools,
+  snapshotCreateJob,
+  Snapshots,
+  SnapshotsRepo,
   createJob,
   FreshnessConfig,
   deleteJob,
@@ -264,6 +267,21 @@ describe("branches on a real engine", () => {
     expect((await query(engine, "postgres", `select count(*)::int as n from pg_roles where rolname = '${doomedRow.roleName}'`))[0].n).toBe(0)
     const after = (await runtime.runPromise(Effect.flatMap(BranchesRepo, (r) => r.find(doomed.branchId)))).pipe(Option.getOrThrow)
     expect(after.status).toBe("failed")
+  }, 120_000)
+
+  it("a snapshot job redelivered after the seal, before the snapshot was recorded ready, makes it ready and sealed", async () => {
+    const handle = await runtime.runPromise(Effect.flatMap(Snapshots, (s) => s.create(user, engineId, "sealed-twice")))
+    const snapshotJob = (attempt: number): Job<{ snapshot_id: string }> => ({ ...jobOf(handle.operationId, "", attempt), payload: { snapshot_id: handle.snapshotId } })
+    const first = (await runtime.runPromise(snapshotCreateJob.run(snapshotJob(1)))) as Record<string, any>
+    expect(first.status).toBe("ready")
+    const database = `scion_${handle.snapshotId}`
+    expect((await query(engine, "postgres", `select datallowconn from pg_database where datname = '${database}'`))[0].datallowconn).toBe(false)
+    // The crash window: sealed on the engine, the row not yet ready.
+    await runtime.runPromise(Effect.flatMap(SnapshotsRepo, (r) => r.update(handle.snapshotId, { status: "creating" })))
+    const again = (await runtime.runPromise(snapshotCreateJob.run(snapshotJob(2)))) as Record<string, any>
+    expect(again).toMatchObject({ snapshot_id: handle.snapshotId, status: "ready" })
+    expect(again.data_as_of).toBe(first.data_as_of)
+    expect((await query(engine, "postgres", `select datallowconn, datistemplate from pg_database where datname = '${database}'`))[0]).toEqual({ datallowconn: false, datistemplate: true })
   }, 120_000)
 
   it("deletes a branch: database and role dropped, reads answer not found; connector cleanup drops the rest", async () => {

@@ -400,6 +400,19 @@ export const sealSnapshotDatabase = (engine: BranchingEngine, database: string) 
     Effect.flatMap(adminSession(engine), (admin) => admin.query("seal", `alter database ${quoteIdent(database)} with is_template true allow_connections false`))
   ).pipe(Effect.asVoid, Effect.withSpan("EngineSql.sealSnapshotDatabase", { attributes: { database } }))
 
+/**
+ * Opens a sealed snapshot database again, so a job redelivered after the seal (and before the
+ * snapshot was recorded ready) can stamp it and seal it anew; an open or absent one is left as is.
+ */
+export const reopenSnapshotDatabase = (engine: BranchingEngine, database: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const admin = yield* adminSession(engine)
+      const [row] = yield* admin.query<{ open: boolean }>("seal", "select datallowconn as open from pg_database where datname = $1", [database])
+      if (row !== undefined && !row.open) yield* admin.query("seal", `alter database ${quoteIdent(database)} with is_template false allow_connections true`)
+    })
+  ).pipe(Effect.withSpan("EngineSql.reopenSnapshotDatabase", { attributes: { database } }))
+
 /** Drops a snapshot's database (a template: unmarked first); an absent one is fine. */
 export const dropSnapshotDatabase = (engine: BranchingEngine, database: string) =>
   Effect.scoped(

@@ -3,7 +3,7 @@ import { JobFailed, type JobHandler, type OperationEnded, type RpcError } from "
 import { Effect, Option, Schema } from "effect"
 import { Copier } from "../engine/Copier.js"
 import { Engines, isBranchable } from "../engine/Engines.js"
-import { alignSequences, connectEngine, dropSnapshotDatabase, type EngineFailure, sealSnapshotDatabase, EnginePools } from "../engine/EngineSql.js"
+import { alignSequences, connectEngine, dropSnapshotDatabase, type EngineFailure, reopenSnapshotDatabase, sealSnapshotDatabase, EnginePools } from "../engine/EngineSql.js"
 import { stampBranch } from "../engine/Freshness.js"
 import { snapshotResult } from "../rpc/routes.js"
 import { SNAPSHOT_CREATE_JOB, SNAPSHOT_DELETE_JOB } from "../Snapshots.js"
@@ -41,7 +41,9 @@ export const snapshotCreateJob: JobHandler<typeof SnapshotPayload.Type, typeof S
       const steps = Effect.gen(function* () {
         yield* job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 20 })
         const copied = yield* copier.copy(engine, snapshot.databaseName)
-        // A redelivery after the seal finds a database nobody may connect to: what it holds is final.
+        // A redelivery after the seal finds a database nobody may connect to: opened again, it is
+        // stamped and sealed again (its data did not change: nobody could write to it).
+        yield* reopenSnapshotDatabase(engine, snapshot.databaseName)
         const dataAsOf = yield* Effect.scoped(
           Effect.gen(function* () {
             const session = yield* connectEngine(engine, snapshot.databaseName)
