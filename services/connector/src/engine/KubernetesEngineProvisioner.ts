@@ -6,8 +6,9 @@
  * Two halves:
  * - pure render functions (`renderEngine` and friends, `kubernetes/EngineManifests.ts`, with the
  *   certificate of `kubernetes/SelfSignedCertificate.ts`) producing the objects, unit-tested;
- * - an adapter speaking the API server's REST wire format over `node:https` (the service-account
- *   CA and bearer token): server-side apply of the objects, the StatefulSet's `scale` subresource
+ * - an adapter speaking the API server's REST wire format (`kubernetes/KubernetesApi.ts`: over
+ *   `node:https` with the service-account CA and bearer token): server-side apply of the objects,
+ *   the StatefulSet's `scale` subresource
  *   for stop/start, `status.readyReplicas` for readiness, DELETE (collection, by label, for the
  *   PersistentVolumeClaims) for destroy.
  *
@@ -19,11 +20,10 @@
  */
 import { createPrivateKey } from "node:crypto"
 import { readFile } from "node:fs/promises"
-import { request as httpRequest, type IncomingMessage } from "node:http"
-import { request as httpsRequest } from "node:https"
 import { dirname, join } from "node:path"
 import { Config, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
-import { ENGINE_PORT, type EngineMaterial, FIELD_MANAGER, SUPERUSER, b64, engineHost, engineName, generateMaterial, renderEngine, renderSecret, selectorLabels, tlsSecretName } from "./kubernetes/EngineManifests.js"
+import { ENGINE_PORT, type EngineMaterial, FIELD_MANAGER, SUPERUSER, engineHost, engineName, generateMaterial, renderEngine, renderSecret, selectorLabels, tlsSecretName } from "./kubernetes/EngineManifests.js"
+import { type ApiRequest, collectionPath, type Kind, kubernetesSender, objectPath, scrub, statusMessage } from "./kubernetes/KubernetesApi.js"
 import { type Engine, EngineError, EngineNotFound, EngineProvisioner, perConnectorLock, validateConnectorId, type EngineStatus } from "./EngineProvisioner.js"
 
 // The pure halves: the objects rendered, and the certificate they carry.
@@ -125,60 +125,6 @@ export const KubernetesEngineConfig: Config.Config<KubernetesEngineOptions> = Co
   Config.map(({ namespace, ...rest }) => ({ ...rest, namespace: Option.getOrElse(namespace, () => "") }))
 )
 
-// ---------------------------------------------------------------------------------------------
-// The API client
-
-type Kind = "Secret" | "ConfigMap" | "Service" | "StatefulSet" | "PersistentVolumeClaim" | "Certificate"
-
-const plural: Record<Kind, string> = {
-  Certificate: "certificates",
-  Secret: "secrets",
-  ConfigMap: "configmaps",
-  Service: "services",
-  StatefulSet: "statefulsets",
-  PersistentVolumeClaim: "persistentvolumeclaims"
-}
-
-const apiGroupPath: Record<Kind, string> = {
-  Secret: "/api/v1",
-  ConfigMap: "/api/v1",
-  Service: "/api/v1",
-  PersistentVolumeClaim: "/api/v1",
-  StatefulSet: "/apis/apps/v1",
-  Certificate: "/apis/cert-manager.io/v1"
-}
-
-const collectionPath = (kind: Kind, namespace: string) => `${apiGroupPath[kind]}/namespaces/${encodeURIComponent(namespace)}/${plural[kind]}`
-
-const objectPath = (kind: Kind, namespace: string, name: string) => `${collectionPath(kind, namespace)}/${encodeURIComponent(name)}`
-
-interface ApiResponse {
-  readonly status: number
-  readonly body: unknown
-}
-
-interface ApiRequest {
-  readonly method: "GET" | "POST" | "PATCH" | "DELETE"
-  readonly path: string
-  readonly body?: unknown
-  readonly contentType?: string
-}
-
-/** Removes every given secret value (and its base64) from a message before it leaves the adapter. */
-const scrub = (message: string, secrets: ReadonlyArray<string>) =>
-  secrets
-    .filter((secret) => secret.length >= 6)
-    .flatMap((secret) => [secret, b64(secret)])
-    .reduce((text, secret) => text.split(secret).join("[redacted]"), message)
-
-const statusMessage = (body: unknown): string => {
-  if (typeof body === "object" && body !== null) {
-    const status = body as { reason?: unknown; message?: unknown }
-    return [status.reason, status.message].filter((part) => typeof part === "string" && part.length > 0).join(": ")
-  }
-  return typeof body === "string" ? body : ""
-}
-
 export const makeKubernetesEngineProvisioner = (options: KubernetesEngineOptions) =>
   Effect.gen(function* () {
     const apiUrl = options.apiUrl.replace(/\/+$/, "")
@@ -192,39 +138,7 @@ export const makeKubernetesEngineProvisioner = (options: KubernetesEngineOptions
     const render: EngineRenderOptions = { ...options, namespace }
     const timeoutMs = Duration.toMillis(options.requestTimeout)
 
-    const send = (request: ApiRequest, token: string | undefined, signal: AbortSignal) =>
-      new Promise<ApiResponse>((resolve, reject) => {
-        const url = new URL(`${apiUrl}${request.path}`)
-        const payload = request.body === undefined ? undefined : JSON.stringify(request.body)
-        const headers: Record<string, string> = { Accept: "application/json", "User-Agent": FIELD_MANAGER }
-        if (token) headers["Authorization"] = `Bearer ${token}`
-        if (payload !== undefined) {
-          headers["Content-Type"] = request.contentType ?? "application/json"
-          headers["Content-Length"] = String(Buffer.byteLength(payload))
-        }
-        const onResponse = (response: IncomingMessage) => {
-          const chunks: Array<Buffer> = []
-          response.on("data", (chunk: Buffer) => chunks.push(chunk))
-          response.once("error", reject)
-          response.once("end", () => {
-            const text = Buffer.concat(chunks).toString("utf8")
-            let body: unknown = text
-            try {
-              body = text.length > 0 ? JSON.parse(text) : undefined
-            } catch {
-              // not JSON: keep the text
-            }
-            resolve({ status: response.statusCode ?? 0, body })
-          })
-        }
-        const req =
-          url.protocol === "https:"
-            ? httpsRequest(url, { method: request.method, headers, signal, timeout: timeoutMs, ...(ca ? { ca } : {}) }, onResponse)
-            : httpRequest(url, { method: request.method, headers, signal, timeout: timeoutMs }, onResponse)
-        req.once("timeout", () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)))
-        req.once("error", reject)
-        req.end(payload)
-      })
+    const send = kubernetesSender({ apiUrl, ca, timeoutMs })
 
     /** One API call; any answer (2xx or not) is returned, only transport failures fail. */
     const call = (connectorId: string, step: string, request: ApiRequest) =>
