@@ -33,5 +33,6 @@ export declare const productionShape: (options: {
   readonly operationEnv?: Record<string, string>
   readonly unitEnv?: Record<string, Record<string, string>>
 }) => Array<ShapeUnit>
+export declare const healthStatus: (baseUrl: string) => Promise<"SERVING" | "NOT_SERVING" | "unreachable">
 export declare const healthServing: (baseUrl: string) => Promise<boolean>
 export declare const allServing: (units: ReadonlyArray<ShapeUnit>) => Promise<boolean>

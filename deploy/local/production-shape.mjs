@@ -104,23 +104,26 @@ export const productionShape = ({ ports, host = "127.0.0.1", databaseUrl, natsUr
   ]
 }
 
-/** grpc.health.v1 Check over the Connect protocol (JSON on HTTP/2): true when SERVING. */
-export const healthServing = (baseUrl) =>
+/** grpc.health.v1 Check over the Connect protocol (JSON on HTTP/2): "SERVING", "NOT_SERVING" or "unreachable". */
+export const healthStatus = (baseUrl) =>
   new Promise((done) => {
     const session = http2Connect(baseUrl)
     const finish = (value) => {
       session.close()
       done(value)
     }
-    session.once("error", () => finish(false))
+    session.once("error", () => finish("unreachable"))
     const stream = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/json" })
     let body = ""
     stream.setEncoding("utf8")
     stream.on("data", (chunk) => (body += chunk))
-    stream.once("error", () => finish(false))
-    stream.once("end", () => finish(body.includes("SERVING") && !body.includes("NOT_SERVING")))
+    stream.once("error", () => finish("unreachable"))
+    stream.once("end", () => finish(body.includes("NOT_SERVING") ? "NOT_SERVING" : body.includes("SERVING") ? "SERVING" : "unreachable"))
     stream.end("{}")
   })
+
+/** True when the unit at `baseUrl` reports SERVING. */
+export const healthServing = async (baseUrl) => (await healthStatus(baseUrl)) === "SERVING"
 
 /** Whether every process answers: the units' gRPC health, the gateway's /healthz. */
 export const allServing = async (units) => {

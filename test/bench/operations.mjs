@@ -97,7 +97,7 @@ try {
   const org = await call("POST", "/v1/orgs", session.session_token, { name: "Bench" })
   const token = session.session_token
 
-  // The operation unit opens its port once it has identity's verification keys.
+  // The operation unit serves (health SERVING) once it has identity's verification keys.
   await waitFor(() => healthServing(operationUrl), "the operation unit")
   const auth = createClient(AuthService, createGrpcTransport({ baseUrl: identityUrl }))
   await waitFor(async () => (await auth.issueServiceToken({ serviceName: "bench", credential })).principalToken !== "", "identity")

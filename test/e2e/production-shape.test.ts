@@ -12,7 +12,7 @@ import { join } from "node:path"
 import { connect as natsConnect } from "nats"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { makeSecrets, productionShape } from "../../deploy/local/production-shape.mjs"
+import { healthStatus, makeSecrets, productionShape } from "../../deploy/local/production-shape.mjs"
 import { adminUrl, createDatabase, freePort, healthServing, repoRoot, startUnit, type UnitProcess, waitFor } from "../support/system.js"
 
 const portFree = (port: number) =>
@@ -123,7 +123,7 @@ describe("deploy/local/production-shape.mjs", () => {
 })
 
 describe("units and their dependencies", () => {
-  it("a unit started before identity waits for it, saying so, and serves once identity is up; a fatal error is logged with its message", async () => {
+  it("a unit started before identity waits for it, answering NOT_SERVING, and serves once identity is up; a fatal error is logged with its message", async () => {
     const database = await createDatabase("scion_deps")
     const ports = { gateway: await freePort(), gatewayHealth: await freePort(), identity: await freePort(), operation: [await freePort()], billing: await freePort(), connector: await freePort(), branch: await freePort() }
     const shape = productionShape({ ports, databaseUrl: database.url, natsUrl: process.env.NATS_URL ?? "nats://127.0.0.1:4222", busNamespace: namespace, secrets: makeSecrets(), engineDataDir: dir })
@@ -137,7 +137,8 @@ describe("units and their dependencies", () => {
       // Past the old one-minute give-up it would still wait; here: alive and not serving yet.
       await new Promise((resolve) => setTimeout(resolve, 3000))
       expect(operation.child.exitCode).toBeNull()
-      expect(await healthServing(`http://127.0.0.1:${ports.operation[0]}`)).toBe(false)
+      // The port is open and says not ready: probes see NOT_SERVING, not a refused connection.
+      expect(await healthStatus(`http://127.0.0.1:${ports.operation[0]}`)).toBe("NOT_SERVING")
       identity = startUnit("identity", unitOf("identity").script, unitOf("identity").env)
       await waitFor("the operation unit to serve", () => healthServing(`http://127.0.0.1:${ports.operation[0]}`), 60_000)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { telemetry, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { telemetry, NatsBus, serveUnitLayer } from "@scion/kit"
 import { Layer } from "effect"
 import { BillingLive, billingRoutes, IdentityClient } from "./index.js"
 
@@ -10,9 +10,7 @@ import { BillingLive, billingRoutes, IdentityClient } from "./index.js"
 // drains, the consumer stops (an in-flight event is nak'ed for redelivery), NATS drains, the pool closes.
 NodeRuntime.runMain(
   Layer.launch(
-    serveRoutesLayer(50053, billingRoutes).pipe(
-      Layer.provide(BillingLive),
-      Layer.provide(Layer.provideMerge(IdentityClient.layerConfig, NatsBus.layer())),
+    serveUnitLayer(50053, billingRoutes, BillingLive.pipe(Layer.provide(Layer.provideMerge(IdentityClient.layerConfig, NatsBus.layer())))).pipe(
       Layer.provide(telemetry("scion-billing"))
     )
   ),

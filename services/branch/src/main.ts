@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Layer } from "effect"
-import { telemetry, NatsBus, serveRoutesLayer, unitTransport } from "@scion/kit"
+import { telemetry, NatsBus, serveUnitLayer, unitTransport } from "@scion/kit"
 import { branchLive, branchRoutes } from "./index.js"
 
 /**
@@ -23,4 +23,4 @@ const BranchProcess = Layer.unwrapScoped(
 
 // gRPC on PORT (default 50055). SIGTERM closes the scope: health goes NOT_SERVING, the server
 // drains, the workers stop, the database pool closes.
-NodeRuntime.runMain(Layer.launch(serveRoutesLayer(50055, branchRoutes).pipe(Layer.provide(BranchProcess), Layer.provide(telemetry("scion-branch")))), { disablePrettyLogger: true })
+NodeRuntime.runMain(Layer.launch(serveUnitLayer(50055, branchRoutes, BranchProcess).pipe(Layer.provide(telemetry("scion-branch")))), { disablePrettyLogger: true })

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Effect, Layer } from "effect"
-import { unitTransport, telemetry, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { unitTransport, telemetry, NatsBus, serveUnitLayer } from "@scion/kit"
 import { connectorLive, connectorRoutes, IdentityClient } from "./index.js"
 
 /**
@@ -31,7 +31,7 @@ const ConnectorProcess = Layer.unwrapScoped(
 // gRPC on PORT (default 50054). SIGTERM closes the scope: health goes NOT_SERVING, the server
 // drains, the worker stops, the database pool closes.
 NodeRuntime.runMain(
-  Layer.launch(serveRoutesLayer(50054, connectorRoutes).pipe(Layer.provide(ConnectorProcess), Layer.provide(telemetry("scion-connector")))),
+  Layer.launch(serveUnitLayer(50054, connectorRoutes, ConnectorProcess).pipe(Layer.provide(telemetry("scion-connector")))),
   // LoggingLive writes JSON lines; the pretty logger would print every line twice.
   { disablePrettyLogger: true }
 )

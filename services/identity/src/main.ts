@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { telemetry, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { telemetry, NatsBus, serveUnitLayer } from "@scion/kit"
 import { Layer } from "effect"
 import { IdentityAccessFollower, IdentityEventsRelay, IdentityLive, identityRoutes } from "./index.js"
 
@@ -9,7 +9,7 @@ import { IdentityAccessFollower, IdentityEventsRelay, IdentityLive, identityRout
 // where the standing caches hear the access changes other replicas commit.
 NodeRuntime.runMain(
   Layer.launch(
-    Layer.mergeAll(Layer.merge(serveRoutesLayer(50051, identityRoutes), IdentityAccessFollower).pipe(Layer.provide(IdentityLive)), IdentityEventsRelay).pipe(
+    Layer.mergeAll(serveUnitLayer(50051, identityRoutes, Layer.provideMerge(IdentityAccessFollower, IdentityLive)), IdentityEventsRelay).pipe(
       Layer.provide(NatsBus.layer({ name: "scion-identity" })),
       Layer.provide(telemetry("scion-identity"))
     )

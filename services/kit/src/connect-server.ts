@@ -5,7 +5,7 @@ import type { DescMessage, DescMethod, DescMethodUnary, DescService, MessageInit
 import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect"
 import { connectNodeAdapter } from "@connectrpc/connect-node"
 import { HealthCheckResponse_ServingStatus, Health } from "@scion/proto/grpc/health/v1/health_pb"
-import { Cause, Chunk, Config, Context, Deferred, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { Cause, Chunk, Config, Context, Deferred, Effect, ExecutionStrategy, Exit, Layer, Option, Runtime, Scope } from "effect"
 import { isDependencyUnavailable } from "./unavailable.js"
 import { toConnectError, type WireError } from "./errors.js"
 import { type CallMeta, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
@@ -174,6 +174,12 @@ export interface ServedAddress {
   readonly url: string
 }
 
+/** A server started before its routes: health answers NOT_SERVING until `install`. */
+export interface PendingServer extends ServedAddress {
+  /** Serves these routes from now on and turns health SERVING; `draining` as serveHttp2 takes it. */
+  readonly install: (routes: ReadonlyArray<Routes>, draining: Option.Option<Context.Tag.Service<Draining>>) => Effect.Effect<void>
+}
+
 /**
  * Serves routes over HTTP/2 cleartext (gRPC, gRPC-Web and Connect protocols) with gRPC health,
  * for the lifetime of the scope. On release: health goes NOT_SERVING; with `draining`, shutdown is
@@ -185,19 +191,35 @@ export const serveHttp2 = (options: {
   readonly host?: string
   readonly routes: ReadonlyArray<Routes>
   readonly draining?: Context.Tag.Service<Draining>
-}) =>
+}): Effect.Effect<ServedAddress, Error, Scope.Scope> =>
+  Effect.flatMap(listenHttp2({ port: options.port, ...(options.host === undefined ? {} : { host: options.host }) }), (server) =>
+    Effect.as(server.install(options.routes, Option.fromNullable(options.draining)), { port: server.port, url: server.url })
+  )
+
+/**
+ * Listens on the port at once with gRPC health only (NOT_SERVING), so a unit waiting for its
+ * dependencies answers probes as not ready instead of refusing connections; `install` brings the
+ * unit's routes in. The release is serveHttp2's.
+ */
+export const listenHttp2 = (options: { readonly port: number; readonly host?: string }): Effect.Effect<PendingServer, Error, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; status: { serving: boolean } }, Error>((resume) => {
+    Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; state: ServerState }, Error>((resume) => {
       const shutdown = new AbortController()
       // Connect adds one abort listener per in-flight request: no limit, or load prints warnings.
       setMaxListeners(0, shutdown.signal)
-      const status = { serving: true }
-      const routes = [...options.routes, healthRoutes(status)]
-      const connectHandler = connectNodeAdapter({ routes: (router) => routes.forEach((r) => r(router)), shutdownSignal: shutdown.signal })
-      const endpoints = unaryEndpointsOf(routes)
-      // Unary gRPC to our own methods takes the direct path; the rest is connect-es's.
+      const status = { serving: false }
+      const handlersOf = (routes: ReadonlyArray<Routes>) => {
+        const all = [...routes, healthRoutes(status)]
+        return {
+          connect: connectNodeAdapter({ routes: (router) => all.forEach((r) => r(router)), shutdownSignal: shutdown.signal }),
+          // Unary gRPC to our own methods takes the direct path; the rest is connect-es's.
+          endpoints: unaryEndpointsOf(all)
+        }
+      }
+      const state: ServerState = { status, handlers: handlersOf([]), handlersOf, draining: Option.none() }
       const server = http2.createServer({}, (request, response) => {
-        if (!serveGrpcUnary(endpoints, request, response, shutdown.signal)) connectHandler(request, response)
+        const { connect, endpoints } = state.handlers
+        if (!serveGrpcUnary(endpoints, request, response, shutdown.signal)) connect(request, response)
       })
       const sessions = new Set<http2.ServerHttp2Session>()
       // Responses go out as several small writes (headers, message, trailers): without
@@ -208,14 +230,14 @@ export const serveHttp2 = (options: {
         session.on("close", () => sessions.delete(session))
       })
       server.once("error", (error) => resume(Effect.fail(error)))
-      server.listen(options.port, options.host ?? "0.0.0.0", () => resume(Effect.succeed({ server, sessions, shutdown, status })))
+      server.listen(options.port, options.host ?? "0.0.0.0", () => resume(Effect.succeed({ server, sessions, shutdown, state })))
     }),
-    ({ server, sessions, shutdown, status }) =>
+    ({ server, sessions, shutdown, state }) =>
       Effect.gen(function* () {
-        status.serving = false
-        if (options.draining) {
-          yield* options.draining.begin
-          yield* Effect.sleep(options.draining.graceMillis)
+        state.status.serving = false
+        if (Option.isSome(state.draining)) {
+          yield* state.draining.value.begin
+          yield* Effect.sleep(state.draining.value.graceMillis)
         }
         yield* Effect.async<void>((resume) => {
           shutdown.abort()
@@ -226,11 +248,27 @@ export const serveHttp2 = (options: {
         })
       })
   ).pipe(
-    Effect.map(({ server }): ServedAddress => {
+    Effect.map(({ server, state }): PendingServer => {
       const port = (server.address() as AddressInfo).port
-      return { port, url: `http://127.0.0.1:${port}` }
+      return {
+        port,
+        url: `http://127.0.0.1:${port}`,
+        install: (routes, draining) =>
+          Effect.sync(() => {
+            state.handlers = state.handlersOf(routes)
+            state.draining = draining
+            state.status.serving = true
+          })
+      }
     })
   )
+
+interface ServerState {
+  readonly status: { serving: boolean }
+  handlers: { readonly connect: ReturnType<typeof connectNodeAdapter>; readonly endpoints: ReturnType<typeof unaryEndpointsOf> }
+  readonly handlersOf: (routes: ReadonlyArray<Routes>) => ServerState["handlers"]
+  draining: Option.Option<Context.Tag.Service<Draining>>
+}
 
 /** PORT for a unit's gRPC server, with the unit's conventional default. */
 export const portConfig = (fallback: number) => Config.integer("PORT").pipe(Config.withDefault(fallback))
@@ -243,5 +281,28 @@ export const serveRoutesLayer = <R>(fallbackPort: number, routes: Effect.Effect<
       const draining = yield* Effect.serviceOption(Draining)
       const served = yield* serveHttp2({ port, routes: yield* routes, ...(Option.isSome(draining) ? { draining: draining.value } : {}) })
       yield* Effect.logInfo("serving gRPC").pipe(Effect.annotateLogs({ port: served.port }))
+    }).pipe(Effect.orDie)
+  )
+
+/**
+ * A unit process: PORT answers gRPC health at once (NOT_SERVING) while the unit's layer is built
+ * — waiting for identity's keys, its database, NATS — then serves the routes and turns SERVING.
+ * On shutdown the server goes first (NOT_SERVING, drain), then the unit's resources close.
+ */
+export const serveUnitLayer = <R, E, RIn>(
+  fallbackPort: number,
+  routes: Effect.Effect<ReadonlyArray<Routes>, never, R>,
+  unit: Layer.Layer<R, E, RIn>
+): Layer.Layer<never, never, RIn> =>
+  Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const port = yield* portConfig(fallbackPort)
+      // Forked before the server is started, so it closes after the server's release.
+      const unitScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+      const server = yield* listenHttp2({ port })
+      yield* Effect.logInfo("health answering NOT_SERVING until the unit is ready").pipe(Effect.annotateLogs({ port: server.port }))
+      const context = yield* Layer.buildWithScope(unit, unitScope)
+      yield* server.install(yield* Effect.provide(routes, context), Context.getOption(context, Draining))
+      yield* Effect.logInfo("serving gRPC").pipe(Effect.annotateLogs({ port: server.port }))
     }).pipe(Effect.orDie)
   )

@@ -59,8 +59,9 @@ export class IdentityClient extends Context.Tag("@scion/kit/IdentityClient")<
 
 /**
  * Verifies principal tokens with identity's public keys, fetched once at start: a unit that starts
- * before identity waits for it (backoff up to 2 s, a warning per attempt) and opens its port once
- * it has the keys, instead of exiting. A rotated signing key needs a restart of the unit.
+ * before identity waits for it (backoff up to 2 s, a warning per attempt; health answers
+ * NOT_SERVING meanwhile, kit `serveUnitLayer`) instead of exiting. A rotated signing key needs a
+ * restart of the unit.
  */
 export const VerifierFromIdentity: Layer.Layer<PrincipalVerifier, never, IdentityClient> = Layer.effect(
   PrincipalVerifier,

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { NodeRuntime } from "@effect/platform-node"
-import { telemetry, NatsBus, serveRoutesLayer } from "@scion/kit"
+import { telemetry, NatsBus, serveUnitLayer } from "@scion/kit"
 import { Layer } from "effect"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "./index.js"
 
@@ -9,12 +9,14 @@ import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from
 // scope: health goes NOT_SERVING, the server drains, the sweeper stops, NATS drains, the pool closes.
 NodeRuntime.runMain(
   Layer.launch(
-    serveRoutesLayer(50052, operationRoutes).pipe(
-      Layer.provide(OperationLive),
-      // The bus carries identity's access changes to the grant cache.
-      Layer.provide(Layer.merge(IdentityClient.layerConfig.pipe(Layer.provide(NatsBus.layer({ name: "scion-operation" }))), OperationChanges.nats)),
-      Layer.provide(telemetry("scion-operation"))
-    )
+    serveUnitLayer(
+      50052,
+      operationRoutes,
+      OperationLive.pipe(
+        // The bus carries identity's access changes to the grant cache.
+        Layer.provide(Layer.merge(IdentityClient.layerConfig.pipe(Layer.provide(NatsBus.layer({ name: "scion-operation" }))), OperationChanges.nats))
+      )
+    ).pipe(Layer.provide(telemetry("scion-operation")))
   ),
   { disablePrettyLogger: true }
 )
