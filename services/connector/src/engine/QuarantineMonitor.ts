@@ -1,4 +1,3 @@
-import { SqlClient } from "@effect/sql"
 import { randomBytes } from "node:crypto"
 import { Config, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
@@ -15,6 +14,7 @@ import { type Drift, reconcile } from "../replication/Reconciler.js"
 import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
 import { ConnectorOperations } from "../connectors/Discovery.js"
 import { dueCleanups, startPipelineOperation } from "../replication/Pipelines.js"
+import { type MonitoredEngine, QuarantineRepo } from "./QuarantineRepo.js"
 import { refreshStructure } from "../replication/StructureRefresh.js"
 
 /** Why replication was quarantined (the entry's reason). */
@@ -35,16 +35,7 @@ export interface QuarantineMonitorOptions {
 
 const newQuarantineId = () => `qua_${Date.now().toString(36)}${randomBytes(6).toString("hex")}`
 
-interface EngineRow {
-  readonly connector_id: string
-  readonly mirror_database: string
-  readonly subscription_name: string
-  readonly slot_name: string
-  readonly mirrored_tables: ReadonlyArray<string>
-  readonly last_apply_error_count: string | null
-  readonly publication_name: string
-  readonly schema_follow: "capture" | "reconcile"
-}
+type EngineRow = MonitoredEngine
 
 /**
  * The quarantine monitor (services/connector/README.md, "Quarantine"): every interval, each ready
@@ -57,7 +48,7 @@ interface EngineRow {
  */
 export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+    const quarantines = yield* QuarantineRepo
     const repo = yield* ConnectorsRepo
     const secrets = yield* SecretStore
     const provisioner = yield* EngineProvisioner
@@ -68,11 +59,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const connect = { applicationName: "scion-quarantine-monitor", connectMillis: 5_000 }
 
     /** Takes the engine's lease for this round; false when another replica holds it. */
-    const lease = (connectorId: string) =>
-      sql<{ readonly connector_id: string }>`
-        update engines set monitor_lease_until = now() + make_interval(secs => ${Duration.toSeconds(options.lease)})
-        where connector_id = ${connectorId} and (monitor_lease_until is null or monitor_lease_until < now())
-        returning connector_id`.pipe(Effect.map((rows) => rows.length > 0))
+    const lease = (connectorId: string) => quarantines.takeLease(connectorId, options.lease)
 
     const sourceOf = (connectorId: string) =>
       storedPostgresDetails(connectorId).pipe(Effect.provideService(ConnectorsRepo, repo), Effect.provideService(SecretStore, secrets), Effect.option)
@@ -94,18 +81,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         const id = newQuarantineId()
         // The entry and the degraded status commit together: never ready while quarantined (branches
         // are refused unless the caller accepts stale data), not even while the pause is waiting.
-        const inserted = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const rows = yield* sql`
-              insert into quarantine_entries (id, connector_id, status, reason, detail) values (${id}, ${engine.connector_id}, 'quarantined', ${reason}, ${detail})
-              on conflict do nothing returning id`
-            if (rows.length > 0) {
-              yield* sql`update connectors set branching_engine_status = 'degraded', updated_at = now() where id = ${engine.connector_id} and branching_engine_status = 'ready'`
-            }
-            return rows
-          })
-        )
-        if (inserted.length === 0) return
+        if (!(yield* quarantines.openEntry(id, engine.connector_id, reason, detail))) return
         yield* pause(engine, running, mirror)
         yield* Effect.logWarning("connector replication quarantined").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: id, reason, detail }))
       })
@@ -155,22 +131,19 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         const previous = drift.reconciled || engine.last_apply_error_count === null ? null : Number(engine.last_apply_error_count)
         // Apply errors while a schema change waits for reconciliation are that change's: the
         // baseline stays, so the next round sees them and applies it.
-        if (!drift.pending) yield* sql`update engines set last_apply_error_count = ${state.apply_errors} where connector_id = ${engine.connector_id}`
+        if (!drift.pending) yield* quarantines.recordApplyErrors(engine.connector_id, state.apply_errors)
         if (!drift.pending && previous !== null && Number(state.apply_errors) > previous) {
           return Option.some({ reason: "subscription_error" as const, detail: `The subscription reported ${Number(state.apply_errors) - previous} new apply error(s)` })
         }
         // Branch creates pause the subscription for a moment: only a pause past the grace is a stop.
         if (!state.enabled) {
-          const [seen] = yield* sql<{ readonly stopped_for: number }>`
-            update engines set subscription_disabled_since = coalesce(subscription_disabled_since, now())
-            where connector_id = ${engine.connector_id}
-            returning extract(epoch from now() - subscription_disabled_since)::float8 as stopped_for`
-          if ((seen?.stopped_for ?? 0) * 1000 >= Duration.toMillis(options.stoppedGrace)) {
-            return Option.some({ reason: "subscription_stopped" as const, detail: `The subscription ${engine.subscription_name} has been disabled for ${Math.round(seen!.stopped_for)} s` })
+          const stoppedFor = yield* quarantines.disabledFor(engine.connector_id)
+          if (stoppedFor * 1000 >= Duration.toMillis(options.stoppedGrace)) {
+            return Option.some({ reason: "subscription_stopped" as const, detail: `The subscription ${engine.subscription_name} has been disabled for ${Math.round(stoppedFor)} s` })
           }
           return Option.none<{ reason: QuarantineReason; detail: string }>()
         }
-        yield* sql`update engines set subscription_disabled_since = null where connector_id = ${engine.connector_id} and subscription_disabled_since is not null`
+        yield* quarantines.clearDisabled(engine.connector_id)
         return Option.none<{ reason: QuarantineReason; detail: string }>()
       })
 
@@ -185,7 +158,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
             return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
           })
           if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
-          yield* sql`delete from quarantine_entries where id = ${entry.id}`
+          yield* quarantines.deleteEntry(entry.id)
           const started = yield* setup.restart(engine.connector_id)
           yield* Effect.logInfo("quarantine released: engine setup restarted to re-create the slot").pipe(
             Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id, operation_id: started.operationId })
@@ -193,15 +166,15 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           return
         }
         yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`))
-        yield* sql`update engines set last_apply_error_count = null, subscription_disabled_since = null where connector_id = ${engine.connector_id}`
+        yield* quarantines.forgetBaselines(engine.connector_id)
         if (entry.reason === "lag_exceeded") {
           // Restored once it has caught up to within the bound; until then the released row stays
           // (not listed) so the same lag is not quarantined again while it drains.
           const lag = yield* lagOf(engine)
           if (Option.isSome(lag) && (lag.value === null || lag.value > options.maxLagBytes)) return
         }
-        yield* sql`delete from quarantine_entries where id = ${entry.id}`
-        yield* sql`update connectors set branching_engine_status = 'ready', updated_at = now() where id = ${engine.connector_id} and branching_engine_status = 'degraded'`
+        yield* quarantines.deleteEntry(entry.id)
+        yield* quarantines.markReady(engine.connector_id)
         yield* Effect.logInfo("quarantine released: replication resumed").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id }))
       })
 
@@ -237,10 +210,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           schema_follow: engine.schema_follow,
           measured_at: new Date().toISOString()
         }
-        // The active pipeline is read as the row is written: a cutover during this round wins.
-        yield* sql`update connectors set replication = ${JSON.stringify(state)}::jsonb
-                     || jsonb_build_object('active_pipeline_id', (select e.publication_name from engines e where e.connector_id = ${engine.connector_id}))
-                   where id = ${engine.connector_id}`
+        yield* quarantines.recordReplication(engine.connector_id, state)
       })
 
     /**
@@ -259,7 +229,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         const erroring = engine.last_apply_error_count !== null && Number(state?.apply_errors ?? 0) > Number(engine.last_apply_error_count)
         // Without a baseline there is nothing to compare with next round: take one now.
         if (engine.last_apply_error_count === null) {
-          yield* sql`update engines set last_apply_error_count = ${state?.apply_errors ?? "0"} where connector_id = ${engine.connector_id} and last_apply_error_count is null`
+          yield* quarantines.baselineApplyErrors(engine.connector_id, state?.apply_errors ?? "0")
         }
         const outcome = yield* Effect.scoped(
           Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis: 30_000 }), (source) =>
@@ -267,7 +237,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           )
         ).pipe(Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as({ applied: 0, pending: 0, drift: Option.none<Drift>() }))))
         if (outcome.applied > 0) {
-          yield* sql`update engines set last_apply_error_count = null where connector_id = ${engine.connector_id}`
+          yield* quarantines.forgetApplyErrors(engine.connector_id)
           yield* refreshStructure(engine.connector_id).pipe(
             Effect.provideService(ConnectorsRepo, repo),
             Effect.provideService(SecretStore, secrets),
@@ -286,9 +256,9 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         yield* Effect.scoped(
           Effect.gen(function* () {
             const mirror = yield* engineSession(running.value, engine.mirror_database, connect)
-            const [open] = yield* sql<{ readonly id: string; readonly status: string; readonly reason: string }>`
-              select id, status, reason from quarantine_entries where connector_id = ${engine.connector_id} and status in ('quarantined', 'released')`
-            if (open !== undefined) {
+            const found = yield* quarantines.findOpen(engine.connector_id)
+            if (Option.isSome(found)) {
+              const open = found.value
               if (open.status === "released") yield* restore(engine, running.value, mirror, open)
               else {
                 yield* pause(engine, running.value, mirror)
@@ -340,11 +310,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
 
     const round = Effect.gen(function* () {
       yield* startCleanups
-      const engines = yield* sql<EngineRow>`
-        select e.connector_id, e.mirror_database, e.subscription_name, e.slot_name, e.mirrored_tables, e.last_apply_error_count::text as last_apply_error_count,
-               e.publication_name, e.schema_follow
-        from engines e join connectors c on c.id = e.connector_id
-        where c.branching_engine_status in ('ready', 'degraded')`
+      const engines = yield* quarantines.monitoredEngines
       yield* Effect.forEach(engines, checkOne, { concurrency: 4, discard: true })
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("quarantine round failed", cause)))
 
@@ -367,4 +333,4 @@ export const QuarantineMonitorLive = Layer.scopedDiscard(
     const monitor = yield* makeQuarantineMonitor({ ...options, lease: Duration.min(options.lease, options.interval) })
     yield* Effect.forkScoped(monitor.round.pipe(Effect.repeat(Schedule.spaced(options.interval))))
   })
-).pipe(Layer.provide(SchemaChangesRepo.Default))
+).pipe(Layer.provide(Layer.merge(SchemaChangesRepo.Default, QuarantineRepo.Default)))
