@@ -133,12 +133,12 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       return yield* transaction(
         Effect.gen(function* () {
           if (valid.idempotencyKey !== null) {
-            yield* sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-key:${orgId}:${valid.idempotencyKey}`}))`
+            yield* repo.lockIdempotencyKey(orgId, valid.idempotencyKey)
             // Expired keys of the org go (so this one can be used again); the window is 24 hours.
-            yield* sql`delete from idempotency_keys where org_id = ${orgId} and expires_at <= now()`
-            const [record] = yield* sql<{ fingerprint: string; branch_id: string; operation_id: string }>`
-              select fingerprint, branch_id, operation_id from idempotency_keys where org_id = ${orgId} and key = ${valid.idempotencyKey}`
-            if (record !== undefined) {
+            yield* repo.purgeExpiredKeys(orgId)
+            const found = yield* repo.findKey(orgId, valid.idempotencyKey)
+            if (Option.isSome(found)) {
+              const record = found.value
               if (record.fingerprint !== fingerprint) return yield* new IdempotencyKeyReused({ key: valid.idempotencyKey })
               return { operationId: record.operation_id, branchId: record.branch_id, status: yield* currentStatus(record.operation_id), replayed: true } satisfies Handle
             }
@@ -153,10 +153,9 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status, ...Option.match(engine.quarantine, { onNone: () => ({}), onSome: (quarantine) => ({ quarantine }) }) })
           }
           yield* repo.lockName(valid.connectorId, valid.name)
-          const [live] = yield* sql<{ status: string; create_operation_id: string }>`
-            select status, create_operation_id from branches
-            where connector_id = ${valid.connectorId} and name = ${valid.name} and status in ('creating', 'active', 'deleting')`
-          if (live !== undefined) {
+          const existing = yield* repo.liveByName(valid.connectorId, valid.name)
+          if (Option.isSome(existing)) {
+            const live = existing.value
             if (live.status === "creating") return yield* new CreateInProgress({ connectorId: valid.connectorId, name: valid.name, operationId: live.create_operation_id })
             return yield* new BranchNameTaken({ connectorId: valid.connectorId, name: valid.name })
           }
@@ -166,13 +165,12 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           const operationId = newOperationId("brc")
           const names = engineNamesOf(branchId)
           const pooler = Option.getOrNull(engine.pooler)
-          yield* sql`insert into branches ${sql.insert({
+          yield* repo.insert({
             id: branchId,
             org_id: orgId,
             connector_id: valid.connectorId,
             name: valid.name,
             service_type: valid.serviceType,
-            status: "creating",
             database_name: names.databaseName,
             role_name: names.roleName,
             engine_host: engine.host,
@@ -185,16 +183,16 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             min_source_lsn: valid.minSourceLsn,
             expires_at: valid.expiresAt,
             snapshot_id: valid.snapshotId
-          })}`
+          })
           if (valid.idempotencyKey !== null) {
-            yield* sql`insert into idempotency_keys ${sql.insert({
+            yield* repo.insertKey({
               org_id: orgId,
               key: valid.idempotencyKey,
               fingerprint,
               branch_id: branchId,
               operation_id: operationId,
               expires_at: new Date(Date.now() + IDEMPOTENCY_WINDOW_HOURS * 3600_000)
-            })}`
+            })
           }
           yield* operations.create({ id: operationId, orgId, resourceId: branchId, type: "branch_create" })
           yield* enqueueJob({ ...CREATE_JOB, operationId, orgId, payload: { branch_id: branchId } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))

@@ -4,6 +4,27 @@ import type { Branch, BranchStatus, ColumnRef, MaskingConfig, MaskingPolicy, Mas
 import { PasswordEnvelope } from "./Passwords.js"
 import type { PasswordEnvelope as Envelope } from "./Passwords.js"
 
+/** A branch row as a create inserts it (status creating). */
+export interface NewBranchRow {
+  readonly id: string
+  readonly org_id: string
+  readonly connector_id: string
+  readonly name: string
+  readonly service_type: string
+  readonly database_name: string
+  readonly role_name: string
+  readonly engine_host: string
+  readonly engine_port: number
+  readonly pooler_host: string | null
+  readonly pooler_port: number | null
+  readonly create_operation_id: string
+  readonly allow_stale: boolean
+  readonly consistent_with_source: boolean
+  readonly min_source_lsn: string | null
+  readonly expires_at: Date | null
+  readonly snapshot_id: string | null
+}
+
 interface Row {
   readonly id: string
   readonly org_id: string
@@ -199,6 +220,34 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
     const liveInOrg = (orgId: string) =>
       Effect.map(sql<{ n: number }>`select count(*)::int as n from branches where org_id = ${orgId} and status in ('creating', 'active', 'deleting')`, (rows) => rows[0]?.n ?? 0).pipe(Effect.orDie)
 
-    return { countsByStatus, liveInOrg, find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
+    /** Serialises creates that carry the same idempotency key in an org (for the transaction). */
+    const lockIdempotencyKey = (orgId: string, key: string) =>
+      sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-key:${orgId}:${key}`}))`.pipe(Effect.asVoid, Effect.orDie)
+
+    /** The org's expired keys go, so a key can be used again after its window. */
+    const purgeExpiredKeys = (orgId: string) => sql`delete from idempotency_keys where org_id = ${orgId} and expires_at <= now()`.pipe(Effect.asVoid, Effect.orDie)
+
+    const findKey = (orgId: string, key: string) =>
+      Effect.map(
+        sql<{ readonly fingerprint: string; readonly branch_id: string; readonly operation_id: string }>`
+          select fingerprint, branch_id, operation_id from idempotency_keys where org_id = ${orgId} and key = ${key}`,
+        (rows) => Option.fromNullable(rows[0])
+      ).pipe(Effect.orDie)
+
+    const insertKey = (row: { readonly org_id: string; readonly key: string; readonly fingerprint: string; readonly branch_id: string; readonly operation_id: string; readonly expires_at: Date }) =>
+      sql`insert into idempotency_keys ${sql.insert(row)}`.pipe(Effect.asVoid, Effect.orDie)
+
+    /** The connector's live branch of this name, if any: its status and the create that made it. */
+    const liveByName = (connectorId: string, name: string) =>
+      Effect.map(
+        sql<{ readonly status: string; readonly create_operation_id: string }>`
+          select status, create_operation_id from branches
+          where connector_id = ${connectorId} and name = ${name} and status in ('creating', 'active', 'deleting')`,
+        (rows) => Option.fromNullable(rows[0])
+      ).pipe(Effect.orDie)
+
+    const insert = (row: NewBranchRow) => sql`insert into branches ${sql.insert({ ...row, status: "creating" })}`.pipe(Effect.asVoid, Effect.orDie)
+
+    return { lockIdempotencyKey, purgeExpiredKeys, findKey, insertKey, liveByName, insert, countsByStatus, liveInOrg, find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
   })
 }) {}
