@@ -89,6 +89,73 @@ export class ConnectorsRepo extends Effect.Service<ConnectorsRepo>()("@scion/con
     const sql = yield* SqlClient.SqlClient
 
     return {
+      // --- Discovery, selection and decisions (services/connector/src/connectors/Discovery.ts) ---
+
+      /** The connector's current discovery operation, the row locked until the transaction ends. */
+      lockDiscoveryPointer: (connectorId: string) =>
+        sql<{ readonly discovery_operation_id: string | null }>`select discovery_operation_id from connectors where id = ${connectorId} for update`.pipe(
+          Effect.map((rows) => rows[0]?.discovery_operation_id ?? null)
+        ),
+
+      pointDiscovery: (connectorId: string, operationId: string) =>
+        sql`update connectors set discovery_operation_id = ${operationId} where id = ${connectorId}`.pipe(Effect.asVoid),
+
+      /** Replaces the selection; selection_schema_version takes the version it was checked against. */
+      replaceSelection: (connectorId: string, selection: { readonly paths: ReadonlyArray<string>; readonly selected: unknown; readonly schemaVersion: number }) =>
+        sql`
+          update connectors set
+            selected_entity_paths = array(select v from jsonb_array_elements_text(${JSON.stringify(selection.paths)}::jsonb) with ordinality as e(v, i) order by i),
+            selected_schema_structure = ${JSON.stringify(selection.selected)}::jsonb,
+            selection_schema_version = ${selection.schemaVersion},
+            selected_schema_version = selected_schema_version + 1,
+            updated_at = now()
+          where id = ${connectorId}`.pipe(Effect.asVoid),
+
+      /** What replica-identity decisions are checked against: the structure and both versions. */
+      decisionsBasis: (connectorId: string) =>
+        sql<{ readonly schema_structure: unknown; readonly schema_version: number; readonly replica_identity_decisions_version: number }>`
+          select schema_structure, schema_version, replica_identity_decisions_version from connectors where id = ${connectorId}`.pipe(
+          Effect.map((rows) => Option.fromNullable(rows[0]))
+        ),
+
+      /** Writes the decisions only if neither version moved since `basis` was read; false otherwise. */
+      replaceDecisions: (connectorId: string, preflight: unknown, basis: { readonly schemaVersion: number; readonly decisionsVersion: number }) =>
+        sql<{ readonly id: string }>`
+          update connectors set
+            replica_identity_preflight = ${JSON.stringify(preflight)}::jsonb,
+            replica_identity_decisions_version = ${basis.decisionsVersion + 1},
+            updated_at = now()
+          where id = ${connectorId} and replica_identity_decisions_version = ${basis.decisionsVersion} and schema_version = ${basis.schemaVersion}
+          returning id`.pipe(Effect.map((rows) => rows.length > 0)),
+
+      /** The recorded result of a discovery operation (a redelivery answers it again). */
+      discoveryResult: (operationId: string) =>
+        sql<{ readonly result: Record<string, unknown> }>`select result from discovery_runs where operation_id = ${operationId}`.pipe(
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.result))
+        ),
+
+      /** The discovered state of a connector, the row locked until the transaction ends. */
+      lockDiscovered: (connectorId: string) =>
+        sql<{ readonly schema_version: number; readonly schema_hash: string | null; readonly replica_identity_preflight: unknown; readonly replica_identity_decisions_version: number }>`
+          select schema_version, schema_hash, replica_identity_preflight, replica_identity_decisions_version
+          from connectors where id = ${connectorId} for update`.pipe(Effect.map((rows) => Option.fromNullable(rows[0]))),
+
+      recordDiscovered: (connectorId: string, discovered: { readonly structure: unknown; readonly hash: string; readonly version: number; readonly preflight: unknown }) =>
+        sql`
+          update connectors set
+            schema_structure = ${JSON.stringify(discovered.structure)}::jsonb,
+            schema_hash = ${discovered.hash},
+            schema_version = ${discovered.version},
+            replica_identity_preflight = ${JSON.stringify(discovered.preflight)}::jsonb,
+            last_discovered_at = now(),
+            updated_at = now()
+          where id = ${connectorId}`.pipe(Effect.asVoid),
+
+      recordDiscoveryRun: (run: { readonly operationId: string; readonly connectorId: string; readonly version: number; readonly changed: boolean; readonly result: unknown }) =>
+        sql`
+          insert into discovery_runs (operation_id, connector_id, schema_version, changed, result)
+          values (${run.operationId}, ${run.connectorId}, ${run.version}, ${run.changed}, ${JSON.stringify(run.result)}::jsonb)`.pipe(Effect.asVoid),
+
       /** How many connectors there are in each branching-engine state (the metrics' scion_connectors). */
       countsByEngineStatus: sql<{ status: string; n: number }>`select branching_engine_status as status, count(*)::int as n from connectors group by 1`.pipe(
         Effect.map((rows) => rows.map((row) => ({ labels: { branching_engine_status: row.status }, count: row.n }))),

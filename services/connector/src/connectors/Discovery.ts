@@ -163,9 +163,7 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
       const databases = details.databases ?? [details.database]
       const started = yield* transaction(
         Effect.gen(function* () {
-          const [row] = yield* sql<{ readonly discovery_operation_id: string | null }>`
-            select discovery_operation_id from connectors where id = ${connector.id} for update`
-          const previous = row?.discovery_operation_id ?? null
+          const previous = yield* repo.lockDiscoveryPointer(connector.id)
           if (previous !== null) {
             const status = yield* operations.status(previous)
             if (Option.isSome(status) && (status.value === "pending" || status.value === "running")) {
@@ -174,7 +172,7 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
           }
           const operationId = newOperationId("disc")
           yield* operations.create({ id: operationId, orgId: connector.orgId, resourceId: connector.id, type: "connector_discovery" })
-          yield* sql`update connectors set discovery_operation_id = ${operationId} where id = ${connector.id}`
+          yield* repo.pointDiscovery(connector.id, operationId)
           yield* enqueueJob({ ...DISCOVERY_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id } }).pipe(
             Effect.provideService(SqlClient.SqlClient, sql)
           )
@@ -202,14 +200,7 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
       const { paths, selected } = resolved.right
       // The version the selection was made against is the one whose structure was checked; a
       // discovery landing in between makes needs_reselection true, as it should.
-      yield* sql`
-        update connectors set
-          selected_entity_paths = array(select v from jsonb_array_elements_text(${JSON.stringify(paths)}::jsonb) with ordinality as e(v, i) order by i),
-          selected_schema_structure = ${JSON.stringify(selected)}::jsonb,
-          selection_schema_version = ${connector.schemaVersion},
-          selected_schema_version = selected_schema_version + 1,
-          updated_at = now()
-        where id = ${connector.id}`.pipe(Effect.orDie)
+      yield* repo.replaceSelection(connector.id, { paths, selected, schemaVersion: connector.schemaVersion }).pipe(Effect.orDie)
       yield* Effect.logInfo("selection replaced").pipe(Effect.annotateLogs({ connector_id: connector.id, paths: paths.length, tables: selected.totals.tables }))
       return yield* connectors.get(principal, connector.id)
     })
@@ -221,9 +212,9 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
      */
     const decide = Effect.fn("Discovery.decide")(function* (principal: Principal, input: { readonly connectorId: string; readonly decisions: Readonly<Record<string, unknown>> }) {
       const connector = yield* visible(principal, input.connectorId, "connectors.admin")
-      const [row] = yield* sql<{ readonly schema_structure: unknown; readonly schema_version: number; readonly replica_identity_decisions_version: number }>`
-        select schema_structure, schema_version, replica_identity_decisions_version from connectors where id = ${connector.id}`.pipe(Effect.orDie)
-      if (row === undefined) return yield* new ConnectorNotFound({ connectorId: connector.id })
+      const basis = yield* repo.decisionsBasis(connector.id).pipe(Effect.orDie)
+      if (Option.isNone(basis)) return yield* new ConnectorNotFound({ connectorId: connector.id })
+      const row = basis.value
       if (!isStructure(row.schema_structure)) {
         return yield* new InvalidArgument({ field: "decisions", message: "Nothing was discovered yet: run POST /v1/connectors/{connector_id}/discover first" })
       }
@@ -231,14 +222,10 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
       const next = row.replica_identity_decisions_version + 1
       const applied = applyDecisions(missing, input.decisions, next)
       if (Either.isLeft(applied)) return yield* new InvalidArgument({ field: "decisions", message: applied.left })
-      const updated = yield* sql<{ readonly id: string }>`
-        update connectors set
-          replica_identity_preflight = ${JSON.stringify(applied.right)}::jsonb,
-          replica_identity_decisions_version = ${next},
-          updated_at = now()
-        where id = ${connector.id} and replica_identity_decisions_version = ${row.replica_identity_decisions_version} and schema_version = ${row.schema_version}
-        returning id`.pipe(Effect.orDie)
-      if (updated.length === 0) return yield* new DecisionsConflict({ connectorId: connector.id })
+      const updated = yield* repo
+        .replaceDecisions(connector.id, applied.right, { schemaVersion: row.schema_version, decisionsVersion: row.replica_identity_decisions_version })
+        .pipe(Effect.orDie)
+      if (!updated) return yield* new DecisionsConflict({ connectorId: connector.id })
       yield* Effect.logInfo("replica-identity decisions replaced").pipe(Effect.annotateLogs({ connector_id: connector.id, decisions_version: next }))
       return yield* connectors.get(principal, connector.id)
     })
@@ -302,8 +289,8 @@ export const discoveryJob: JobHandler<
       const introspector = yield* SourceIntrospector
       const connectorId = job.payload.connector_id
 
-      const [done] = yield* sql<{ readonly result: JsonObject }>`select result from discovery_runs where operation_id = ${job.operationId}`
-      if (done !== undefined) return done.result
+      const done = yield* repo.discoveryResult(job.operationId)
+      if (Option.isSome(done)) return done.value as JsonObject
 
       const found = yield* repo.find(connectorId)
       if (Option.isNone(found)) return yield* jobFailed(`Connector ${connectorId} no longer exists`)
@@ -344,30 +331,16 @@ export const discoveryJob: JobHandler<
       // bump the version, and the run row makes a redelivery answer the same result.
       return yield* sql.withTransaction(
         Effect.gen(function* () {
-          const [again] = yield* sql<{ readonly result: JsonObject }>`select result from discovery_runs where operation_id = ${job.operationId}`
-          if (again !== undefined) return again.result
-          const [row] = yield* sql<{
-            readonly schema_version: number
-            readonly schema_hash: string | null
-            readonly replica_identity_preflight: unknown
-            readonly replica_identity_decisions_version: number
-          }>`
-            select schema_version, schema_hash, replica_identity_preflight, replica_identity_decisions_version
-            from connectors where id = ${connectorId} for update`
-          if (row === undefined) return yield* jobFailed(`Connector ${connectorId} no longer exists`)
+          const again = yield* repo.discoveryResult(job.operationId)
+          if (Option.isSome(again)) return again.value as JsonObject
+          const locked = yield* repo.lockDiscovered(connectorId)
+          if (Option.isNone(locked)) return yield* jobFailed(`Connector ${connectorId} no longer exists`)
+          const row = locked.value
           const changed = row.schema_hash !== hash
           const version = changed ? row.schema_version + 1 : row.schema_version
           // Decisions made for tables that still lack an identity stay; new ones are unresolved.
           const preflight = preflightAfterDiscovery(missingIdentity, row.replica_identity_preflight, row.replica_identity_decisions_version)
-          yield* sql`
-            update connectors set
-              schema_structure = ${JSON.stringify(structure)}::jsonb,
-              schema_hash = ${hash},
-              schema_version = ${version},
-              replica_identity_preflight = ${JSON.stringify(preflight)}::jsonb,
-              last_discovered_at = now(),
-              updated_at = now()
-            where id = ${connectorId}`
+          yield* repo.recordDiscovered(connectorId, { structure, hash, version, preflight })
           const result = {
             connector_id: connectorId,
             schema_version: version,
@@ -375,9 +348,7 @@ export const discoveryJob: JobHandler<
             ...structure.totals,
             tables_without_replica_identity: missingIdentity.length
           } satisfies JsonObject
-          yield* sql`
-            insert into discovery_runs (operation_id, connector_id, schema_version, changed, result)
-            values (${job.operationId}, ${connectorId}, ${version}, ${changed}, ${JSON.stringify(result)}::jsonb)`
+          yield* repo.recordDiscoveryRun({ operationId: job.operationId, connectorId, version, changed, result })
           return result as JsonObject
         })
       )
