@@ -273,17 +273,6 @@ interface ServerState {
 /** PORT for a unit's gRPC server, with the unit's conventional default. */
 export const portConfig = (fallback: number) => Config.integer("PORT").pipe(Config.withDefault(fallback))
 
-/** Serves a unit's routes on PORT for the lifetime of the layer. */
-export const serveRoutesLayer = <R>(fallbackPort: number, routes: Effect.Effect<ReadonlyArray<Routes>, never, R>): Layer.Layer<never, never, R> =>
-  Layer.scopedDiscard(
-    Effect.gen(function* () {
-      const port = yield* portConfig(fallbackPort)
-      const draining = yield* Effect.serviceOption(Draining)
-      const served = yield* serveHttp2({ port, routes: yield* routes, ...(Option.isSome(draining) ? { draining: draining.value } : {}) })
-      yield* Effect.logInfo("serving gRPC").pipe(Effect.annotateLogs({ port: served.port }))
-    }).pipe(Effect.orDie)
-  )
-
 /**
  * A unit process: PORT answers gRPC health at once (NOT_SERVING) while the unit's layer is built
  * — waiting for identity's keys, its database, NATS — then serves the routes and turns SERVING.

@@ -30,7 +30,7 @@ export const OperationServices: Layer.Layer<Operations | OperationsRepo | Operat
   Layer.provideMerge(OperationsRepo.Default),
   Layer.provideMerge(Config),
   Layer.provideMerge(OperationDatabase),
-  // Waits answer what they have when the server begins to drain (serveRoutesLayer announces it).
+  // Waits answer what they have when the server begins to drain (kit serveUnitLayer announces it).
   Layer.provideMerge(Draining.layer(500))
 )
 

@@ -1,5 +1,5 @@
-import { FetchHttpClient, type HttpClientResponse } from "@effect/platform"
-import { Cause, Effect, Exit, Option } from "effect"
+import { FetchHttpClient, type HttpClientResponse, HttpApiSchema } from "@effect/platform"
+import { Cause, Effect, Exit, Option, Schema } from "effect"
 import { type ApiClient, makeApiClient, ScionApi, type ScionOptions } from "./client.js"
 import { type CreateBranchOptions, type CreateBranchRequest, type CreatedBranch, createBranch, type Operation, waitForOperation, type WaitOptions } from "./operations.js"
 
@@ -21,20 +21,6 @@ export class ScionError extends Error {
   }
 }
 
-const STATUS_BY_KIND: Readonly<Record<string, number>> = {
-  BadRequest: 400,
-  Unauthorized: 401,
-  Forbidden: 403,
-  NotFound: 404,
-  Conflict: 409,
-  ValidationError: 422,
-  EngineNotReady: 422,
-  MaskingIncomplete: 422,
-  TooManyRequests: 429,
-  InternalError: 500,
-  Unavailable: 503
-}
-
 const kindOf = (error: unknown): string => {
   if (typeof error === "object" && error !== null) {
     const tag = (error as { _tag?: unknown })._tag
@@ -48,7 +34,10 @@ const toScionError = (error: unknown): ScionError => {
   const kind = kindOf(error)
   const detail = typeof error === "object" && error !== null && "detail" in error ? (error as { detail: unknown }).detail : undefined
   const response = typeof error === "object" && error !== null && "response" in error ? (error as { response?: { status?: unknown } }).response : undefined
-  const status = STATUS_BY_KIND[kind] ?? (typeof response?.status === "number" ? response.status : null)
+  // The API's error classes carry their status as HttpApi annotates them: one source with the gateway.
+  const ctor = typeof error === "object" && error !== null ? (error as { constructor?: unknown }).constructor : undefined
+  const annotated = Schema.isSchema(ctor) ? HttpApiSchema.getStatus(ctor.ast, 0) : 0
+  const status = annotated > 0 ? annotated : typeof response?.status === "number" ? response.status : null
   const message =
     typeof detail === "string"
       ? detail
