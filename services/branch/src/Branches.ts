@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, newOperationId, type Principal, transactional } from "@scion/kit"
+import { enqueueJob, makeId, newOperationId, type Principal, transactional, PostgresPools } from "@scion/kit"
 import { Clock, Effect, Option, Redacted } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
@@ -39,7 +39,7 @@ import {
   validateMaskingPolicy,
   validateMaskingRules
 } from "./domain/models.js"
-import { dropBranch, EnginePools } from "./engine/EngineSql.js"
+import { dropBranch } from "./engine/EngineSql.js"
 import { readCatalog } from "./engine/SchemaCatalog.js"
 import { schemaDiff } from "./domain/schemaDiff.js"
 import { Engines, isBranchable } from "./engine/Engines.js"
@@ -80,7 +80,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const access = yield* OrgAccess
     const operations = yield* BranchOperations
     const passwords = yield* Passwords
-    const pools = yield* EnginePools
+    const pools = yield* PostgresPools
     const limits = yield* PlanLimits
     const snapshots = yield* Snapshots
     const snapshotsRepo = yield* SnapshotsRepo
@@ -369,7 +369,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       for (const branch of live) {
         if (Option.isSome(engine) && engine.value.host !== "" && engine.value.port > 0) {
           yield* dropBranch(engine.value, branch.databaseName, branch.roleName).pipe(
-            Effect.provideService(EnginePools, pools),
+            Effect.provideService(PostgresPools, pools),
             Effect.mapError((e) => new EngineAccessUnavailable({ cause: `dropping branch ${branch.id}: ${e.message}` }))
           )
         }

@@ -1,12 +1,12 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, newOperationId, type Principal, transactional } from "@scion/kit"
+import { enqueueJob, makeId, newOperationId, type Principal, transactional, PostgresPools } from "@scion/kit"
 import { Effect, Option } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
 import { BranchesRepo } from "./BranchesRepo.js"
 import { ConnectorNotFound, EngineAccessUnavailable, EngineNotReady, PermissionDenied, SnapshotInUse, SnapshotNameTaken, SnapshotNotFound, SnapshotNotReady } from "./domain/errors.js"
 import { checkSnapshotName, type Snapshot, snapshotDatabaseOf } from "./domain/models.js"
-import { dropSnapshotDatabase, EnginePools } from "./engine/EngineSql.js"
+import { dropSnapshotDatabase } from "./engine/EngineSql.js"
 import { Engines, isBranchable } from "./engine/Engines.js"
 import { PlanLimits } from "./PlanLimits.js"
 import { SnapshotsRepo } from "./SnapshotsRepo.js"
@@ -35,7 +35,7 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
     const repo = yield* SnapshotsRepo
     const branches = yield* BranchesRepo
     const engines = yield* Engines
-    const pools = yield* EnginePools
+    const pools = yield* PostgresPools
     const access = yield* OrgAccess
     const operations = yield* BranchOperations
     const limits = yield* PlanLimits
@@ -140,7 +140,7 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
       for (const snapshot of live) {
         if (Option.isSome(engine) && engine.value.host !== "" && engine.value.port > 0) {
           yield* dropSnapshotDatabase(engine.value, snapshot.databaseName).pipe(
-            Effect.provideService(EnginePools, pools),
+            Effect.provideService(PostgresPools, pools),
             Effect.mapError((e) => new EngineAccessUnavailable({ cause: `dropping snapshot ${snapshot.id}: ${e.message}` }))
           )
         }

@@ -1,14 +1,14 @@
 import { ExpirySweeperLive } from "./ExpirySweeper.js"
 import type { Transport } from "@connectrpc/connect"
 import type { SqlClient } from "@effect/sql"
-import { type Bus, IdentityClient, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, recordCounts, refreshWhileServingMetrics, ServiceIdentity, unitDatabase, VerifierFromIdentity } from "@scion/kit"
+import { type Bus, IdentityClient, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, recordCounts, refreshWhileServingMetrics, ServiceIdentity, unitDatabase, VerifierFromIdentity, PostgresPools } from "@scion/kit"
 import { Config, Duration, Effect, Layer } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations } from "./BranchOperations.js"
 import { Branches } from "./Branches.js"
 import { BranchesRepo } from "./BranchesRepo.js"
 import { Copier } from "./engine/Copier.js"
-import { EnginePools } from "./engine/EngineSql.js"
+
 import { FreshnessConfig } from "./engine/FreshnessConfig.js"
 import { Engines } from "./engine/Engines.js"
 import { createJob, deleteJob, resetJob } from "./jobs/jobs.js"
@@ -28,7 +28,7 @@ const BranchCounts = refreshWhileServingMetrics(
 )
 
 /** The branch services given access, engines, operations and passwords (domain tests provide fakes of the first three). */
-export const BranchServices: Layer.Layer<Branches | Snapshots | BranchesRepo | SnapshotsRepo | SqlClient.SqlClient, never, OrgAccess | Engines | BranchOperations | Passwords | PlanLimits | EnginePools> =
+export const BranchServices: Layer.Layer<Branches | Snapshots | BranchesRepo | SnapshotsRepo | SqlClient.SqlClient, never, OrgAccess | Engines | BranchOperations | Passwords | PlanLimits | PostgresPools> =
   Branches.Default.pipe(
     Layer.provideMerge(Snapshots.Default),
     Layer.provideMerge(Layer.merge(BranchesRepo.Default, SnapshotsRepo.Default)),
@@ -87,7 +87,7 @@ export const branchLive = (transports: {
         Passwords.layerConfig.pipe(Layer.orDie),
         PlanLimits.billing(transports.billing).pipe(Layer.provide(service)),
         // One set of engine session pools for the process, closed with it.
-        EnginePools.layer
+        PostgresPools.layer
       )
     )
   )

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type Engine, EngineProvisioner, LocalEngineProvisionerLive } from "@scion/connector"
-import { type Job, JobFailed, Principal } from "@scion/kit"
+import { type Job, JobFailed, Principal, PostgresPools } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import pg from "pg"
@@ -22,7 +22,6 @@ import {
   BranchServices,
   type BranchingEngine,
   Copier,
-  EnginePools,
   snapshotCreateJob,
   Snapshots,
   SnapshotsRepo,
@@ -72,7 +71,7 @@ const runtime = ManagedRuntime.make(
   Layer.unwrapScoped(
     Effect.map(freshDatabase("branch_test"), (url) =>
       Layer.mergeAll(BranchServices, Copier.layerConfig, FreshnessConfig.layerConfig).pipe(
-        Layer.provideMerge(Layer.mergeAll(FakeAccess, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie), EnginePools.layer)),
+        Layer.provideMerge(Layer.mergeAll(FakeAccess, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie), PostgresPools.layer)),
         Layer.provide(withConfig({ DATABASE_URL: url, SECRET_KEYS: `t1:${key}` }))
       )
     )
@@ -134,6 +133,7 @@ beforeAll(async () => {
     superuser: { username: engine.superuser.username, password: engine.superuser.password },
     mirrorDatabase: "mirror",
     subscriptionNames: ["scion_sub"],
+    copyLockKey: "scion-branch-copy:mirror",
     fileCopyClone: false,
     pooler: Option.none(),
     maskingSuggestions: [],

@@ -1,6 +1,7 @@
+import { PostgresPools } from "@scion/kit"
 import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { adminSession, copyDatabase, EnginePools, databaseExists, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
+import { adminSession, copyDatabase, databaseExists, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
@@ -32,8 +33,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
     readonly stats: Effect.Effect<{ readonly pauses: number; readonly copies: number }>
   }
 >() {
-  static make(options: { readonly templateWait: Duration.DurationInput }): Effect.Effect<Context.Tag.Service<Copier>, never, EnginePools> {
-    return Effect.map(EnginePools, (pools) => {
+  static make(options: { readonly templateWait: Duration.DurationInput }): Effect.Effect<Context.Tag.Service<Copier>, never, PostgresPools> {
+    return Effect.map(PostgresPools, (pools) => {
       const queues = new Map<string, Queue>()
       const counters = { pauses: 0, copies: 0 }
       const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
@@ -42,7 +43,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         Effect.scoped(
           Effect.gen(function* () {
             const admin = yield* adminSession(engine)
-            const lock = `scion-branch-copy:${engine.mirrorDatabase}`
+            // The connector names the lock (engine.proto, copy_lock_key) and takes it around its own subscription changes.
+            const lock = engine.copyLockKey
             yield* Effect.acquireRelease(admin.query("lock", "select pg_advisory_lock(hashtext($1))", [lock]), () =>
               admin.query("lock", "select pg_advisory_unlock(hashtext($1))", [lock]).pipe(Effect.ignore)
             )
@@ -86,7 +88,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
               Effect.annotateLogs({ engine: keyOf(engine), copies: todo.length, pause_ms: Date.now() - started, paused_at_ms: marks.paused ?? -1, free_at_ms: marks.free ?? -1, copied_at_ms: marks.copied ?? -1 })
             )
           })
-        ).pipe(Effect.provideService(EnginePools, pools), Effect.withSpan("Copier.batch", { attributes: { copies: waiting.length } }))
+        ).pipe(Effect.provideService(PostgresPools, pools), Effect.withSpan("Copier.batch", { attributes: { copies: waiting.length } }))
 
       const drain = (key: string, queue: Queue): Effect.Effect<void> =>
         Effect.gen(function* () {
@@ -128,7 +130,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
   }
 
   /** BRANCH_TEMPLATE_WAIT (default 10 s): how long the mirror may stay busy after the pause. */
-  static readonly layerConfig: Layer.Layer<Copier, never, EnginePools> = Layer.effect(
+  static readonly layerConfig: Layer.Layer<Copier, never, PostgresPools> = Layer.effect(
     Copier,
     Effect.flatMap(Config.duration("BRANCH_TEMPLATE_WAIT").pipe(Config.withDefault(Duration.seconds(10)), Effect.orDie), (templateWait) => Copier.make({ templateWait }))
   )

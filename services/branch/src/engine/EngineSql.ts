@@ -1,7 +1,6 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto"
-import { quoteIdent, quoteLiteral } from "@scion/kit"
-import pg from "pg"
-import { Context, Duration, Effect, Layer, Redacted, Schema, type Scope } from "effect"
+import { connectPostgres, pooledSession, type PostgresEndpoint, type PostgresPools, type PostgresSession, quoteIdent, quoteLiteral, tlsWithoutVerification } from "@scion/kit"
+import { Duration, Effect, Redacted, Schema, type Scope } from "effect"
 import type { MaskingRule } from "../domain/models.js"
 import type { BranchingEngine } from "./Engines.js"
 
@@ -9,121 +8,43 @@ import type { BranchingEngine } from "./Engines.js"
 export class EngineFailure extends Schema.TaggedError<EngineFailure>()("EngineFailure", { step: Schema.String, message: Schema.String }) {}
 
 
-const reasonOf = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
-
 export interface EngineClient {
-  readonly query: <R extends pg.QueryResultRow = pg.QueryResultRow>(step: string, text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, EngineFailure>
+  readonly query: <R extends Record<string, unknown> = Record<string, unknown>>(step: string, text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, EngineFailure>
 }
 
-/**
- * A connection to one database of the engine as its superuser, for the life of the scope: TLS
- * (sslmode=require: the engine's certificate is self-signed, so it is not verified) and SCRAM.
- */
+/** The engine's superuser on one of its databases: TLS (sslmode=require) and SCRAM. */
+const superuserOn = (engine: BranchingEngine, database: string): PostgresEndpoint => ({
+  host: engine.host,
+  port: engine.port,
+  database,
+  user: engine.superuser.username,
+  password: engine.superuser.password,
+  ssl: tlsWithoutVerification
+})
+
+const clientOf = (session: PostgresSession): EngineClient => ({
+  query: <R extends Record<string, unknown>>(step: string, text: string, values: ReadonlyArray<unknown> = []) =>
+    session.query<R>(text, values).pipe(Effect.mapError((failure) => new EngineFailure({ step, message: failure.message })))
+})
+
+/** A connection of its own to one database of the engine as its superuser, for the life of the scope. */
 export const connectEngine = (engine: BranchingEngine, database: string, options: { readonly connectTimeout?: Duration.DurationInput } = {}): Effect.Effect<EngineClient, EngineFailure, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const client = new pg.Client({
-          host: engine.host,
-          port: engine.port,
-          user: engine.superuser.username,
-          password: Redacted.value(engine.superuser.password),
-          database,
-          ssl: { rejectUnauthorized: false },
-          application_name: "scion-branch",
-          connectionTimeoutMillis: Duration.toMillis(options.connectTimeout ?? Duration.seconds(10))
-        })
-        // A connection dropped by the server surfaces on the next query; don't crash on the event.
-        client.on("error", () => undefined)
-        try {
-          await client.connect()
-        } catch (error) {
-          await client.end().catch(() => undefined)
-          throw error
-        }
-        return client
-      },
-      catch: (cause) => new EngineFailure({ step: "connect", message: `connecting to ${database} on ${engine.host}:${engine.port}: ${reasonOf(cause)}` })
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => undefined))
-  ).pipe(
-    Effect.map((client) => ({
-      query: <R extends pg.QueryResultRow>(step: string, text: string, values: ReadonlyArray<unknown> = []) =>
-        Effect.tryPromise({
-          try: () => client.query<R>(text, [...values]).then((r) => r.rows),
-          catch: (cause) => new EngineFailure({ step, message: reasonOf(cause) })
-        })
-    }))
+  connectPostgres(superuserOn(engine, database), { applicationName: "scion-branch", connectMillis: Duration.toMillis(options.connectTimeout ?? Duration.seconds(10)) }).pipe(
+    Effect.mapError((failure) => new EngineFailure({ step: "connect", message: `connecting to ${database} on ${engine.host}:${engine.port}: ${failure.message}` })),
+    Effect.map(clientOf)
   )
 
 /**
- * This process's small pools of superuser sessions on each engine's `postgres` database (idle
- * sessions close after 30 s): a branch create needs several statements there, and a TLS + SCRAM
- * connection costs more than the statements. The pools close with the layer's scope.
+ * A session on the engine's `postgres` database as its superuser, borrowed from this process's pool
+ * for the engine (PostgresPools, up to 8 sessions): a branch create runs several statements there,
+ * and a TLS + SCRAM login costs more than they do. Session state (advisory locks, settings) must be
+ * undone before the scope closes; a session whose statement failed is discarded.
  */
-export class EnginePools extends Context.Tag("@scion/branch/EnginePools")<EnginePools, { readonly poolFor: (engine: BranchingEngine) => pg.Pool }>() {
-  static readonly layer: Layer.Layer<EnginePools> = Layer.scoped(
-    EnginePools,
-    Effect.map(
-      Effect.acquireRelease(
-        Effect.sync(() => new Map<string, pg.Pool>()),
-        (pools) => Effect.promise(() => Promise.all(Array.from(pools.values(), (pool) => pool.end().catch(() => undefined))))
-      ),
-      (pools) => ({
-        poolFor: (engine: BranchingEngine) => {
-          const key = `${engine.host}:${engine.port}:${engine.superuser.username}:${createHash("sha256").update(Redacted.value(engine.superuser.password)).digest("hex")}`
-          const existing = pools.get(key)
-          if (existing !== undefined) return existing
-          const pool = new pg.Pool({
-            host: engine.host,
-            port: engine.port,
-            user: engine.superuser.username,
-            password: Redacted.value(engine.superuser.password),
-            database: "postgres",
-            ssl: { rejectUnauthorized: false },
-            application_name: "scion-branch",
-            connectionTimeoutMillis: 10_000,
-            idleTimeoutMillis: 30_000,
-            max: 8,
-            allowExitOnIdle: true
-          })
-          pool.on("error", () => undefined)
-          pools.set(key, pool)
-          return pool
-        }
-      })
-    )
+export const adminSession = (engine: BranchingEngine): Effect.Effect<EngineClient, EngineFailure, Scope.Scope | PostgresPools> =>
+  pooledSession(superuserOn(engine, "postgres"), { applicationName: "scion-branch", connectMillis: 10_000, max: 8 }).pipe(
+    Effect.mapError((failure) => new EngineFailure({ step: "connect", message: `connecting to postgres on ${engine.host}:${engine.port}: ${failure.message}` })),
+    Effect.map(clientOf)
   )
-}
-
-/**
- * A session on the engine's `postgres` database as its superuser, from this process's pool for
- * the engine (EnginePools). A session whose statement failed is closed rather than reused; session
- * state (advisory locks, settings) must be undone by the user before the scope closes.
- */
-export const adminSession = (engine: BranchingEngine): Effect.Effect<EngineClient, EngineFailure, Scope.Scope | EnginePools> =>
-  Effect.flatMap(EnginePools, (pools) => {
-    const from = pools.poolFor(engine)
-    let broken = false
-    return Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () => from.connect(),
-        catch: (cause) => new EngineFailure({ step: "connect", message: `connecting to postgres on ${engine.host}:${engine.port}: ${reasonOf(cause)}` })
-      }),
-      (client) => Effect.sync(() => client.release(broken))
-    ).pipe(
-      Effect.map((client) => ({
-        query: <R extends pg.QueryResultRow>(step: string, text: string, values: ReadonlyArray<unknown> = []) =>
-          Effect.tryPromise({
-            try: () => client.query<R>(text, [...values]).then((r) => r.rows),
-            catch: (cause) => {
-              broken = true
-              return new EngineFailure({ step, message: reasonOf(cause) })
-            }
-          })
-      }))
-    )
-  })
 
 /**
  * A SCRAM-SHA-256 verifier for a password (RFC 7677, Postgres' format), so CREATE ROLE never

@@ -1,21 +1,37 @@
 import type { Transport } from "@connectrpc/connect"
 import { asService, Code, isTransient, makeEffectClient, type RpcError, ServiceIdentity } from "@scion/kit"
+import { BranchingEngineStatus } from "@scion/proto/scion/connector/v1/connector_pb"
 import { EngineAccessService } from "@scion/proto/scion/connector/v1/engine_pb"
 import { Context, Effect, Layer, Option, Redacted, Schedule } from "effect"
 import { ConnectorNotFound, EngineAccessUnavailable } from "../domain/errors.js"
 import { isMaskingMethod, type MaskingRule } from "../domain/models.js"
+
+/** The connector's branching_engine_status; `unknown` when the answer left it unset (never branchable). */
+export type EngineStatus = "not_set_up" | "setting_up" | "ready" | "degraded" | "failed_validation" | "failed" | "unknown"
+
+const engineStatuses = {
+  [BranchingEngineStatus.UNSPECIFIED]: "unknown",
+  [BranchingEngineStatus.NOT_SET_UP]: "not_set_up",
+  [BranchingEngineStatus.SETTING_UP]: "setting_up",
+  [BranchingEngineStatus.READY]: "ready",
+  [BranchingEngineStatus.DEGRADED]: "degraded",
+  [BranchingEngineStatus.FAILED_VALIDATION]: "failed_validation",
+  [BranchingEngineStatus.FAILED]: "failed"
+} as const satisfies Record<BranchingEngineStatus, EngineStatus>
 
 /** A connector's branching engine as the branch unit uses it (EngineAccessService.GetBranchingEngine). */
 export interface BranchingEngine {
   readonly connectorId: string
   readonly orgId: string
   /** "ready" means branchable. */
-  readonly status: string
+  readonly status: EngineStatus
   readonly host: string
   readonly port: number
   readonly superuser: { readonly username: string; readonly password: Redacted.Redacted<string> }
   readonly mirrorDatabase: string
   readonly subscriptionNames: ReadonlyArray<string>
+  /** The advisory lock to hold over pause + copy + resume, as the connector names it (engine.proto). */
+  readonly copyLockKey: string
   readonly fileCopyClone: boolean
   readonly pooler: Option.Option<{ readonly host: string; readonly port: number }>
   /** What discovery suggests masking, by column name, for the selected tables. */
@@ -29,7 +45,7 @@ export interface BranchingEngine {
  * mirror possibly stale) when the caller accepts stale data.
  */
 export const isBranchable = (engine: BranchingEngine, options: { readonly allowStale: boolean } = { allowStale: false }) =>
-  (engine.status === "ready" || (engine.status === "degraded" && options.allowStale)) && engine.host !== "" && engine.port > 0 && engine.mirrorDatabase !== ""
+  (engine.status === "ready" || (engine.status === "degraded" && options.allowStale)) && engine.host !== "" && engine.port > 0 && engine.mirrorDatabase !== "" && engine.copyLockKey !== ""
 
 /** The connector unit restarting or briefly unreachable: asked again for up to 3 seconds. */
 const retryTransient = <A, R>(call: Effect.Effect<A, RpcError, R>) =>
@@ -71,12 +87,13 @@ export class Engines extends Context.Tag("@scion/branch/Engines")<
                 return Effect.succeed<BranchingEngine>({
                   connectorId: e.connectorId,
                   orgId: e.orgId,
-                  status: e.branchingEngineStatus,
+                  status: engineStatuses[e.branchingEngineStatus],
                   host: e.host,
                   port: e.port,
                   superuser: { username: e.superuserUsername, password: Redacted.make(e.superuserPassword) },
                   mirrorDatabase: e.mirrorDatabase,
                   subscriptionNames: e.subscriptionNames,
+                  copyLockKey: e.copyLockKey,
                   fileCopyClone: e.fileCopyClone,
                   pooler: e.poolerHost !== undefined && e.poolerHost !== "" && e.poolerPort !== undefined ? Option.some({ host: e.poolerHost, port: e.poolerPort }) : Option.none(),
                   maskingSuggestions: e.maskingSuggestions.flatMap((m) =>

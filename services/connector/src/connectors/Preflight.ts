@@ -1,8 +1,7 @@
-import type { ConnectionOptions } from "node:tls"
-import pg from "pg"
+import { PostgresFailure, type PostgresSession } from "@scion/kit"
 import { Config, Context, Duration, Effect, Layer } from "effect"
 import type { PostgresDetails } from "./ConnectionDetails.js"
-import { connectSource } from "./SourceConnection.js"
+import { openSourceSession, sourceReason } from "./SourceConnection.js"
 
 export type CheckStatus = "pass" | "warn" | "fail"
 
@@ -194,6 +193,29 @@ const FACTS_SQL = `
          exists(select 1 from pg_roles where rolname in ('supabase_admin', 'supabase_auth_admin')) as m_supabase
   from pg_roles r where r.rolname = current_user`
 
+interface FactsRow extends Record<string, unknown> {
+  readonly version_num: number
+  readonly version: string
+  readonly version_string: string
+  readonly wal_level: string
+  readonly max_slots: number
+  readonly used_slots: number
+  readonly max_senders: number
+  readonly used_senders: number
+  readonly is_superuser: boolean
+  readonly has_replication: boolean
+  readonly replication_roles: ReadonlyArray<string>
+  readonly can_create: boolean
+  readonly capture_installed: boolean
+  readonly m_rds: boolean
+  readonly m_aurora: boolean
+  readonly m_cloudsql: boolean
+  readonly m_alloydb: boolean
+  readonly m_azure: boolean
+  readonly m_neon: boolean
+  readonly m_supabase: boolean
+}
+
 // User tables (ordinary and partitioned) outside the system schemas.
 const USER_TABLES = `
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
@@ -213,36 +235,8 @@ const NO_IDENTITY_SQL = `
     and (c.relreplident = 'n' or (c.relreplident = 'd' and not exists (select 1 from pg_index i where i.indrelid = c.oid and i.indisprimary)))
   order by 1 limit 1000`
 
-/** TLS settings for node-postgres by sslmode; `prefer` tries TLS first (see probe). */
-export const tlsFor = (sslmode: PostgresDetails["sslmode"]): false | ConnectionOptions => {
-  switch (sslmode) {
-    case "disable":
-      return false
-    case "prefer":
-    case "require":
-      return { rejectUnauthorized: false }
-    case "verify-ca":
-      // The chain is verified, the host name is not (libpq's verify-ca).
-      return { rejectUnauthorized: true, checkServerIdentity: () => undefined }
-    case "verify-full":
-      return { rejectUnauthorized: true }
-  }
-}
-
 /** Errors that mean the server answered but refused this login (or database). */
 const AUTH_CODES = new Set(["28P01", "28000", "3D000", "42501"])
-
-interface PgError {
-  readonly code?: string
-  readonly message?: string
-}
-
-/** A message safe to show: node-postgres never puts the password in one, but a URL might. */
-export const reasonOf = (error: unknown): string => {
-  const e = error as PgError
-  const message = (e?.message ?? String(error)).replace(/postgres(ql)?:\/\/[^\s]+/g, "<connection string>")
-  return e?.code !== undefined && /^[A-Z0-9]{5}$/.test(e.code) ? `${message} (SQLSTATE ${e.code})` : message
-}
 
 /**
  * Probes a PostgreSQL source: one connection with a short connect timeout, acquired and released
@@ -256,24 +250,20 @@ export class SourceProbe extends Context.Tag("@scion/connector/SourceProbe")<
     const connectMillis = Duration.toMillis(options.connectTimeout)
     const queryMillis = Duration.toMillis(options.queryTimeout)
 
-    const connect = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions) =>
-      connectSource(details, password, ssl, { applicationName: "scion-preflight", connectMillis, queryMillis })
-
-    const classify = (error: unknown): ProbeOutcome => {
-      const code = (error as PgError)?.code
-      if (code !== undefined && (AUTH_CODES.has(code) || code.startsWith("28"))) return { _tag: "AuthenticationFailed", reason: reasonOf(error) }
-      const message = (error as PgError)?.message ?? ""
+    const classify = (failure: PostgresFailure): ProbeOutcome => {
+      const code = failure.sqlstate
+      if (code !== undefined && (AUTH_CODES.has(code) || code.startsWith("28"))) return { _tag: "AuthenticationFailed", reason: sourceReason(failure) }
       // TLS refused under require/verify-*: the server is there, the login cannot happen.
-      if (/SSL|certificate|self.signed/i.test(message)) return { _tag: "AuthenticationFailed", reason: reasonOf(error) }
-      return { _tag: "Unreachable", reason: reasonOf(error) }
+      if (/SSL|certificate|self.signed/i.test(failure.message)) return { _tag: "AuthenticationFailed", reason: sourceReason(failure) }
+      return { _tag: "Unreachable", reason: sourceReason(failure) }
     }
 
-    const readFacts = (client: pg.Client, database: string) =>
-      Effect.tryPromise(async (): Promise<SourceFacts> => {
-        await client.query("set session characteristics as transaction read only")
-        const row = (await client.query(FACTS_SQL)).rows[0]
-        const schemas = (await client.query<{ schema: string; readable: boolean }>(SCHEMAS_SQL)).rows
-        const noIdentity = (await client.query<{ name: string }>(NO_IDENTITY_SQL)).rows
+    const readFacts = (session: PostgresSession, database: string) =>
+      Effect.gen(function* (): Effect.fn.Return<SourceFacts, PostgresFailure> {
+        const [row] = yield* session.query<FactsRow>(FACTS_SQL)
+        if (row === undefined) return yield* new PostgresFailure({ cause: new Error("the connecting role is not in pg_roles") })
+        const schemas = yield* session.query<{ schema: string; readable: boolean }>(SCHEMAS_SQL)
+        const noIdentity = yield* session.query<{ name: string }>(NO_IDENTITY_SQL)
         return {
           versionNum: row.version_num,
           version: row.version,
@@ -303,27 +293,24 @@ export class SourceProbe extends Context.Tag("@scion/connector/SourceProbe")<
         }
       })
 
-    const attempt = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions) =>
-      Effect.scoped(
-        Effect.flatMap(connect(details, password, ssl), (client) =>
-          readFacts(client, details.database).pipe(
-            Effect.map((facts): ProbeOutcome => ({ _tag: "Connected", facts })),
-            // Connected but the catalog could not be read (timeout, a revoked privilege): report it as unreachable with the reason.
-            Effect.catchAll((error) => Effect.succeed<ProbeOutcome>({ _tag: "Unreachable", reason: `connected, but reading the catalog failed: ${reasonOf(error.error)}` }))
-          )
-        )
-      )
-
     return SourceProbe.of({
       probe: (details, password) =>
-        attempt(details, password, tlsFor(details.sslmode)).pipe(
-          // sslmode=prefer falls back to a plain connection when the server has no TLS (libpq does the same).
-          Effect.catchAll((error) =>
-            details.sslmode === "prefer" && /does not support SSL/i.test((error as PgError)?.message ?? "")
-              ? attempt(details, password, false)
-              : Effect.fail(error)
-          ),
-          Effect.catchAll((error) => Effect.succeed(classify(error))),
+        Effect.scoped(
+          Effect.flatMap(
+            openSourceSession(details, password, { applicationName: "scion-preflight", connectMillis, queryMillis, readOnly: true }).pipe(
+              Effect.catchTag("PostgresFailure", (failure) => Effect.fail({ connectFailed: failure }))
+            ),
+            (session) =>
+              readFacts(session, details.database).pipe(
+                Effect.map((facts): ProbeOutcome => ({ _tag: "Connected", facts })),
+                // Connected but the catalog could not be read (timeout, a revoked privilege): report it as unreachable with the reason.
+                Effect.catchTag("PostgresFailure", (failure) =>
+                  Effect.succeed<ProbeOutcome>({ _tag: "Unreachable", reason: `connected, but reading the catalog failed: ${sourceReason(failure)}` })
+                )
+              )
+          )
+        ).pipe(
+          Effect.catchAll(({ connectFailed }) => Effect.succeed(classify(connectFailed))),
           Effect.withSpan("SourceProbe.probe", { attributes: { host: details.host, port: details.port, database: details.database } })
         )
     })

@@ -1,10 +1,7 @@
 import { createHash } from "node:crypto"
-import type { ConnectionOptions } from "node:tls"
-import pg from "pg"
 import { Config, Context, Duration, Effect, Layer, Schema, type Scope } from "effect"
 import type { PostgresDetails } from "./ConnectionDetails.js"
-import { connectSource } from "./SourceConnection.js"
-import { reasonOf, tlsFor } from "./Preflight.js"
+import { openSourceSession, sourceReason } from "./SourceConnection.js"
 
 // ---------------------------------------------------------------------------------------------
 // schema_structure: what discovery writes (services/connector/README.md, "schema_structure").
@@ -175,7 +172,7 @@ left join pg_namespace fn on fn.oid = fc.relnamespace
 where n.nspname = $1 and con.contype in ('p', 'u', 'f') and c.relkind in ('r', 'p') and not c.relispartition
 order by c.relname collate "C", con.conname collate "C"`
 
-interface TableRow {
+interface TableRow extends Record<string, unknown> {
   readonly name: string
   readonly kind: string
   readonly replident: string
@@ -183,7 +180,7 @@ interface TableRow {
   readonly size: number
   readonly replident_index: string | null
 }
-interface ColumnRow {
+interface ColumnRow extends Record<string, unknown> {
   readonly table_name: string
   readonly name: string
   readonly type: string
@@ -192,7 +189,7 @@ interface ColumnRow {
   readonly identity: string
   readonly enum_values: ReadonlyArray<string> | null
 }
-interface ConstraintRow {
+interface ConstraintRow extends Record<string, unknown> {
   readonly table_name: string
   readonly name: string
   readonly kind: string
@@ -262,22 +259,12 @@ export class SourceIntrospector extends Context.Tag("@scion/connector/SourceIntr
     const connectMillis = Duration.toMillis(options.connectTimeout)
     const queryMillis = Duration.toMillis(options.queryTimeout)
 
-    const connect = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions) =>
-      connectSource(details, password, ssl, { applicationName: "scion-discovery", connectMillis, queryMillis, readOnly: true })
-
     const open = (details: PostgresDetails, password: string) =>
-      connect(details, password, tlsFor(details.sslmode)).pipe(
-        // sslmode=prefer falls back to a plain connection when the server has no TLS (libpq does the same).
-        Effect.catchAll((error) =>
-          details.sslmode === "prefer" && /does not support SSL/i.test((error as { message?: string })?.message ?? "") ? connect(details, password, false) : Effect.fail(error)
-        ),
-        Effect.mapError((error) => new SourceUnavailable({ database: details.database, reason: reasonOf(error) })),
-        Effect.map((client): SourceSession => {
-          const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
-            Effect.tryPromise({
-              try: () => client.query<R>(text, [...values]).then((r) => r.rows),
-              catch: (error) => new SourceUnavailable({ database: details.database, reason: reasonOf(error) })
-            })
+      openSourceSession(details, password, { applicationName: "scion-discovery", connectMillis, queryMillis, readOnly: true }).pipe(
+        Effect.mapError((failure) => new SourceUnavailable({ database: details.database, reason: sourceReason(failure) })),
+        Effect.map((session): SourceSession => {
+          const query = <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) =>
+            session.query<R>(text, values).pipe(Effect.mapError((failure) => new SourceUnavailable({ database: details.database, reason: sourceReason(failure) })))
           return {
             database: details.database,
             schemas: Effect.map(query<{ name: string }>(SCHEMAS_SQL), (rows) => rows.map((r) => r.name)),

@@ -1,6 +1,5 @@
-import type { ConnectionOptions } from "node:tls"
-import pg from "pg"
-import { Effect } from "effect"
+import { connectPostgres, type PostgresFailure, type PostgresSession, tlsForSslmode } from "@scion/kit"
+import { Effect, Redacted, type Scope } from "effect"
 import type { PostgresDetails } from "./ConnectionDetails.js"
 
 export interface SourceConnectionOptions {
@@ -13,38 +12,24 @@ export interface SourceConnectionOptions {
 }
 
 /**
- * One connection to a source database, acquired and released in the caller's scope, with connect
- * and statement timeouts. The password is used for the login only. Fails with the driver's error
- * as is (callers classify it and never echo the password).
+ * A session on a team's source database with the connector's credentials, in the caller's scope,
+ * with connect and statement timeouts. Like libpq, sslmode=prefer falls back to a plain connection
+ * when the server has no TLS. The password is used for the login only; say what failed with
+ * `sourceReason`, which never echoes it.
  */
-export const connectSource = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions, options: SourceConnectionOptions) =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const client = new pg.Client({
-          host: details.host,
-          port: details.port,
-          database: details.database,
-          user: details.username,
-          password,
-          ssl,
-          connectionTimeoutMillis: options.connectMillis,
-          query_timeout: options.queryMillis,
-          statement_timeout: options.queryMillis,
-          application_name: options.applicationName
-        })
-        // A socket error after connect must not become an uncaught exception.
-        client.on("error", () => {})
-        try {
-          await client.connect()
-          if (options.readOnly) await client.query("set session characteristics as transaction read only")
-        } catch (error) {
-          await client.end().catch(() => {})
-          throw error
-        }
-        return client
-      },
-      catch: (error) => error
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => {}))
+export const openSourceSession = (details: PostgresDetails, password: string, options: SourceConnectionOptions): Effect.Effect<PostgresSession, PostgresFailure, Scope.Scope> => {
+  const connect = (ssl: ReturnType<typeof tlsForSslmode>) =>
+    connectPostgres(
+      { host: details.host, port: details.port, database: details.database, user: details.username, password: Redacted.make(password), ssl },
+      { applicationName: options.applicationName, connectMillis: options.connectMillis, queryMillis: options.queryMillis, statementMillis: options.queryMillis, readOnly: options.readOnly ?? false }
+    )
+  return connect(tlsForSslmode(details.sslmode)).pipe(
+    Effect.catchTag("PostgresFailure", (failure) => (details.sslmode === "prefer" && /does not support SSL/i.test(failure.message) ? connect(false) : Effect.fail(failure)))
   )
+}
+
+/** A driver error as a reason safe to show: connection strings removed, the SQLSTATE appended. */
+export const sourceReason = (failure: PostgresFailure): string => {
+  const message = failure.message.replace(/postgres(ql)?:\/\/[^\s]+/g, "<connection string>")
+  return failure.sqlstate !== undefined ? `${message} (SQLSTATE ${failure.sqlstate})` : message
+}

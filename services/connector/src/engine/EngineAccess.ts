@@ -1,25 +1,29 @@
-import { SqlClient } from "@effect/sql"
-import { dieOnSqlError, type Principal } from "@scion/kit"
+import { dieOnSqlError, engineCopyLockKey, type Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
+import type { BranchingEngineStatus } from "../domain/models.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { isStructure } from "../connectors/SchemaIntrospection.js"
 import { ConnectorNotFound, EngineUnavailable, PermissionDenied, SourcePositionUnavailable } from "../domain/errors.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
+import { EngineSetupRepo } from "./EngineSetupRepo.js"
 import { sourceSession } from "./PgSession.js"
+import { QuarantineRepo } from "./QuarantineRepo.js"
 import { writeHeartbeat } from "../replication/SourceCapture.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
 
 export interface BranchingEngineView {
   readonly connectorId: string
   readonly orgId: string
-  readonly branchingEngineStatus: string
+  readonly branchingEngineStatus: BranchingEngineStatus
   readonly host: string
   readonly port: number
   readonly superuserUsername: string
   readonly superuserPassword: Redacted.Redacted<string>
   readonly mirrorDatabase: string
   readonly subscriptionNames: ReadonlyArray<string>
+  /** The advisory lock a template copy and our subscription changes both take (engine.proto). */
+  readonly copyLockKey: string
   readonly fileCopyClone: boolean
   readonly pooler: { readonly host: string; readonly port: number } | null
   readonly maskingSuggestions: ReadonlyArray<{ readonly schema: string; readonly table: string; readonly column: string; readonly method: string }>
@@ -54,17 +58,16 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
     const repo = yield* ConnectorsRepo
     const provisioner = yield* EngineProvisioner
     const secrets = yield* SecretStore
-    const sql = yield* SqlClient.SqlClient
+    const setups = yield* EngineSetupRepo
+    const quarantines = yield* QuarantineRepo
 
     const get = Effect.fn("EngineAccess.get")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: principal.orgId ?? "", permission: "engines.access (service principals only)" })
       const found = yield* repo.find(connectorId)
       if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
       const connector = found.value
-      const [row] = yield* sql<{ readonly mirror_database: string; readonly subscription_name: string; readonly host: string | null }>`
-        select mirror_database, subscription_name, host from engines where connector_id = ${connector.id}`
-      const [quarantine] = yield* sql<{ readonly id: string; readonly reason: string; readonly detail: string }>`
-        select id, reason, detail from quarantine_entries where connector_id = ${connector.id} and status in ('quarantined', 'released')`
+      const row = Option.getOrUndefined(yield* setups.engineRow(connector.id))
+      const quarantine = Option.getOrUndefined(yield* quarantines.standing(connector.id))
       const base = {
         connectorId: connector.id,
         orgId: connector.orgId,
@@ -73,7 +76,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         quarantine: quarantine ?? null
       }
       if (row === undefined || row.host === null) {
-        return { ...base, host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false, pooler: null } satisfies BranchingEngineView
+        return { ...base, host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], copyLockKey: "", fileCopyClone: false, pooler: null } satisfies BranchingEngineView
       }
       const engine = yield* provisioner.start(connector.id).pipe(
         Effect.map(Option.some),
@@ -82,7 +85,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         Effect.catchTag("EngineNotFound", () => Effect.succeed(Option.none()))
       )
       if (Option.isNone(engine)) {
-        return { ...base, branchingEngineStatus: "failed", host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], fileCopyClone: false, pooler: null } satisfies BranchingEngineView
+        return { ...base, branchingEngineStatus: "failed", host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], copyLockKey: "", fileCopyClone: false, pooler: null } satisfies BranchingEngineView
       }
       return {
         ...base,
@@ -92,6 +95,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         superuserPassword: engine.value.superuser.password,
         mirrorDatabase: row.mirror_database,
         subscriptionNames: [row.subscription_name],
+        copyLockKey: engineCopyLockKey(row.mirror_database),
         fileCopyClone: engine.value.fileCopyClone === true,
         pooler: engine.value.pooler ?? null
       } satisfies BranchingEngineView

@@ -1,9 +1,7 @@
-import type { ConnectionOptions } from "node:tls"
-import pg from "pg"
-import { Effect, Redacted, Schema, type Scope } from "effect"
+import { connectPostgres, engineCopyLockKey, type PostgresFailure, type PostgresSession, tlsWithoutVerification, withAdvisoryLock } from "@scion/kit"
+import { Effect, Schema, type Scope } from "effect"
 import type { PostgresDetails } from "../connectors/ConnectionDetails.js"
-import { reasonOf, tlsFor } from "../connectors/Preflight.js"
-import { connectSource } from "../connectors/SourceConnection.js"
+import { openSourceSession, sourceReason } from "../connectors/SourceConnection.js"
 import type { Engine } from "./EngineProvisioner.js"
 
 /**
@@ -27,95 +25,51 @@ export interface PgSession {
   readonly query: <R extends Record<string, unknown> = Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, PgStepFailed>
 }
 
-const sessionOf = (client: pg.Client, target: "source" | "engine", database: string): PgSession => ({
+const stepFailure = (target: "source" | "engine", database: string) => (failure: PostgresFailure) =>
+  new PgStepFailed({ target, database, reason: sourceReason(failure), ...(failure.sqlstate !== undefined ? { sqlstate: failure.sqlstate } : {}) })
+
+const sessionOf = (session: PostgresSession, target: "source" | "engine", database: string): PgSession => ({
   database,
-  query: <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) =>
-    Effect.tryPromise({
-      try: () => client.query<R>(text, [...values]).then((r) => r.rows),
-      catch: (error) => failure(target, database, error)
-    })
+  query: <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) => session.query<R>(text, values).pipe(Effect.mapError(stepFailure(target, database)))
 })
 
-const failure = (target: "source" | "engine", database: string, error: unknown) => {
-  const code = (error as { code?: unknown })?.code
-  return new PgStepFailed({ target, database, reason: reasonOf(error), ...(typeof code === "string" && /^[A-Z0-9]{5}$/.test(code) ? { sqlstate: code } : {}) })
-}
-
-/**
- * A session on a source database with the connector's credentials, in the caller's scope. Like
- * libpq, sslmode=prefer falls back to a plain connection when the server has no TLS.
- */
+/** A session on a source database with the connector's credentials, in the caller's scope. */
 export const sourceSession = (
   details: PostgresDetails,
   password: string,
   options: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis: number }
-): Effect.Effect<PgSession, PgStepFailed, Scope.Scope> => {
-  const connect = (ssl: false | ConnectionOptions) => connectSource(details, password, ssl, options)
-  return connect(tlsFor(details.sslmode)).pipe(
-    Effect.catchAll((error) =>
-      details.sslmode === "prefer" && /does not support SSL/i.test((error as { message?: string })?.message ?? "") ? connect(false) : Effect.fail(error)
-    ),
-    Effect.mapError((error) => failure("source", details.database, error)),
-    Effect.map((client) => sessionOf(client, "source", details.database))
+): Effect.Effect<PgSession, PgStepFailed, Scope.Scope> =>
+  openSourceSession(details, password, options).pipe(
+    Effect.mapError(stepFailure("source", details.database)),
+    Effect.map((session) => sessionOf(session, "source", details.database))
   )
-}
 
 /**
  * A session on an engine database as its superuser, over TLS (the engine refuses anything else;
- * its certificate is self-signed, so the chain is not verified, like sslmode=require).
+ * its certificate is the operator's CA's, but the chain is not verified here, like sslmode=require).
  */
 export const engineSession = (
   engine: Engine,
   database: string,
   options: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis?: number }
 ): Effect.Effect<PgSession, PgStepFailed, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const client = new pg.Client({
-          host: engine.host,
-          port: engine.port,
-          database,
-          user: engine.superuser.username,
-          password: Redacted.value(engine.superuser.password),
-          ssl: { rejectUnauthorized: false },
-          connectionTimeoutMillis: options.connectMillis,
-          application_name: options.applicationName,
-          ...(options.queryMillis !== undefined ? { query_timeout: options.queryMillis } : {})
-        })
-        client.on("error", () => {})
-        try {
-          await client.connect()
-        } catch (error) {
-          await client.end().catch(() => {})
-          throw error
-        }
-        return client
-      },
-      catch: (error) => failure("engine", database, error)
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => {}))
-  ).pipe(Effect.map((client) => sessionOf(client, "engine", database)))
+  connectPostgres(
+    { host: engine.host, port: engine.port, database, user: engine.superuser.username, password: engine.superuser.password, ssl: tlsWithoutVerification },
+    options
+  ).pipe(
+    Effect.mapError(stepFailure("engine", database)),
+    Effect.map((session) => sessionOf(session, "engine", database))
+  )
 
 /**
- * The advisory lock, on the engine's `postgres` database, that the branch unit holds while it
- * pauses the subscription, copies the mirror and resumes (engine.proto documents the name). The
- * connector takes it around its own changes to the subscription, so neither re-enables the
- * subscription under the other's template copy.
+ * Runs `effect` holding the engine's subscription lock (engine.proto, `copy_lock_key`), waiting for
+ * a branch's template copy to finish: neither side re-enables the subscription under the other.
  */
-export const subscriptionLockKey = (mirrorDatabase: string) => `scion-branch-copy:${mirrorDatabase}`
-
-/** Runs `effect` holding the engine's subscription lock (waiting for a branch copy to finish). */
 export const withSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: string, effect: Effect.Effect<A, E, R>) =>
   Effect.scoped(
-    Effect.gen(function* () {
-      const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-connector", connectMillis: 10_000 })
-      const key = subscriptionLockKey(mirrorDatabase)
-      yield* Effect.acquireRelease(admin.query("select pg_advisory_lock(hashtext($1))", [key]), () =>
-        admin.query("select pg_advisory_unlock(hashtext($1))", [key]).pipe(Effect.ignore)
-      )
-      return yield* effect
-    })
+    Effect.flatMap(engineSession(engine, "postgres", { applicationName: "scion-connector", connectMillis: 10_000 }), (admin) =>
+      withAdvisoryLock(admin, engineCopyLockKey(mirrorDatabase), effect)
+    )
   )
 
 /** A libpq conninfo value: single-quoted, with quotes and backslashes escaped. */

@@ -3,6 +3,7 @@ import { EngineAccessService } from "@scion/proto/scion/connector/v1/engine_pb"
 import { Effect, Option, Redacted } from "effect"
 import { type ConnectorError, toWireError, Unauthenticated } from "../domain/errors.js"
 import { EngineAccess } from "../engine/EngineAccess.js"
+import { engineStatusToProto } from "./statuses.js"
 
 const caller = Effect.flatMap(
   Caller,
@@ -20,7 +21,7 @@ export const engineAccessRoutes = Effect.gen(function* () {
           engine: {
             connectorId: engine.connectorId,
             orgId: engine.orgId,
-            branchingEngineStatus: engine.branchingEngineStatus,
+            branchingEngineStatus: engineStatusToProto(engine.branchingEngineStatus),
             host: engine.host,
             port: engine.port,
             superuserUsername: engine.superuserUsername,
@@ -28,6 +29,7 @@ export const engineAccessRoutes = Effect.gen(function* () {
             superuserPassword: Redacted.value(engine.superuserPassword),
             mirrorDatabase: engine.mirrorDatabase,
             subscriptionNames: [...engine.subscriptionNames],
+            copyLockKey: engine.copyLockKey,
             fileCopyClone: engine.fileCopyClone,
             maskingSuggestions: engine.maskingSuggestions.map((m) => ({ ...m })),
             ...(engine.pooler !== null ? { poolerHost: engine.pooler.host, poolerPort: engine.pooler.port } : {}),
