@@ -6,6 +6,7 @@ import { CloudAccounts } from "./CloudAccounts.js"
 import { Connectors } from "./connectors/Connectors.js"
 import { ConnectorsRepo } from "./connectors/ConnectorsRepo.js"
 import { deleteJob, Deletion, secretPurgeJob, SourceCleaner } from "./connectors/Deletion.js"
+import { DeletionRepo } from "./connectors/DeletionRepo.js"
 import { Discovery, ConnectorOperations, discoveryJob } from "./connectors/Discovery.js"
 import { SourceProbe } from "./connectors/Preflight.js"
 import { SourceIntrospector } from "./connectors/SchemaIntrospection.js"
@@ -26,6 +27,10 @@ import { Quarantine } from "./engine/Quarantine.js"
 import { Readiness } from "./engine/Readiness.js"
 import { SchemaChanges, SchemaFollowerLive } from "./replication/SchemaFollower.js"
 import { pipelineJob } from "./replication/Pipelines.js"
+import { PipelinesRepo } from "./replication/PipelinesRepo.js"
+import { EngineSetupRepo } from "./engine/EngineSetupRepo.js"
+import { ReadinessRepo } from "./engine/ReadinessRepo.js"
+import { QuarantineRepo } from "./engine/QuarantineRepo.js"
 
 /** The database of the unit: schema `connector`, migrations from ../migrations. */
 export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations: new URL("../migrations/", import.meta.url) })
@@ -36,17 +41,19 @@ export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations:
  * and of the operations, and real ones of the rest here.
  */
 export const ConnectorServices: Layer.Layer<
-  Environments | EnvironmentsRepo | Connectors | ConnectorsRepo | Discovery | Deletion | SqlClient.SqlClient,
+  Environments | EnvironmentsRepo | Connectors | ConnectorsRepo | DeletionRepo | Discovery | Deletion | SqlClient.SqlClient,
   never,
   OrgAccess | Entitlements | CloudAccounts | SecretStore | SourceProbe | ConnectorOperations
 > = Layer.merge(Discovery.Default, Deletion.Default).pipe(
   Layer.provideMerge(Layer.merge(Environments.Default, Connectors.Default)),
-  Layer.provideMerge(Layer.merge(EnvironmentsRepo.Default, ConnectorsRepo.Default)),
+  Layer.provideMerge(Layer.mergeAll(EnvironmentsRepo.Default, ConnectorsRepo.Default, DeletionRepo.Default)),
   Layer.provideMerge(ConnectorDatabase)
 )
 
 /** Engine setup, readiness and quarantine reads, and engine access for other units. */
-export const ConnectorEngines = Layer.mergeAll(EngineSetup.Default, Readiness.Default, Quarantine.Default, EngineAccess.Default, SchemaChanges.Default)
+export const ConnectorEngines = Layer.mergeAll(EngineSetup.Default, Readiness.Default, Quarantine.Default, EngineAccess.Default, SchemaChanges.Default).pipe(
+  Layer.provideMerge(Layer.mergeAll(PipelinesRepo.Default, EngineSetupRepo.Default, ReadinessRepo.Default, QuarantineRepo.Default))
+)
 
 /**
  * The unit's background work: the relay publishing its outbox, the discovery worker consuming

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import type { Byoc, Connector, ReplicationState } from "../domain/models.js"
+import type { BranchingEngineStatus, Byoc, Connector, IndexingStatus, ReplicationState } from "../domain/models.js"
 import type { Envelope } from "../secrets/SecretStore.js"
 
 /** The secret name of a connector's connection details in the secrets table. */
@@ -25,8 +25,8 @@ interface ConnectorRow {
   readonly last_indexed_version: number
   readonly selected_entity_paths: ReadonlyArray<string>
   readonly selected_schema_structure: Record<string, unknown> | null
-  readonly indexing_status: string
-  readonly branching_engine_status: string
+  readonly indexing_status: IndexingStatus
+  readonly branching_engine_status: BranchingEngineStatus
   readonly deletion_locked: boolean
   readonly delete_operation_id: string | null
   readonly setup_operation_id: string | null

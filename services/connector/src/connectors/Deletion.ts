@@ -1,8 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, type Principal, quoteIdent, type RpcError, transactional } from "@scion/kit"
-import type { ConnectionOptions } from "node:tls"
-import type pg from "pg"
+import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, type PostgresFailure, type Principal, quoteIdent, type RpcError, transactional } from "@scion/kit"
 import { Config, Context, Duration, Effect, Either, Layer, Option, Schedule, Schema } from "effect"
 import { ConnectorNotFound, DeleteInProgress, DeletionLocked } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
@@ -13,13 +11,13 @@ import { SecretStore } from "../secrets/SecretStore.js"
 import { PostgresDetails } from "./ConnectionDetails.js"
 import { Connectors } from "./Connectors.js"
 import { ConnectorsRepo } from "./ConnectorsRepo.js"
+import { DeletionRepo } from "./DeletionRepo.js"
 import { storedPostgresDetails } from "./StoredDetails.js"
 import { ConnectorOperations } from "./Discovery.js"
 import { publicationName } from "./GrantScript.js"
 import { releaseCapture } from "../replication/SourceCapture.js"
-import { reasonOf, tlsFor } from "./Preflight.js"
 import { SourceUnavailable } from "./SchemaIntrospection.js"
-import { connectSource } from "./SourceConnection.js"
+import { openSourceSession, sourceReason } from "./SourceConnection.js"
 
 /** The job's unit and type: subject `jobs.connector.delete`, durable `connector-delete`. */
 export const DELETE_JOB = { unit: "connector", type: "delete" } as const
@@ -44,22 +42,13 @@ export class SourceCleaner extends Context.Tag("@scion/connector/SourceCleaner")
   static make(options: { readonly connectTimeout: Duration.DurationInput; readonly queryTimeout: Duration.DurationInput }): Context.Tag.Service<SourceCleaner> {
     const connectMillis = Duration.toMillis(options.connectTimeout)
     const queryMillis = Duration.toMillis(options.queryTimeout)
-    const connect = (details: PostgresDetails, password: string, ssl: false | ConnectionOptions) =>
-      connectSource(details, password, ssl, { applicationName: "scion-connector-delete", connectMillis, queryMillis })
 
     const clean = (details: PostgresDetails, password: string, connectorId: string) =>
       Effect.scoped(
         Effect.gen(function* () {
-          const unavailable = (error: unknown) => new SourceUnavailable({ database: details.database, reason: reasonOf(error) })
-          const client = yield* connect(details, password, tlsFor(details.sslmode)).pipe(
-            // sslmode=prefer falls back to a plain connection when the server has no TLS (as libpq).
-            Effect.catchAll((error) =>
-              details.sslmode === "prefer" && /does not support SSL/i.test((error as { message?: string })?.message ?? "") ? connect(details, password, false) : Effect.fail(error)
-            ),
-            Effect.mapError(unavailable)
-          )
-          const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
-            Effect.tryPromise({ try: () => client.query<R>(text, [...values]).then((r) => r.rows), catch: unavailable })
+          const unavailable = (failure: PostgresFailure) => new SourceUnavailable({ database: details.database, reason: sourceReason(failure) })
+          const session = yield* openSourceSession(details, password, { applicationName: "scion-connector-delete", connectMillis, queryMillis }).pipe(Effect.mapError(unavailable))
+          const query = <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) => session.query<R>(text, values).pipe(Effect.mapError(unavailable))
           const name = publicationName(connectorId)
           // Every pipeline's publication: scion_<id>, and a deep reset's scion_<id>_g<n>.
           const publications = yield* query<{ pubname: string }>("select pubname from pg_publication where pubname = $1 or left(pubname, length($1) + 1) = $1 || '_'", [name])
@@ -112,6 +101,7 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
     const connectors = yield* Connectors
     const operations = yield* ConnectorOperations
     const sql = yield* SqlClient.SqlClient
+    const deletions = yield* DeletionRepo
 
     const transaction = transactional(sql)
 
@@ -121,9 +111,9 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
     /** The row locked for the rest of the transaction, with the delete still in progress, if any. */
     const lockRow = (connectorId: string) =>
       Effect.gen(function* () {
-        const [row] = yield* sql<{ readonly deletion_locked: boolean; readonly delete_operation_id: string | null }>`
-          select deletion_locked, delete_operation_id from connectors where id = ${connectorId} for update`
-        if (row === undefined) return yield* new ConnectorNotFound({ connectorId })
+        const found = yield* deletions.lockForDelete(connectorId)
+        if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
+        const row = found.value
         let active = Option.none<string>()
         if (row.delete_operation_id !== null) {
           const status = yield* operations.status(row.delete_operation_id)
@@ -140,7 +130,7 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
             const row = yield* lockRow(connector.id)
             if (Option.isSome(row.active)) return yield* new DeleteInProgress({ connectorId: connector.id, operationId: row.active.value })
             // Idempotent: the same state again changes nothing (not even updated_at).
-            if (row.locked !== locked) yield* sql`update connectors set deletion_locked = ${locked}, updated_at = now() where id = ${connector.id}`
+            if (row.locked !== locked) yield* deletions.setDeletionLocked(connector.id, locked)
           })
         )
         yield* Effect.logInfo(locked ? "connector deletion locked" : "connector deletion unlocked").pipe(Effect.annotateLogs({ connector_id: connector.id }))
@@ -160,7 +150,7 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
           if (Option.isSome(row.active)) return Either.left(row.active.value)
           const operationId = newOperationId("del")
           yield* operations.create({ id: operationId, orgId: connector.orgId, resourceId: connector.id, type: "connector_delete" })
-          yield* sql`update connectors set delete_operation_id = ${operationId}, updated_at = now() where id = ${connector.id}`
+          yield* deletions.pointDelete(connector.id, operationId)
           yield* enqueueJob({ ...DELETE_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id, force } }).pipe(
             Effect.provideService(SqlClient.SqlClient, sql)
           )
@@ -218,26 +208,17 @@ const purgeOperationIdOf = (deleteOperationId: string) => `op_prg${deleteOperati
  * connection details) and its row go. Started by the delete job once the source is cleaned and
  * the engine destroyed; a redelivery after the row is gone answers the same.
  */
-export const secretPurgeJob: JobHandler<SecretPurgePayload, typeof SecretPurgePayload.Encoded, JobFailed | OperationEnded | RpcError | SqlError.SqlError, SqlClient.SqlClient> = {
+export const secretPurgeJob: JobHandler<SecretPurgePayload, typeof SecretPurgePayload.Encoded, JobFailed | OperationEnded | RpcError, DeletionRepo> = {
   ...SECRET_PURGE_JOB,
   payload: SecretPurgePayload,
   run: (job) =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
       const connectorId = job.payload.connector_id
       yield* job.report({ stage: "purge", stageLabel: "Purging the connector's secrets and deleting the connector", progress: 50 })
-      return yield* sql.withTransaction(
-        Effect.gen(function* () {
-          const [row] = yield* sql<{ readonly delete_operation_id: string | null }>`select delete_operation_id from connectors where id = ${connectorId} for update`
-          if (row !== undefined && row.delete_operation_id !== job.payload.delete_operation_id) {
-            return yield* new JobFailed({ message: `Superseded by delete operation ${row.delete_operation_id ?? "none"}` })
-          }
-          const gone = yield* sql<{ readonly name: string }>`delete from secrets where owner_id = ${connectorId} returning name`
-          yield* sql`delete from connectors where id = ${connectorId}`
-          yield* Effect.logInfo("connector secrets purged").pipe(Effect.annotateLogs({ connector_id: connectorId, secrets_purged: gone.length }))
-          return { connector_id: connectorId, secrets_purged: gone.length, connector_deleted: row !== undefined } satisfies JsonObject
-        })
-      )
+      const outcome = yield* DeletionRepo.purge(connectorId, job.payload.delete_operation_id)
+      if (outcome._tag === "Superseded") return yield* new JobFailed({ message: `Superseded by delete operation ${outcome.by ?? "none"}` })
+      yield* Effect.logInfo("connector secrets purged").pipe(Effect.annotateLogs({ connector_id: connectorId, secrets_purged: outcome.secretsPurged }))
+      return { connector_id: connectorId, secrets_purged: outcome.secretsPurged, connector_deleted: outcome.connectorDeleted } satisfies JsonObject
     }).pipe(Effect.withSpan("secretPurgeJob.run", { attributes: { operationId: job.operationId } }))
 }
 
@@ -254,13 +235,13 @@ export const deleteJob: JobHandler<
   DeletePayload,
   typeof DeletePayload.Encoded,
   JobFailed | OperationEnded | RpcError | SqlError.SqlError | BranchesUnavailable,
-  ConnectorsRepo | SecretStore | SourceCleaner | EngineProvisioner | ConnectorBranches | ConnectorOperations | SqlClient.SqlClient
+  ConnectorsRepo | DeletionRepo | SecretStore | SourceCleaner | EngineProvisioner | ConnectorBranches | ConnectorOperations | SqlClient.SqlClient
 > = {
   ...DELETE_JOB,
   payload: DeletePayload,
   run: (job) =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
+      const deletions = yield* DeletionRepo
       const repo = yield* ConnectorsRepo
       const cleaner = yield* SourceCleaner
       const { connector_id: connectorId, force } = job.payload
@@ -275,8 +256,8 @@ export const deleteJob: JobHandler<
       yield* job.report({ stage: "engine_pause", stageLabel: "Stopping the engine's replication", progress: 5 })
       // Branches first: their databases and roles live on the engine, and their rows in the branch
       // unit must not outlive it. The branch unit being unavailable is retried (then given up).
-      const [engineRow] = yield* sql<{ readonly connector_id: string }>`select connector_id from engines where connector_id = ${connectorId}`
-      if (engineRow !== undefined) {
+      const hadEngine = yield* deletions.hasEngine(connectorId)
+      if (hadEngine) {
         yield* job.report({ stage: "branches", stageLabel: "Deleting the connector's branches", progress: 2 })
         const branches = yield* ConnectorBranches
         const dropped = yield* branches.deleteAll(connectorId)
@@ -284,7 +265,7 @@ export const deleteJob: JobHandler<
       }
 
       // The quarantine monitor leaves the engine alone from here on (a paused subscription is no break).
-      yield* sql`update engines set monitor_lease_until = 'infinity' where connector_id = ${connectorId}`
+      yield* deletions.holdMonitorLease(connectorId)
       const paused = yield* setSubscriptionEnabled(connectorId, false).pipe(
         Effect.catchAll((error) =>
           Effect.logWarning("the engine's subscription could not be paused; the engine is destroyed anyway").pipe(
@@ -315,7 +296,7 @@ export const deleteJob: JobHandler<
           if (!force) {
             // The connector stays: its replication resumes as it was.
             if (paused) yield* setSubscriptionEnabled(connectorId, true).pipe(Effect.ignore)
-            yield* sql`update engines set monitor_lease_until = null where connector_id = ${connectorId}`
+            yield* deletions.releaseMonitorLease(connectorId)
             return yield* new JobFailed({
               message: `The source could not be cleaned up (${cleaned.left}); the connector was not deleted. Retry once the source is reachable, or delete with force=true to abandon what Scion created on it.`
             })
@@ -335,7 +316,7 @@ export const deleteJob: JobHandler<
       yield* job.report({ stage: "secrets", stageLabel: "Purging the connector's secrets and deleting the connector", progress: 80 })
       const operations = yield* ConnectorOperations
       const purgeOperationId = purgeOperationIdOf(job.operationId)
-      const [owned] = yield* sql<{ readonly n: number }>`select count(*)::int as n from secrets where owner_id = ${connectorId}`
+      const purged = yield* deletions.countSecrets(connectorId)
       yield* operations.create({ id: purgeOperationId, orgId: found.value.orgId, resourceId: connectorId, type: "connector_secret_purge" }).pipe(
         Effect.mapError((e) => new JobFailed({ message: `The secret purge could not start (${e.cause}); retry the delete` }))
       )
@@ -347,14 +328,13 @@ export const deleteJob: JobHandler<
         Effect.mapError(() => new JobFailed({ message: `The secret purge (${purgeOperationId}) did not finish in time; retry the delete` }))
       )
       if (purgeStatus === "failed") return yield* new JobFailed({ message: `The secret purge failed (see operation ${purgeOperationId}); retry the delete` })
-      const purged = owned?.n ?? 0
       yield* Effect.logInfo("connector deleted").pipe(Effect.annotateLogs({ connector_id: connectorId, force, source_cleanup: String(source.status) }))
       return {
         connector_id: connectorId,
         deleted: true,
         force,
         source_cleanup: source,
-        engine: { status: engineRow !== undefined ? "destroyed" : "not_set_up" },
+        engine: { status: hadEngine ? "destroyed" : "not_set_up" },
         steps: [{ type: "connector_secret_purge", operation_id: purgeOperationId, status: "completed", secrets_purged: purged }]
       } satisfies JsonObject
     }).pipe(Effect.withSpan("deleteJob.run", { attributes: { operationId: job.operationId } }))

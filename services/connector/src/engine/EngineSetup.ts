@@ -13,7 +13,9 @@ import { SecretStore } from "../secrets/SecretStore.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
 import { engineRecord } from "./EngineReplication.js"
 import { engineSession, withSubscriptionLock } from "./PgSession.js"
-import { rollbackTarget, startPipelineOperation } from "../replication/Pipelines.js"
+import { startPipelineOperation } from "../replication/Pipelines.js"
+import { PipelinesRepo } from "../replication/PipelinesRepo.js"
+import { EngineSetupRepo } from "./EngineSetupRepo.js"
 import { type EngineSetupPayload, ENGINE_SETUP_JOB, fail, setupPrerequisites } from "./SetupPlan.js"
 import { subscriptionConninfo } from "./PgSession.js"
 
@@ -58,6 +60,8 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
     const operations = yield* ConnectorOperations
     const provisioner = yield* EngineProvisioner
     const sql = yield* SqlClient.SqlClient
+    const pipelines = yield* PipelinesRepo
+    const setups = yield* EngineSetupRepo
     const transaction = transactional(sql)
 
     const storedDetails = (connectorId: string) =>
@@ -81,8 +85,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
      */
     const lockIdle = (connectorId: string) =>
       Effect.gen(function* () {
-        const [row] = yield* sql<{ readonly setup_operation_id: string | null; readonly delete_operation_id: string | null }>`
-          select setup_operation_id, delete_operation_id from connectors where id = ${connectorId} for update`
+        const row = Option.getOrUndefined(yield* setups.lockPointers(connectorId))
         const deleting = yield* activeOperation(row?.delete_operation_id ?? null)
         if (Option.isSome(deleting)) return yield* new DeleteInProgress({ connectorId, operationId: deleting.value })
         const setting = yield* activeOperation(row?.setup_operation_id ?? null)
@@ -97,10 +100,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
           const operationId = newOperationId(operationPrefixOf[mode])
           const type = operationTypeOf[mode]
           yield* operations.create({ id: operationId, orgId: connector.orgId, resourceId: connector.id, type })
-          yield* sql`update connectors set setup_operation_id = ${operationId}, updated_at = now(),
-                       branching_engine_status = case when ${mode} in ('setup', 'reset') then 'setting_up' else branching_engine_status end,
-                       indexing_status = case when ${mode} = 'deep_reset' then indexing_status else 'indexing' end
-                     where id = ${connector.id}`
+          yield* setups.pointSetup(connector.id, operationId, mode)
           yield* enqueueJob({ ...ENGINE_SETUP_JOB, operationId, orgId: connector.orgId, payload: { connector_id: connector.id, mode } }).pipe(
             Effect.provideService(SqlClient.SqlClient, sql)
           )
@@ -152,8 +152,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
         return yield* new ConnectorStateInvalid({ connectorId: connector.id, reason: "nothing is selected: choose tables with POST /v1/connectors/{connector_id}/selection first" })
       }
       if (connector.branchingEngineStatus === "setting_up") {
-        const [row] = yield* sql<{ readonly setup_operation_id: string | null }>`select setup_operation_id from connectors where id = ${connector.id}`
-        const setting = yield* activeOperation(row?.setup_operation_id ?? null)
+        const setting = yield* activeOperation(Option.getOrNull(yield* setups.setupOperationOf(connector.id)))
         if (Option.isSome(setting)) return yield* new EngineSetupInProgress({ connectorId: connector.id, operationId: setting.value })
       }
       if (isSetUp(connector.branchingEngineStatus)) {
@@ -165,8 +164,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
         yield* Effect.logInfo("selection rollout started").pipe(Effect.annotateLogs({ connector_id: connector.id, operation_id: started.operationId }))
         return { _tag: "Started", started } satisfies IndexOutcome
       }
-      yield* sql`update connectors set last_indexed_version = selected_schema_version, indexing_status = 'indexed', updated_at = now()
-                 where id = ${connector.id} and last_indexed_version < selected_schema_version`
+      yield* setups.recordIndexed(connector.id)
       return {
         _tag: "Recorded",
         connector: yield* connectors.get(principal, connector.id),
@@ -266,9 +264,10 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       return yield* transaction(
         Effect.gen(function* () {
           yield* lockIdle(connector.id)
-          const target = yield* rollbackTarget(connector.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          const target = yield* pipelines.rollbackTarget(connector.id)
           if (Option.isNone(target)) return yield* new RollbackUnavailable({ connectorId: connector.id })
           const operationId = yield* startPipelineOperation({ connectorId: connector.id, orgId: connector.orgId, action: "rollback", pipelineId: target.value.id, guard: true }).pipe(
+            Effect.provideService(PipelinesRepo, pipelines),
             Effect.provideService(SqlClient.SqlClient, sql),
             Effect.provideService(ConnectorOperations, operations)
           )

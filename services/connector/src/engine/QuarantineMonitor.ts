@@ -13,7 +13,8 @@ import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { type Drift, reconcile } from "../replication/Reconciler.js"
 import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
 import { ConnectorOperations } from "../connectors/Discovery.js"
-import { dueCleanups, startPipelineOperation } from "../replication/Pipelines.js"
+import { startPipelineOperation } from "../replication/Pipelines.js"
+import { PipelinesRepo } from "../replication/PipelinesRepo.js"
 import { type MonitoredEngine, QuarantineRepo } from "./QuarantineRepo.js"
 import { refreshStructure } from "../replication/StructureRefresh.js"
 
@@ -49,6 +50,7 @@ type EngineRow = MonitoredEngine
 export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
   Effect.gen(function* () {
     const quarantines = yield* QuarantineRepo
+    const pipelines = yield* PipelinesRepo
     const repo = yield* ConnectorsRepo
     const secrets = yield* SecretStore
     const provisioner = yield* EngineProvisioner
@@ -300,9 +302,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     /** One round over every ready engine (and the ones a released slot_lost entry left setting up). */
     /** Retired pipelines past their rollback grace: a cleanup operation each (once). */
     const startCleanups = Effect.gen(function* () {
-      for (const due of yield* dueCleanups) {
+      for (const due of yield* pipelines.dueCleanups) {
         const operationId = yield* startPipelineOperation({ connectorId: due.connector_id, orgId: due.org_id, action: "cleanup", pipelineId: due.id, guard: false }).pipe(
-          Effect.provideService(ConnectorOperations, operations)
+          Effect.provideService(ConnectorOperations, operations),
+          Effect.provideService(PipelinesRepo, pipelines)
         )
         yield* Effect.logInfo("pipeline cleanup started").pipe(Effect.annotateLogs({ connector_id: due.connector_id, pipeline: due.id, operation_id: operationId }))
       }

@@ -14,6 +14,17 @@ export interface MonitoredEngine {
   readonly schema_follow: "capture" | "reconcile"
 }
 
+/** A quarantine entry as GET …/quarantine lists it. */
+export interface QuarantineEntryRow {
+  readonly id: string
+  readonly connector_id: string
+  readonly status: "quarantined" | "released"
+  readonly reason: string
+  readonly detail: string
+  readonly quarantined_at: Date
+  readonly released_at: Date | null
+}
+
 /** The open (quarantined) or released entry of a connector. */
 export interface OpenEntry {
   readonly id: string
@@ -103,7 +114,32 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
                    || jsonb_build_object('active_pipeline_id', (select e.publication_name from engines e where e.connector_id = ${connectorId}))
                  where id = ${connectorId}`).pipe(Effect.asVoid)
 
+    /** The connector's entries with status quarantined, oldest first (released ones are not listed). */
+    const listQuarantined = (connectorId: string) =>
+      orDie(sql<QuarantineEntryRow>`
+        select id, connector_id, status, reason, detail, quarantined_at, released_at
+        from quarantine_entries where connector_id = ${connectorId} and status = 'quarantined'
+        order by quarantined_at, id`)
+
+    /** quarantined → released (released again keeps the first release); none when the row is gone. */
+    const release = (connectorId: string, quarantineId: string, releasedBy: string) =>
+      orDie(sql<QuarantineEntryRow>`
+        update quarantine_entries
+        set status = 'released', released_at = coalesce(released_at, now()), released_by = coalesce(released_by, ${releasedBy})
+        where id = ${quarantineId} and connector_id = ${connectorId}
+        returning id, connector_id, status, reason, detail, quarantined_at, released_at`).pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+
+    /** The entry that keeps the engine degraded (quarantined, or released and not yet restored). */
+    const standing = (connectorId: string) =>
+      orDie(sql<{ readonly id: string; readonly reason: string; readonly detail: string }>`
+        select id, reason, detail from quarantine_entries where connector_id = ${connectorId} and status in ('quarantined', 'released')`).pipe(
+        Effect.map((rows) => Option.fromNullable(rows[0]))
+      )
+
     return {
+      listQuarantined,
+      release,
+      standing,
       monitoredEngines,
       takeLease,
       openEntry,

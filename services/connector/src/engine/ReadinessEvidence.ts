@@ -1,4 +1,3 @@
-import { SqlClient } from "@effect/sql"
 import { randomBytes } from "node:crypto"
 import { Duration, Effect, Either, Schedule } from "effect"
 import type { PostgresDetails } from "../connectors/ConnectionDetails.js"
@@ -7,6 +6,7 @@ import { qualified } from "./MirrorSchema.js"
 import { engineSession, PgStepFailed, sourceSession } from "./PgSession.js"
 import { type PipelineNames } from "../replication/PipelineNames.js"
 import { type MirrorPlan, stepFailed } from "./SetupPlan.js"
+import { ReadinessRepo } from "./ReadinessRepo.js"
 
 // Readiness evidence: what engine setup writes last (readiness_checks, append-only).
 
@@ -38,7 +38,7 @@ export const recordReadiness = (input: {
 }) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
+      const evidence = yield* ReadinessRepo
       const pipeline = input.pipeline
       const attemptId = newAttemptId()
       const checks: Array<ReadinessCheck> = []
@@ -139,10 +139,7 @@ export const recordReadiness = (input: {
         }
       }
 
-      for (const check of checks) {
-        yield* sql`insert into readiness_checks (connector_id, attempt_id, check_name, table_path, status, message, pod_name)
-                   values (${input.connectorId}, ${attemptId}, ${check.check_name}, ${check.table_path}, ${check.status}, ${check.message}, ${input.instance})`
-      }
+      yield* evidence.record(input.connectorId, attemptId, input.instance, checks)
       return { attemptId, checks }
     })
   )

@@ -1,5 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf"
-import { SqlClient, type SqlError } from "@effect/sql"
+import type { SqlClient, SqlError } from "@effect/sql"
 import { JobFailed, type JobHandler, type OperationEnded, quoteIdent, quoteLiteral, type RpcError } from "@scion/kit"
 import { Config, Duration, Effect, Fiber, Layer, Option } from "effect"
 import type { PostgresDetails } from "../connectors/ConnectionDetails.js"
@@ -7,16 +7,20 @@ import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { ConnectorOperations } from "../connectors/Discovery.js"
 import { type OperationsUnavailable } from "../domain/errors.js"
+import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { type MirrorDdl, qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
 import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
 import { engineSession, type PgSession, PgStepFailed, sourceSession, subscriptionConninfo, withSubscriptionLock } from "./PgSession.js"
-import { activePipeline, type PipelineNames, pipelineNames } from "../replication/PipelineNames.js"
-import { dropPipeline, shadowPipeline, startPipelineOperation } from "../replication/Pipelines.js"
+import { activePipeline, type PipelineNames } from "../replication/PipelineNames.js"
+import { dropPipeline, namesOf, shadowPipeline, startPipelineOperation } from "../replication/Pipelines.js"
+import { PipelinesRepo } from "../replication/PipelinesRepo.js"
+import { EngineSetupRepo } from "./EngineSetupRepo.js"
+import type { ReadinessRepo } from "./ReadinessRepo.js"
 import { wholeSchemasOf } from "../replication/CaptureSql.js"
 import { prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
-import { type BranchingEngineStatus, ENGINE_SETUP_JOB, EngineSetupPayload, type MirrorPlan, setupPrerequisites, stepFailed } from "./SetupPlan.js"
+import { ENGINE_SETUP_JOB, EngineSetupPayload, type MirrorPlan, setupPrerequisites, stepFailed } from "./SetupPlan.js"
 import { recordReadiness } from "./ReadinessEvidence.js"
 
 /**
@@ -81,6 +85,36 @@ const PRIVILEGE_ERRORS = new Set(["42501"])
 
 export type EngineSetupJobError = JobFailed | OperationEnded | RpcError | SqlError.SqlError | OperationsUnavailable
 
+type Report = (update: { stage?: string; stageLabel?: string; progress?: number; setupStatus?: JsonObject }) => Effect.Effect<void, OperationEnded | RpcError>
+
+/** One run of the job: what every step needs to know about it. */
+interface SetupRun {
+  readonly operationId: string
+  readonly connectorId: string
+  readonly mode: EngineSetupPayload["mode"]
+  readonly options: EngineSetupOptions
+  /** Reports a step as the current one (setup_status belongs to connector_engine_setup operations only). */
+  readonly step: (name: StepName, progress: number, extra?: JsonObject) => Effect.Effect<void, OperationEnded | RpcError>
+  readonly report: Report
+}
+
+/** What the source_checks step established: the connector, its credentials, the plan and the pipeline the steps build. */
+interface SetupBasis {
+  readonly connector: Connector
+  readonly details: PostgresDetails & { readonly password: string }
+  readonly plan: MirrorPlan
+  readonly refs: ReadonlyArray<TableRef>
+  readonly pipeline: PipelineNames
+  readonly sourceOptions: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis: number }
+}
+
+/** What the source side leaves for the engine side: the mirror's DDL and how schema changes are followed. */
+type SourcePrepared = MirrorDdl & {
+  readonly mode: SchemaFollowMode
+  readonly heartbeat: boolean
+  readonly capture: Omit<Parameters<typeof prepareMirror>[1], "tables">
+}
+
 /**
  * The engine setup (and rollout) job (ARCHITECTURE.md, "The branching engine"). Every step is
  * idempotent, so a redelivery re-runs them and resumes where the work stopped: source checks →
@@ -92,269 +126,313 @@ export const engineSetupJob: JobHandler<
   EngineSetupPayload,
   typeof EngineSetupPayload.Encoded,
   EngineSetupJobError,
-  ConnectorsRepo | SecretStore | EngineProvisioner | EngineSetupConfig | SqlClient.SqlClient | ConnectorOperations
+  ConnectorsRepo | EngineSetupRepo | PipelinesRepo | ReadinessRepo | SecretStore | EngineProvisioner | EngineSetupConfig | SqlClient.SqlClient | ConnectorOperations
 > = {
   ...ENGINE_SETUP_JOB,
   payload: EngineSetupPayload,
   run: (job) =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
+      const options = yield* EngineSetupConfig
       const { connector_id: connectorId, mode } = job.payload
-      const setEngineStatus = (status: BranchingEngineStatus) =>
-        sql`update connectors set branching_engine_status = ${status}, updated_at = now() where id = ${connectorId}`.pipe(Effect.asVoid)
-      return yield* runSetup(job.operationId, connectorId, mode, job.report).pipe(
-        Effect.tapError((error) =>
-          error._tag === "JobFailed" && mode === "deep_reset"
-            ? // A failed shadow leaves the current mirror serving and is cleaned up.
-              Effect.gen(function* () {
-                const [shadow] = yield* sql<{ readonly publication_name: string }>`select publication_name from pipelines where operation_id = ${job.operationId}`
-                if (shadow === undefined) return
-                yield* dropPipeline(connectorId, pipelineNamesOf(shadow.publication_name, connectorId))
-                yield* sql`update pipelines set status = 'failed', updated_at = now() where operation_id = ${job.operationId}`
-              }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("a failed shadow pipeline could not be cleaned up", cause)))
-            : error._tag === "JobFailed"
-            ? Effect.gen(function* () {
-                // failed_validation is set by the readiness step itself; anything else is a failed setup.
-                const [row] = yield* sql<{ readonly branching_engine_status: string }>`select branching_engine_status from connectors where id = ${connectorId}`
-                if (row !== undefined && row.branching_engine_status !== "failed_validation") {
-                  // A failed rollout leaves the engine as it was; a failed setup or reset leaves no usable mirror.
-                  yield* setEngineStatus(mode === "rollout" ? (row.branching_engine_status as BranchingEngineStatus) : "failed")
-                }
-                yield* sql`update connectors set indexing_status = 'failed', updated_at = now() where id = ${connectorId}`
-              }).pipe(Effect.catchAll(() => Effect.void))
-            : Effect.void
-        )
-      )
+      const run: SetupRun = {
+        operationId: job.operationId,
+        connectorId,
+        mode,
+        options,
+        report: job.report,
+        step: (name, progress, extra = {}) =>
+          job.report({ stage: name, stageLabel: STEPS.find(([n]) => n === name)![1], progress, ...(mode === "setup" ? { setupStatus: setupStatus(name, extra) } : {}) })
+      }
+      return yield* runSetup(run).pipe(Effect.tapError((error) => (error._tag === "JobFailed" ? recordFailure(run) : Effect.void)))
     }).pipe(Effect.withSpan("engineSetupJob.run", { attributes: { operationId: job.operationId } }))
 }
 
-const runSetup = (
-  operationId: string,
-  connectorId: string,
-  mode: EngineSetupPayload["mode"],
-  report: (update: { stage?: string; stageLabel?: string; progress?: number; setupStatus?: JsonObject }) => Effect.Effect<void, OperationEnded | RpcError>
-) =>
+/** The steps in order; each below is one function. */
+const runSetup = (run: SetupRun) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const repo = yield* ConnectorsRepo
-    const provisioner = yield* EngineProvisioner
-    const options = yield* EngineSetupConfig
-    const step = (name: StepName, progress: number, extra: JsonObject = {}) => {
-      const label = STEPS.find(([n]) => n === name)![1]
-      // setup_status belongs to connector_engine_setup operations only (the interface).
-      return report({ stage: name, stageLabel: label, progress, ...(mode === "setup" ? { setupStatus: setupStatus(name, extra) } : {}) })
+    const basis = yield* checkSource(run)
+    if (run.mode === "reset") {
+      // The old pipeline goes first: the steps below then make a fresh slot and copy everything.
+      yield* run.report({ stage: "reset", stageLabel: "Dropping the subscription and the slot, emptying the mirror", progress: 3 })
+      yield* resetPipeline(run, basis)
     }
+    // The engine is provisioned while the source steps run (initdb and the certificate take
+    // seconds); its step is reported once the source side is done.
+    const provisioning = yield* Effect.fork(provisionEngine(run, basis.pipeline))
+    const prepared = yield* prepareSource(run, basis)
+    yield* run.step("engine", 15)
+    const engine = yield* Fiber.join(provisioning)
+    const instance = engine.instanceName ?? `engine-${run.connectorId}`
+    yield* EngineSetupRepo.recordEngine({
+      connectorId: run.connectorId,
+      host: engine.host,
+      port: engine.port,
+      instanceName: instance,
+      pipeline: basis.pipeline,
+      schemaFollow: prepared.mode,
+      heartbeat: prepared.heartbeat
+    })
+    yield* buildMirror(run, basis, engine, prepared)
+    const attemptId = yield* validate(run, basis, engine, instance, prepared.tables.length)
+    return run.mode === "deep_reset" ? yield* handOverShadow(run, basis, attemptId) : yield* markReady(run, basis, attemptId, instance, prepared)
+  })
 
-    const found = yield* repo.find(connectorId)
-    if (Option.isNone(found)) return yield* new JobFailed({ message: `Connector ${connectorId} no longer exists` })
+/** source_checks: the connector still wants this setup, its credentials, and a plan from its selection and decisions. */
+const checkSource = (run: SetupRun) =>
+  Effect.gen(function* () {
+    const repo = yield* ConnectorsRepo
+    const found = yield* repo.find(run.connectorId)
+    if (Option.isNone(found)) return yield* new JobFailed({ message: `Connector ${run.connectorId} no longer exists` })
     const connector = found.value
-    if (connector.setupOperationId !== null && connector.setupOperationId !== operationId) {
+    if (connector.setupOperationId !== null && connector.setupOperationId !== run.operationId) {
       return yield* new JobFailed({ message: `Superseded by operation ${connector.setupOperationId}` })
     }
-
-    // Credentials and plan.
-    yield* step("source_checks", 2)
-    const details = yield* storedPostgresDetails(connectorId).pipe(Effect.mapError((e) => stepFailed("source_checks", e.reason)))
+    yield* run.step("source_checks", 2)
+    const details = yield* storedPostgresDetails(run.connectorId).pipe(Effect.mapError((e) => stepFailed("source_checks", e.reason)))
     const checked = setupPrerequisites(connector, details.database)
     if (Option.isNone(checked.plan)) {
       return yield* stepFailed("source_checks", checked.checks.filter((c) => c.status === "fail").map((c) => c.message).join("; "))
     }
     const plan = checked.plan.value
     // The pipeline the steps build: the active one, or for a deep reset a new generation beside it.
-    const pipeline = mode === "deep_reset" ? yield* shadowPipeline(connectorId, operationId) : yield* activePipeline(connectorId)
-    const refs: ReadonlyArray<TableRef> = plan.tables.map(({ table }) => ({ schema: table.path.split(".")[1]!, name: table.name }))
-    const sourceOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout), queryMillis: Duration.toMillis(options.queryTimeout) }
+    const pipeline = run.mode === "deep_reset" ? yield* shadowPipeline(run.connectorId, run.operationId) : yield* activePipeline(run.connectorId)
+    return {
+      connector,
+      details,
+      plan,
+      pipeline,
+      refs: plan.tables.map(({ table }) => ({ schema: table.path.split(".")[1]!, name: table.name })),
+      sourceOptions: { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout), queryMillis: Duration.toMillis(run.options.queryTimeout) }
+    } satisfies SetupBasis
+  })
 
-    if (mode === "reset") {
-      // The old pipeline goes first: the steps below then make a fresh slot and copy everything.
-      yield* report({ stage: "reset", stageLabel: "Dropping the subscription and the slot, emptying the mirror", progress: 3 })
-      yield* resetPipeline(connectorId, pipeline, details, sourceOptions, Duration.toMillis(options.connectTimeout))
-    }
-
-    // The engine is provisioned while the source steps run (initdb and the certificate take
-    // seconds); its step is reported once the source side is done.
-    const provisioning = yield* Effect.fork(
-      Effect.gen(function* () {
-        const engine = yield* provisioner.provision(connectorId).pipe(Effect.mapError((e) => stepFailed("engine", e.message)))
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }).pipe(
-              Effect.mapError((e) => stepFailed("engine", e))
-            )
-            const [exists] = yield* admin.query("select 1 from pg_database where datname = $1", [pipeline.mirrorDatabase]).pipe(Effect.mapError((e) => stepFailed("engine", e)))
-            if (exists === undefined) yield* admin.query(`create database ${quoteIdent(pipeline.mirrorDatabase)}`).pipe(Effect.mapError((e) => stepFailed("engine", e)))
-          })
-        )
-        return engine
-      })
-    )
-
-    const ddl = yield* Effect.scoped(
-      Effect.gen(function* () {
-        const source = yield* sourceSession(details, details.password, sourceOptions).pipe(Effect.mapError((e) => stepFailed("source_checks", e)))
-        const onSource = <R extends Record<string, unknown>>(stepName: StepName, text: string, values: ReadonlyArray<unknown> = []) =>
-          source.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed(stepName, e)))
-        const [wal] = yield* onSource<{ wal_level: string }>("source_checks", "select current_setting('wal_level') as wal_level")
-        if (wal?.wal_level !== "logical") {
-          return yield* stepFailed("source_checks", `the source's wal_level is ${wal?.wal_level ?? "unknown"}, not logical (set wal_level = logical and restart the source)`)
-        }
-
-        // Decisions: a key or REPLICA IDENTITY FULL on the source, where the role may.
-        yield* step("replica_identity", 5)
-        yield* applyReplicaIdentityDecisions(source, plan, details.username)
-
-        // Schema changes: captured in commit order where the role may install event triggers,
-        // otherwise reconciled by the monitor.
-        yield* step("capture", 7)
-        const capturePlan = yield* prepareCapture(source).pipe(Effect.mapError((e) => stepFailed("capture", e)))
-        const mode = capturePlan.mode
-
-        // The publication: created, or reset to the mirrored tables (and the capture log).
-        yield* step("publication", 8)
-        const list = publishedTables(refs.map(qualified), capturePlan).join(", ")
-        const [publication] = yield* onSource<{ pubname: string }>("publication", "select pubname from pg_publication where pubname = $1", [pipeline.publication])
-        const publicationStatement =
-          publication === undefined
-            ? `create publication ${quoteIdent(pipeline.publication)} for table ${list} with (publish_via_partition_root = true)`
-            : `alter publication ${quoteIdent(pipeline.publication)} set table ${list}`
-        yield* source.query(publicationStatement).pipe(
-          Effect.mapError((e) =>
-            stepFailed(
-              "publication",
-              PRIVILEGE_ERRORS.has(e.sqlstate ?? "")
-                ? `the role ${details.username} may not publish the selected tables (${e.reason}); run the grant script (POST /v1/connectors/{connector_id}/grant-script) as an administrator, then retry`
-                : e.message
-            )
-          )
-        )
-
-        const wholeSchemas = wholeSchemasOf(connector.selectedEntityPaths, plan.database)
-        if (mode === "capture") yield* recordPublicationScope(source, pipeline.publication, wholeSchemas).pipe(Effect.mapError((e) => stepFailed("publication", e)))
-
-        // The slot: made before the subscription so the subscription never has to create it.
-        yield* step("slot", 10)
-        const [slot] = yield* onSource<{ slot_name: string }>("slot", "select slot_name from pg_replication_slots where slot_name = $1", [pipeline.slot])
-        if (slot === undefined) {
-          yield* onSource("slot", "select pg_create_logical_replication_slot($1, 'pgoutput')", [pipeline.slot])
-        }
-
-        // The mirror's DDL, read now (after decisions changed the source's tables), with the
-        // snapshots captured changes are applied against.
-        const mirrorDdl = yield* readMirrorDdl(source.query, refs).pipe(
-          Effect.mapError((e) => (e instanceof UnsupportedDdl ? stepFailed("schema", e) : e instanceof PgStepFailed ? stepFailed("schema", e) : stepFailed("schema", String(e))))
-        )
-        // The snapshots serve both ways of following: captured changes are diffed against them,
-        // and reconciliation compares the source's catalog with them.
-        const snapshots = yield* readSnapshots(source, refs.map(qualified), mode).pipe(Effect.mapError((e) => stepFailed("schema", e)))
-        return { ...mirrorDdl, mode: mode as SchemaFollowMode, heartbeat: capturePlan.heartbeat, capture: { ...snapshots, wholeSchemas: mode === "capture" ? wholeSchemas : [] } }
-      })
-    )
-
-    yield* step("engine", 15)
-    const engine = yield* Fiber.join(provisioning)
-    const instance = engine.instanceName ?? `engine-${connectorId}`
-    yield* sql`
-      insert into engines (connector_id, host, port, instance_name, mirror_database, publication_name, slot_name, subscription_name, schema_follow, heartbeat)
-      values (${connectorId}, ${engine.host}, ${engine.port}, ${instance}, ${pipeline.mirrorDatabase}, ${pipeline.publication}, ${pipeline.slot}, ${pipeline.subscription}, ${ddl.mode}, ${ddl.heartbeat})
-      on conflict (connector_id) do update set host = excluded.host, port = excluded.port, instance_name = excluded.instance_name,
-        schema_follow = excluded.schema_follow, heartbeat = excluded.heartbeat, updated_at = now()`
-    const engineOptions = { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(options.connectTimeout) }
-
-    const tablesTotal = ddl.tables.length
+/** engine: the engine provisioned (or started) and the pipeline's mirror database made on it. */
+const provisionEngine = (run: SetupRun, pipeline: PipelineNames) =>
+  Effect.gen(function* () {
+    const provisioner = yield* EngineProvisioner
+    const engine = yield* provisioner.provision(run.connectorId).pipe(Effect.mapError((e) => stepFailed("engine", e.message)))
     yield* Effect.scoped(
       Effect.gen(function* () {
-        const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, engineOptions).pipe(Effect.mapError((e) => stepFailed("schema", e)))
-        const onMirror = <R extends Record<string, unknown>>(stepName: StepName, text: string, values: ReadonlyArray<unknown> = []) =>
-          mirror.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed(stepName, e)))
+        const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) })
+        const [exists] = yield* admin.query("select 1 from pg_database where datname = $1", [pipeline.mirrorDatabase])
+        if (exists === undefined) yield* admin.query(`create database ${quoteIdent(pipeline.mirrorDatabase)}`)
+      })
+    ).pipe(Effect.mapError((e) => stepFailed("engine", e)))
+    return engine
+  })
 
-        yield* step("schema", 20, { tables_total: tablesTotal })
-        yield* createMirrorTables(mirror, ddl)
-        // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
-        yield* prepareMirror(mirror, { ...ddl.capture, tables: refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+/**
+ * The source side, on one session: wal_level, replica-identity decisions, schema-change capture,
+ * the publication, the slot, then the mirror's DDL read (after decisions changed the source's
+ * tables) with the snapshots captured changes are applied against.
+ */
+const prepareSource = (run: SetupRun, basis: SetupBasis) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const { details, pipeline, plan, refs } = basis
+      const source = yield* sourceSession(details, details.password, basis.sourceOptions).pipe(Effect.mapError((e) => stepFailed("source_checks", e)))
+      const [wal] = yield* source.query<{ wal_level: string }>("select current_setting('wal_level') as wal_level").pipe(Effect.mapError((e) => stepFailed("source_checks", e)))
+      if (wal?.wal_level !== "logical") {
+        return yield* stepFailed("source_checks", `the source's wal_level is ${wal?.wal_level ?? "unknown"}, not logical (set wal_level = logical and restart the source)`)
+      }
 
-        yield* step("subscription", 30, { tables_total: tablesTotal })
-        yield* subscribe(engine, mirror, pipeline, details)
-        // Tables no longer selected leave the mirror (the refresh stopped replicating them).
-        const [previous] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
-        const keep = new Set(plan.tables.map(({ table }) => table.path))
-        for (const path of previous?.mirrored_tables ?? []) {
-          if (keep.has(path)) continue
-          const [, schema, name] = path.split(".")
-          yield* onMirror("subscription", `drop table if exists ${qualified({ schema: schema!, name: name! })} cascade`)
-        }
+      // Decisions: a key or REPLICA IDENTITY FULL on the source, where the role may.
+      yield* run.step("replica_identity", 5)
+      yield* applyReplicaIdentityDecisions(source, plan, details.username)
 
-        // The initial copy: every table of the subscription ready, progress moving with them.
-        yield* awaitInitialCopy(mirror, pipeline.subscription, options, (ready, total) =>
-          step("initial_copy", 35 + Math.floor((50 * ready) / Math.max(total, 1)), { tables_total: total, tables_ready: ready })
+      // Schema changes: captured in commit order where the role may install event triggers,
+      // otherwise reconciled by the monitor.
+      yield* run.step("capture", 7)
+      const capturePlan = yield* prepareCapture(source).pipe(Effect.mapError((e) => stepFailed("capture", e)))
+      const mode = capturePlan.mode
+
+      yield* run.step("publication", 8)
+      const wholeSchemas = wholeSchemasOf(basis.connector.selectedEntityPaths, plan.database)
+      yield* publish(source, pipeline, publishedTables(refs.map(qualified), capturePlan), details.username)
+      if (mode === "capture") yield* recordPublicationScope(source, pipeline.publication, wholeSchemas).pipe(Effect.mapError((e) => stepFailed("publication", e)))
+
+      // The slot: made before the subscription so the subscription never has to create it.
+      yield* run.step("slot", 10)
+      yield* createSlot(source, pipeline.slot)
+
+      const mirrorDdl = yield* readMirrorDdl(source.query, refs).pipe(
+        Effect.mapError((e) => (e instanceof UnsupportedDdl || e instanceof PgStepFailed ? stepFailed("schema", e) : stepFailed("schema", String(e))))
+      )
+      // The snapshots serve both ways of following: captured changes are diffed against them,
+      // and reconciliation compares the source's catalog with them.
+      const snapshots = yield* readSnapshots(source, refs.map(qualified), mode).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+      return { ...mirrorDdl, mode, heartbeat: capturePlan.heartbeat, capture: { ...snapshots, wholeSchemas: mode === "capture" ? wholeSchemas : [] } } satisfies SourcePrepared
+    })
+  )
+
+/** publication: created, or reset to the mirrored tables (and the capture log). */
+const publish = (source: PgSession, pipeline: PipelineNames, tables: ReadonlyArray<string>, username: string) =>
+  Effect.gen(function* () {
+    const [publication] = yield* source.query<{ pubname: string }>("select pubname from pg_publication where pubname = $1", [pipeline.publication]).pipe(
+      Effect.mapError((e) => stepFailed("publication", e))
+    )
+    const list = tables.join(", ")
+    const statement =
+      publication === undefined
+        ? `create publication ${quoteIdent(pipeline.publication)} for table ${list} with (publish_via_partition_root = true)`
+        : `alter publication ${quoteIdent(pipeline.publication)} set table ${list}`
+    yield* source.query(statement).pipe(
+      Effect.mapError((e) =>
+        stepFailed(
+          "publication",
+          PRIVILEGE_ERRORS.has(e.sqlstate ?? "")
+            ? `the role ${username} may not publish the selected tables (${e.reason}); run the grant script (POST /v1/connectors/{connector_id}/grant-script) as an administrator, then retry`
+            : e.message
         )
-      })
+      )
     )
+  })
 
-    // Readiness evidence, then the verdict.
-    yield* step("readiness", 88, { tables_total: tablesTotal, tables_ready: tablesTotal })
-    const evidence = yield* recordReadiness({ connectorId, pipeline, engine, instance, details, plan, sourceOptions, engineOptions, catchUpTimeout: options.catchUpTimeout })
+/** slot: the pipeline's logical slot on the source, unless it is there. */
+const createSlot = (source: PgSession, slotName: string) =>
+  Effect.gen(function* () {
+    const [slot] = yield* source.query<{ slot_name: string }>("select slot_name from pg_replication_slots where slot_name = $1", [slotName])
+    if (slot === undefined) yield* source.query("select pg_create_logical_replication_slot($1, 'pgoutput')", [slotName])
+  }).pipe(Effect.mapError((e) => stepFailed("slot", e)))
+
+/**
+ * The engine side, on one session of the mirror database: schema → subscription (tables no
+ * longer selected leave the mirror) → the initial copy.
+ */
+const buildMirror = (run: SetupRun, basis: SetupBasis, engine: Engine, prepared: SourcePrepared) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const tablesTotal = prepared.tables.length
+      const mirror = yield* engineSession(engine, basis.pipeline.mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) }).pipe(
+        Effect.mapError((e) => stepFailed("schema", e))
+      )
+      yield* run.step("schema", 20, { tables_total: tablesTotal })
+      yield* createMirrorTables(mirror, prepared)
+      // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
+      yield* prepareMirror(mirror, { ...prepared.capture, tables: basis.refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+
+      yield* run.step("subscription", 30, { tables_total: tablesTotal })
+      yield* subscribe(engine, mirror, basis.pipeline, basis.details)
+      yield* dropUnselectedTables(run.connectorId, mirror, basis.plan)
+
+      // The initial copy: every table of the subscription ready, progress moving with them.
+      yield* awaitInitialCopy(mirror, basis.pipeline.subscription, run.options, (ready, total) =>
+        run.step("initial_copy", 35 + Math.floor((50 * ready) / Math.max(total, 1)), { tables_total: total, tables_ready: ready })
+      )
+    })
+  )
+
+/** Tables the mirror held that are no longer selected leave it (the refresh stopped replicating them). */
+const dropUnselectedTables = (connectorId: string, mirror: PgSession, plan: MirrorPlan) =>
+  Effect.gen(function* () {
+    const keep = new Set(plan.tables.map(({ table }) => table.path))
+    for (const path of yield* EngineSetupRepo.mirroredTables(connectorId)) {
+      if (keep.has(path)) continue
+      const [, schema, name] = path.split(".")
+      yield* mirror.query(`drop table if exists ${qualified({ schema: schema!, name: name! })} cascade`).pipe(Effect.mapError((e) => stepFailed("subscription", e)))
+    }
+  })
+
+/** readiness: the evidence recorded; a failed check fails the job (and, outside a deep reset, the engine: failed_validation). */
+const validate = (run: SetupRun, basis: SetupBasis, engine: Engine, instance: string, tablesTotal: number) =>
+  Effect.gen(function* () {
+    yield* run.step("readiness", 88, { tables_total: tablesTotal, tables_ready: tablesTotal })
+    const evidence = yield* recordReadiness({
+      connectorId: run.connectorId,
+      pipeline: basis.pipeline,
+      engine,
+      instance,
+      details: basis.details,
+      plan: basis.plan,
+      sourceOptions: basis.sourceOptions,
+      engineOptions: { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) },
+      catchUpTimeout: run.options.catchUpTimeout
+    })
     const failed = evidence.checks.filter((c) => c.status === "fail")
-    if (failed.length > 0) {
-      // A deep reset's shadow failing validation leaves the active mirror serving.
-      if (mode !== "deep_reset") yield* sql`update connectors set branching_engine_status = 'failed_validation', updated_at = now() where id = ${connectorId}`
-      return yield* new JobFailed({
-        message: `Engine validation failed: ${failed.length} of ${evidence.checks.length} readiness checks failed (attempt ${evidence.attemptId}: ${failed
-          .slice(0, 3)
-          .map((c) => `${c.check_name} on ${c.table_path}`)
-          .join(", ")}${failed.length > 3 ? ", …" : ""}); see GET /v1/connectors/${connectorId}/readiness-checks?attempt_id=${evidence.attemptId}&only_failed=true`
-      })
-    }
-    if (mode === "deep_reset") {
-      // The shadow is validated: its cutover is an operation of its own. Until then branches are
-      // cut from the active mirror, untouched.
-      yield* sql`update pipelines set status = 'shadow', mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, updated_at = now()
-                 where publication_name = ${pipeline.publication} and connector_id = ${connectorId}`
-      yield* report({ stage: "cutover", stageLabel: "The new pipeline is ready: cutting over", progress: 99 })
-      const cutover = yield* startPipelineOperation({ connectorId, orgId: connector.orgId, action: "cutover", pipelineId: pipeline.publication, guard: true })
-      yield* Effect.logInfo("shadow pipeline ready").pipe(Effect.annotateLogs({ connector_id: connectorId, pipeline: pipeline.publication, cutover_operation_id: cutover }))
-      return {
-        connector_id: connectorId,
-        pipeline_id: pipeline.publication,
-        mirror_database: pipeline.mirrorDatabase,
-        tables: plan.tables.map(({ table }) => table.path),
-        readiness_attempt_id: evidence.attemptId,
-        cutover_operation_id: cutover
-      } satisfies JsonObject
-    }
-    yield* sql.withTransaction(
-      Effect.gen(function* () {
-        yield* sql`update engines set mirrored_tables = ${plan.tables.map(({ table }) => table.path)}, steps = ${JSON.stringify(STEPS.map(([n]) => n))}::jsonb,
-                     last_apply_error_count = null, subscription_disabled_since = null, updated_at = now()
-                   where connector_id = ${connectorId}`
-        // A reset replaced the pipeline a quarantine paused: the entry is over.
-        if (mode === "reset") yield* sql`delete from quarantine_entries where connector_id = ${connectorId}`
-        // A rollout on a quarantined mirror leaves it degraded: the quarantine still stands.
-        const replication = { status: "streaming", lag_bytes: 0, last_applied_at: null, active_pipeline_id: pipeline.publication, schema_follow: ddl.mode, measured_at: new Date().toISOString() }
-        yield* sql`update connectors set
-                     branching_engine_status = case when exists (select 1 from quarantine_entries q where q.connector_id = ${connectorId} and q.status = 'quarantined') then 'degraded' else 'ready' end,
-                     indexing_status = 'indexed',
-                     replication = ${JSON.stringify(replication)}::jsonb,
-                     last_indexed_version = greatest(last_indexed_version, selected_schema_version), updated_at = now()
-                   where id = ${connectorId}`
-      })
-    )
-    yield* report({
+    if (failed.length === 0) return evidence.attemptId
+    // A deep reset's shadow failing validation leaves the active mirror serving.
+    if (run.mode !== "deep_reset") yield* EngineSetupRepo.setEngineStatus(run.connectorId, "failed_validation")
+    return yield* new JobFailed({
+      message: `Engine validation failed: ${failed.length} of ${evidence.checks.length} readiness checks failed (attempt ${evidence.attemptId}: ${failed
+        .slice(0, 3)
+        .map((c) => `${c.check_name} on ${c.table_path}`)
+        .join(", ")}${failed.length > 3 ? ", …" : ""}); see GET /v1/connectors/${run.connectorId}/readiness-checks?attempt_id=${evidence.attemptId}&only_failed=true`
+    })
+  })
+
+/**
+ * A deep reset's validated shadow: its cutover is an operation of its own. Until then branches are
+ * cut from the active mirror, untouched.
+ */
+const handOverShadow = (run: SetupRun, basis: SetupBasis, attemptId: string) =>
+  Effect.gen(function* () {
+    const tables = basis.plan.tables.map(({ table }) => table.path)
+    yield* PipelinesRepo.markShadow(run.connectorId, basis.pipeline.publication, tables)
+    yield* run.report({ stage: "cutover", stageLabel: "The new pipeline is ready: cutting over", progress: 99 })
+    const cutover = yield* startPipelineOperation({ connectorId: run.connectorId, orgId: basis.connector.orgId, action: "cutover", pipelineId: basis.pipeline.publication, guard: true })
+    yield* Effect.logInfo("shadow pipeline ready").pipe(Effect.annotateLogs({ connector_id: run.connectorId, pipeline: basis.pipeline.publication, cutover_operation_id: cutover }))
+    return {
+      connector_id: run.connectorId,
+      pipeline_id: basis.pipeline.publication,
+      mirror_database: basis.pipeline.mirrorDatabase,
+      tables,
+      readiness_attempt_id: attemptId,
+      cutover_operation_id: cutover
+    } satisfies JsonObject
+  })
+
+/** The verdict of a setup, rollout or reset: ready (degraded while a quarantine stands), indexed. */
+const markReady = (run: SetupRun, basis: SetupBasis, attemptId: string, instance: string, prepared: SourcePrepared) =>
+  Effect.gen(function* () {
+    const tables = basis.plan.tables.map(({ table }) => table.path)
+    const tablesTotal = prepared.tables.length
+    yield* EngineSetupRepo.markReady({
+      connectorId: run.connectorId,
+      mirroredTables: tables,
+      steps: STEPS.map(([name]) => name),
+      // A reset replaced the pipeline a quarantine paused; a rollout on a quarantined mirror leaves it degraded.
+      endQuarantine: run.mode === "reset",
+      activePipeline: basis.pipeline.publication,
+      schemaFollow: prepared.mode
+    })
+    yield* run.report({
       stage: "ready",
       stageLabel: "The engine is ready to branch",
       progress: 99,
-      ...(mode === "setup" ? { setupStatus: setupStatus("done", { tables_total: tablesTotal, tables_ready: tablesTotal }) } : {})
+      ...(run.mode === "setup" ? { setupStatus: setupStatus("done", { tables_total: tablesTotal, tables_ready: tablesTotal }) } : {})
     })
-    yield* Effect.logInfo(mode === "setup" ? "engine set up" : "selection rolled out").pipe(Effect.annotateLogs({ connector_id: connectorId, tables: tablesTotal, attempt_id: evidence.attemptId }))
+    yield* Effect.logInfo(run.mode === "setup" ? "engine set up" : "selection rolled out").pipe(
+      Effect.annotateLogs({ connector_id: run.connectorId, tables: tablesTotal, attempt_id: attemptId })
+    )
     return {
-      connector_id: connectorId,
+      connector_id: run.connectorId,
       branching_engine_status: "ready",
-      mirror_database: pipeline.mirrorDatabase,
-      tables: plan.tables.map(({ table }) => table.path),
-      excluded_tables: [...plan.excluded],
-      readiness_attempt_id: evidence.attemptId,
+      mirror_database: basis.pipeline.mirrorDatabase,
+      tables,
+      excluded_tables: [...basis.plan.excluded],
+      readiness_attempt_id: attemptId,
       pod_name: instance
     } satisfies JsonObject
   })
+
+/**
+ * A failed run: a deep reset's shadow is dropped (the active mirror keeps serving); otherwise the
+ * engine is failed — unless the readiness step already said failed_validation, or a rollout
+ * failed, which leaves the engine as it was — and indexing is failed.
+ */
+const recordFailure = (run: SetupRun): Effect.Effect<void, never, EngineSetupRepo | PipelinesRepo | ConnectorsRepo | SecretStore | EngineProvisioner> =>
+  run.mode === "deep_reset"
+    ? Effect.gen(function* () {
+        const shadow = yield* PipelinesRepo.byOperation(run.operationId)
+        if (Option.isNone(shadow)) return
+        yield* dropPipeline(run.connectorId, namesOf(shadow.value))
+        yield* PipelinesRepo.markFailed(run.operationId)
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("a failed shadow pipeline could not be cleaned up", cause)))
+    : Effect.gen(function* () {
+        const status = yield* EngineSetupRepo.engineStatus(run.connectorId)
+        if (Option.isSome(status) && status.value !== "failed_validation" && run.mode !== "rollout") yield* EngineSetupRepo.setEngineStatus(run.connectorId, "failed")
+        yield* EngineSetupRepo.markIndexingFailed(run.connectorId)
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("a failed setup could not be recorded", cause)))
 
 /** The schema step: schemas, types and sequences, then each table in one transaction, then the foreign keys. */
 const createMirrorTables = (mirror: PgSession, ddl: MirrorDdl) =>
@@ -472,37 +550,25 @@ const awaitInitialCopy = <E>(
     }
   })
 
-/** A shadow's names from its publication name (`scion_<id>_g<n>`). */
-const pipelineNamesOf = (publication: string, connectorId: string): PipelineNames => {
-  const generation = Number(/_g(\d+)$/.exec(publication)?.[1] ?? "1")
-  return pipelineNames(connectorId, generation)
-}
-
 /**
  * The reset's first step: the subscription dropped (under the subscription lock, keeping the slot
  * out of it), the slot dropped on the source (ending a walsender still holding it), the mirrored
  * tables and the capture log emptied. The schema stays.
  */
-const resetPipeline = (
-  connectorId: string,
-  pipeline: PipelineNames,
-  details: PostgresDetails,
-  sourceOptions: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis: number },
-  connectMillis: number
-) =>
+const resetPipeline = (run: SetupRun, { pipeline, details, sourceOptions }: SetupBasis) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
     const provisioner = yield* EngineProvisioner
     const failed = (e: PgStepFailed | string) => stepFailed("reset", e)
-    const [record] = yield* sql<{ readonly mirrored_tables: ReadonlyArray<string> }>`select mirrored_tables from engines where connector_id = ${connectorId}`
-    const engine = yield* provisioner.start(connectorId).pipe(Effect.mapError((e) => failed(e.message)))
+    const mirroredTables = yield* EngineSetupRepo.mirroredTables(run.connectorId)
+    const engine = yield* provisioner.start(run.connectorId).pipe(Effect.mapError((e) => failed(e.message)))
+    const connectMillis = Duration.toMillis(run.options.connectTimeout)
     yield* Effect.scoped(
       Effect.gen(function* () {
         const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis })
         yield* dropSubscriptionKeepingSlot(engine, pipeline.mirrorDatabase, mirror, pipeline.subscription)
         const [log] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
         const tables = [
-          ...(record?.mirrored_tables ?? []).map((path) => {
+          ...mirroredTables.map((path) => {
             const [, schema, name] = path.split(".")
             return qualified({ schema: schema!, name: name! })
           }),

@@ -16,11 +16,7 @@ import type { PgStepFailed } from "./PgSession.js"
 export const ENGINE_SETUP_JOB = { unit: "connector", type: "engine_setup" } as const
 
 
-/**
- * branching_engine_status values (the interface names failed_validation; the rest are ours).
- * degraded: set up, but its replication is quarantined, so the mirror may be stale.
- */
-export type BranchingEngineStatus = "not_set_up" | "setting_up" | "ready" | "degraded" | "failed_validation" | "failed"
+export type { BranchingEngineStatus } from "../domain/models.js"
 
 export const EngineSetupPayload = Schema.Struct({
   connector_id: Schema.String,

@@ -1,5 +1,4 @@
 import type { JsonObject } from "@bufbuild/protobuf"
-import { SqlClient, type SqlError } from "@effect/sql"
 import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, quoteIdent, type RpcError } from "@scion/kit"
 import { Config, Duration, Effect, Option, Schema } from "effect"
 import { ConnectorOperations } from "../connectors/Discovery.js"
@@ -10,6 +9,7 @@ import { EngineProvisioner } from "../engine/EngineProvisioner.js"
 import { engineSession, PgStepFailed, sourceSession } from "../engine/PgSession.js"
 import { dropSubscriptionKeepingSlot } from "../engine/EngineReplication.js"
 import { type PipelineNames, pipelineNames } from "./PipelineNames.js"
+import { type PipelineRow, PipelinesRepo } from "./PipelinesRepo.js"
 
 /**
  * Pipelines beside the active one (ARCHITECTURE.md, "Pipelines, schema changes and freshness"):
@@ -41,19 +41,6 @@ const operationPrefixOf = { cutover: "cut", rollback: "rbk", cleanup: "cln" } as
 
 
 
-export interface PipelineRow {
-  readonly id: string
-  readonly connector_id: string
-  readonly generation: number
-  readonly publication_name: string
-  readonly slot_name: string
-  readonly subscription_name: string
-  readonly mirror_database: string
-  readonly mirrored_tables: ReadonlyArray<string>
-  readonly status: "building" | "shadow" | "active" | "retired" | "failed" | "cleaned"
-  readonly retain_until: Date | null
-}
-
 export const namesOf = (row: PipelineRow): PipelineNames => ({
   publication: row.publication_name,
   slot: row.slot_name,
@@ -67,32 +54,28 @@ export const PipelineConfig = Config.all({ rollbackGrace: Config.duration("PIPEL
 /** The deep reset's pipeline: found again by its operation on a redelivery, else the next generation. */
 export const shadowPipeline = (connectorId: string, operationId: string) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const [existing] = yield* sql<PipelineRow>`select * from pipelines where operation_id = ${operationId}`
-    if (existing !== undefined) return namesOf(existing)
-    const [row] = yield* sql<{ readonly generation: number }>`
-      select greatest(coalesce(max(generation), 1), 1)::int + 1 as generation from pipelines where connector_id = ${connectorId}`
-    const generation = row?.generation ?? 2
+    const pipelines = yield* PipelinesRepo
+    const existing = yield* pipelines.byOperation(operationId)
+    if (Option.isSome(existing)) return namesOf(existing.value)
+    const generation = yield* pipelines.nextGeneration(connectorId)
     const names = pipelineNames(connectorId, generation)
-    yield* sql`
-      insert into pipelines (id, connector_id, generation, publication_name, slot_name, subscription_name, mirror_database, status, operation_id)
-      values (${names.publication}, ${connectorId}, ${generation}, ${names.publication}, ${names.slot}, ${names.subscription}, ${names.mirrorDatabase}, 'building', ${operationId})`
+    yield* pipelines.insertBuilding(connectorId, generation, names, operationId)
     return names
   })
 
 /** Starts a pipeline operation (its row pointer, the operation and the job commit together). */
 export const startPipelineOperation = (input: { readonly connectorId: string; readonly orgId: string; readonly action: PipelinePayload["action"]; readonly pipelineId: string; readonly guard: boolean }) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+    const pipelines = yield* PipelinesRepo
     const operations = yield* ConnectorOperations
     const operationId = newOperationId(operationPrefixOf[input.action])
     yield* operations.create({ id: operationId, orgId: input.orgId, resourceId: input.connectorId, type: operationTypeOf[input.action] })
-    yield* sql.withTransaction(
+    yield* pipelines.withTransaction(
       Effect.gen(function* () {
         // Cutover and rollback hold the connector's pipeline pointer: another setup, reset or
         // rollback answers 409 meanwhile. A cleanup touches only a retired pipeline.
-        if (input.guard) yield* sql`update connectors set setup_operation_id = ${operationId}, updated_at = now() where id = ${input.connectorId}`
-        if (input.action === "cleanup") yield* sql`update pipelines set cleanup_operation_id = ${operationId}, updated_at = now() where id = ${input.pipelineId}`
+        if (input.guard) yield* pipelines.holdPointer(input.connectorId, operationId)
+        if (input.action === "cleanup") yield* pipelines.recordCleanupOperation(input.pipelineId, operationId)
         yield* enqueueJob({
           ...PIPELINE_JOB,
           operationId,
@@ -102,48 +85,6 @@ export const startPipelineOperation = (input: { readonly connectorId: string; re
       })
     )
     return operationId
-  })
-
-/**
- * Makes `target` the active pipeline in one transaction: the engines row takes its names (branch
- * creation follows at once), the one it replaces is retired and kept replicating until
- * `retainUntil`, the replication block names the new pipeline.
- */
-const switchActive = (connectorId: string, target: PipelineRow, grace: Duration.Duration) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    return yield* sql.withTransaction(
-      Effect.gen(function* () {
-        yield* sql`select 1 from connectors where id = ${connectorId} for update`
-        const [engine] = yield* sql<{
-          readonly publication_name: string
-          readonly slot_name: string
-          readonly subscription_name: string
-          readonly mirror_database: string
-          readonly mirrored_tables: ReadonlyArray<string>
-        }>`select publication_name, slot_name, subscription_name, mirror_database, mirrored_tables from engines where connector_id = ${connectorId}`
-        if (engine === undefined) return yield* new JobFailed({ message: `Connector ${connectorId} has no engine` })
-        if (engine.publication_name === target.publication_name) return engine.publication_name
-        const retainUntil = new Date(Date.now() + Duration.toMillis(grace))
-        // The first pipeline has no row until it is replaced.
-        yield* sql`
-          insert into pipelines (id, connector_id, generation, publication_name, slot_name, subscription_name, mirror_database, mirrored_tables, status, retired_at, retain_until)
-          values (${engine.publication_name}, ${connectorId}, 1, ${engine.publication_name}, ${engine.slot_name}, ${engine.subscription_name}, ${engine.mirror_database},
-                  ${engine.mirrored_tables}, 'retired', now(), ${retainUntil})
-          on conflict (id) do update set status = 'retired', retired_at = now(), retain_until = ${retainUntil}, mirrored_tables = excluded.mirrored_tables,
-            cleanup_operation_id = null, updated_at = now()`
-        yield* sql`update pipelines set status = 'active', retired_at = null, retain_until = null, updated_at = now() where id = ${target.id}`
-        yield* sql`
-          update engines set publication_name = ${target.publication_name}, slot_name = ${target.slot_name}, subscription_name = ${target.subscription_name},
-            mirror_database = ${target.mirror_database}, mirrored_tables = ${target.mirrored_tables}, last_apply_error_count = null, subscription_disabled_since = null,
-            updated_at = now()
-          where connector_id = ${connectorId}`
-        yield* sql`
-          update connectors set replication = jsonb_set(coalesce(replication, '{}'::jsonb), '{active_pipeline_id}', to_jsonb(${target.publication_name}::text)), updated_at = now()
-          where id = ${connectorId}`
-        return engine.publication_name
-      })
-    )
   })
 
 /**
@@ -187,24 +128,25 @@ export const dropPipeline = (connectorId: string, names: PipelineNames) =>
     ).pipe(Effect.mapError(failed))
   }).pipe(Effect.withSpan("Pipelines.dropPipeline", { attributes: { connectorId, publication: names.publication } }))
 
-export type PipelineJobError = JobFailed | OperationEnded | RpcError | SqlError.SqlError
+export type PipelineJobError = JobFailed | OperationEnded | RpcError
 
 /** The cutover, rollback and cleanup job (one operation each). */
 export const pipelineJob: JobHandler<
   PipelinePayload,
   typeof PipelinePayload.Encoded,
   PipelineJobError,
-  SqlClient.SqlClient | EngineProvisioner | ConnectorsRepo | SecretStore
+  PipelinesRepo | EngineProvisioner | ConnectorsRepo | SecretStore
 > = {
   ...PIPELINE_JOB,
   payload: PipelinePayload,
   run: (job) =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
+      const pipelines = yield* PipelinesRepo
       const { connector_id: connectorId, action, pipeline_id: pipelineId } = job.payload
       const config = yield* PipelineConfig.pipe(Effect.orDie)
-      const [row] = yield* sql<PipelineRow>`select * from pipelines where id = ${pipelineId} and connector_id = ${connectorId}`
-      if (row === undefined) return yield* new JobFailed({ message: `Pipeline ${pipelineId} of connector ${connectorId} does not exist` })
+      const found = yield* pipelines.byId(connectorId, pipelineId)
+      if (Option.isNone(found)) return yield* new JobFailed({ message: `Pipeline ${pipelineId} of connector ${connectorId} does not exist` })
+      const row = found.value
       switch (action) {
         case "cutover":
         case "rollback": {
@@ -215,7 +157,9 @@ export const pipelineJob: JobHandler<
             stageLabel: action === "cutover" ? "Switching branch creation to the new mirror" : "Switching branch creation back to the previous mirror",
             progress: 50
           })
-          const replaced = yield* switchActive(connectorId, row, config.rollbackGrace)
+          const switched = yield* pipelines.switchActive(connectorId, row, config.rollbackGrace)
+          if (switched._tag === "NoEngine") return yield* new JobFailed({ message: `Connector ${connectorId} has no engine` })
+          const replaced = switched.replaced
           yield* Effect.logInfo(action === "cutover" ? "pipeline cut over" : "pipeline rolled back").pipe(
             Effect.annotateLogs({ connector_id: connectorId, active: row.publication_name, retired: replaced })
           )
@@ -232,25 +176,10 @@ export const pipelineJob: JobHandler<
           if (row.status === "active") return yield* new JobFailed({ message: `Pipeline ${pipelineId} is active again (rolled back to): it is kept` })
           yield* job.report({ stage: "drop", stageLabel: "Dropping the replaced pipeline's subscription, mirror, slot and publication", progress: 30 })
           yield* dropPipeline(connectorId, namesOf(row))
-          yield* sql`update pipelines set status = 'cleaned', updated_at = now() where id = ${pipelineId}`
+          yield* pipelines.markCleaned(pipelineId)
           yield* Effect.logInfo("pipeline cleaned up").pipe(Effect.annotateLogs({ connector_id: connectorId, pipeline: pipelineId }))
           return { connector_id: connectorId, pipeline_id: pipelineId, cleaned: true } satisfies JsonObject
         }
       }
     }).pipe(Effect.withSpan("pipelineJob.run", { attributes: { operationId: job.operationId, action: job.payload.action } }))
 }
-
-/** Retired pipelines past their grace with no cleanup started yet (the monitor starts one each). */
-export const dueCleanups = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  sql<{ readonly id: string; readonly connector_id: string; readonly org_id: string }>`
-    select p.id, p.connector_id, c.org_id from pipelines p join connectors c on c.id = p.connector_id
-    where p.status = 'retired' and p.retain_until < now() and p.cleanup_operation_id is null`
-)
-
-/** The newest retired pipeline a rollback may return to. */
-export const rollbackTarget = (connectorId: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql<PipelineRow>`
-      select * from pipelines where connector_id = ${connectorId} and status = 'retired' and retain_until > now()
-      order by retired_at desc limit 1`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
-  )
