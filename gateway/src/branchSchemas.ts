@@ -1,5 +1,5 @@
 import { HttpApiSchema } from "@effect/platform"
-import type { BranchJson } from "@scion/kit"
+import type { BranchJson, SnapshotJson } from "@scion/kit"
 import { Schema } from "effect"
 
 // ---------------------------------------------------------------------------------------------
@@ -202,6 +202,9 @@ export const Snapshot = Schema.Struct({
   error: Schema.NullOr(Schema.String).annotations({ description: "Why it could not be made (status failed)" }),
   created_at: Timestamp
 }).annotations({ identifier: "Snapshot" })
+
+const snapshotShapeAgrees: Same<typeof Snapshot.Type, SnapshotJson> = true
+void snapshotShapeAgrees
 
 export const SnapshotList = Schema.Struct({ snapshots: Schema.Array(Snapshot) }).annotations({ identifier: "SnapshotList" })
 

@@ -1,4 +1,4 @@
-import { Code, type RpcError } from "@scion/kit"
+import { Code, type ReasonName, type RpcError } from "@scion/kit"
 import { Effect } from "effect"
 
 export {
@@ -45,52 +45,6 @@ const statusByCode = {
   [Code.Unauthenticated]: 401
 } as const satisfies Record<Code, HttpStatus>
 
-/** The reasons identity sends, each with the status the interface gives it. Wins over the code. */
-export type IdentityReason =
-  | "UNAUTHENTICATED" | "SESSION_REQUIRED" | "INVALID_CREDENTIALS" | "INVALID_PRINCIPAL"
-  | "NOT_A_MEMBER" | "PERMISSION_DENIED" | "ROLE_ESCALATION" | "INVITE_EMAIL_MISMATCH" | "EMAIL_NOT_VERIFIED"
-  | "MEMBER_NOT_FOUND" | "INVITE_NOT_FOUND" | "API_KEY_NOT_FOUND"
-  | "LAST_OWNER" | "SOLE_OWNER" | "LAST_ORG" | "UNKNOWN_ROLE" | "NON_ORG_ROLE" | "SCOPE_OUTSIDE_ROLE" | "INVALID_ARGUMENT" | "INVALID_VERIFICATION_TOKEN"
-  | "ALREADY_MEMBER" | "EMAIL_TAKEN" | "SERVICE_CREDENTIAL_INVALID" | "SERVICE_CREDENTIAL_NOT_CONFIGURED"
-
-/** The reasons the operation unit sends that a gateway request can meet. */
-export type OperationReason =
-  | "OPERATION_NOT_FOUND" | "OPERATION_ID_CONFLICT" | "OPERATION_TERMINAL" | "OPERATION_INVALID_TRANSITION" | "IDENTITY_UNAVAILABLE"
-
-/** The reasons the billing unit sends (NOT_A_MEMBER, PERMISSION_DENIED, INVALID_ARGUMENT are shared with identity). */
-export type BillingReason =
-  | "UNKNOWN_PLAN" | "CONTRADICTORY_UPDATE" | "NO_FIELDS_TO_UPDATE" | "SUBSCRIPTION_NOT_FOUND" | "CUSTOMER_CLOSED" | "PAYMENT_PROVIDER_UNAVAILABLE"
-
-/** Identity's ProjectService reasons (NO_FIELDS_TO_UPDATE is shared with billing). */
-export type ProjectReason = "PROJECT_NOT_FOUND" | "PROJECT_NAME_TAKEN" | "PLAN_LIMIT_REACHED" | "BILLING_UNAVAILABLE"
-
-/** The connector unit's EnvironmentService reasons (access reasons are shared with identity). */
-export type EnvironmentReason =
-  | "ENVIRONMENT_NOT_FOUND" | "ENVIRONMENT_NAME_TAKEN" | "AWS_ACCOUNT_CONNECTION_NOT_FOUND"
-  | "INVALID_ROLE_ARN" | "AWS_ACCOUNT_MISMATCH" | "EXTERNAL_ID_MISMATCH" | "SECRET_STORE_FAILURE"
-
-/**
- * The connector unit's ConnectorService reasons. PREFLIGHT_FAILED, DISCOVERY_PREREQUISITES_FAILED,
- * GRANT_SCRIPT_PREREQUISITES_FAILED, ENGINE_SETUP_PREREQUISITES_FAILED and ENGINE_NOT_SET_UP are not here: the connectors handlers answer them as 422
- * (PreflightNotPassed, DiscoveryPrerequisitesNotMet, GrantScriptNotAvailable, EngineSetupPrerequisitesNotMet)
- * before this table is asked.
- */
-export type ConnectorReason = "CONNECTOR_NOT_FOUND" | "UNSUPPORTED_SERVICE" | "INVALID_CONNECTION_DETAILS" | "PRIVATE_LINK_REQUIRED" | "OPERATIONS_UNAVAILABLE"
-  | "REPLICA_IDENTITY_DECISIONS_CONFLICT" | "CONNECTOR_DELETION_LOCKED" | "CONNECTOR_DELETE_IN_PROGRESS"
-  | "CONNECTOR_STATE_INVALID" | "ENGINE_SETUP_IN_PROGRESS" | "QUARANTINE_ENTRY_NOT_FOUND" | "ENGINE_UNAVAILABLE" | "SOURCE_UNAVAILABLE"
-  | "ENGINE_CA_NOT_CONFIGURED" | "ENGINE_CA_UNAVAILABLE"
-
-/**
- * The branch unit's reasons (access and connector reasons are shared). ENGINE_NOT_READY and
- * MASKING_INCOMPLETE are not here: the branches handler answers them as 422 (EngineNotReady,
- * MaskingIncomplete) before this table is asked.
- */
-export type BranchReason =
-  | "BRANCH_NOT_FOUND" | "IDEMPOTENCY_KEY_REUSED" | "BRANCH_CREATE_IN_PROGRESS" | "BRANCH_NAME_TAKEN" | "BRANCH_DELETE_IN_PROGRESS" | "BRANCH_PROTECTED" | "BRANCH_RESET_IN_PROGRESS" | "BRANCH_NOT_ACTIVE" | "ENGINE_ACCESS_UNAVAILABLE"
-  | "SNAPSHOT_NOT_FOUND" | "SNAPSHOT_NAME_TAKEN" | "SNAPSHOT_NOT_READY" | "SNAPSHOT_IN_USE"
-
-export type UpstreamReason = IdentityReason | OperationReason | BillingReason | ProjectReason | EnvironmentReason | ConnectorReason | BranchReason
-
 /**
  * Reasons the handlers answer themselves, with a body of their own, before the status table is
  * asked (the prerequisite checks, the preflight report, the 422s of engines and masking).
@@ -104,8 +58,12 @@ export const reasonsAnsweredByHandlers = [
   "ROLLBACK_UNAVAILABLE",
   "ENGINE_NOT_READY",
   "MASKING_INCOMPLETE"
-] as const
+] as const satisfies ReadonlyArray<ReasonName>
 
+/**
+ * Every other reason of `scion.errors.v1.Reason` with the status the interface gives it. Wins over
+ * the Connect code. The type asks for every one: a reason added to the proto has no default.
+ */
 export const statusByReason = {
   UNAUTHENTICATED: 401,
   // Between units only (IssueServiceToken): reaching a user means a misconfigured deployment.
@@ -202,8 +160,9 @@ export const statusByReason = {
   SNAPSHOT_IN_USE: 409,
   // The connector unit could not say where the engine is: nothing started, safe to retry.
   ENGINE_ACCESS_UNAVAILABLE: 503
-} as const satisfies Record<UpstreamReason, HttpStatus>
+} as const satisfies Record<Exclude<ReasonName, (typeof reasonsAnsweredByHandlers)[number]>, HttpStatus>
 
+type UpstreamReason = keyof typeof statusByReason
 const isUpstreamReason = (reason: string): reason is UpstreamReason => Object.hasOwn(statusByReason, reason)
 
 export const statusOf = (error: Pick<RpcError, "code" | "reason">): HttpStatus =>

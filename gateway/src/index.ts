@@ -24,7 +24,7 @@ import { Upstreams } from "./Upstreams.js"
 
 export { Api } from "./Api.js"
 export { Authenticated, Authentication, SessionAuthentication, type CallerPrincipal } from "./Authentication.js"
-export { reasonsAnsweredByHandlers, statusByReason, statusOf, type HttpStatus, type BillingReason, type BranchReason, type ConnectorReason, type EnvironmentReason, type IdentityReason, type OperationReason, type ProjectReason, type UpstreamReason } from "./errors.js"
+export { reasonsAnsweredByHandlers, statusByReason, statusOf, type HttpStatus } from "./errors.js"
 export { Upstreams, type UpstreamTransports } from "./Upstreams.js"
 
 /** Every endpoint of the Api, implemented against identity and the operation unit. */

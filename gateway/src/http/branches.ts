@@ -1,39 +1,24 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { timestampDate, timestampFromMs } from "@bufbuild/protobuf/wkt"
+import { timestampFromMs } from "@bufbuild/protobuf/wkt"
 import type * as pb from "@scion/proto/scion/branch/v1/branch_pb"
-import { branchJson, type RpcError } from "@scion/kit"
+import { branchJson, hasReason, type RpcError, snapshotJson } from "@scion/kit"
+import type { OperationStatus } from "@scion/proto/scion/operation/v1/operation_pb"
 import { type Context, Effect, Either } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import type { Upstreams } from "../Upstreams.js"
 import * as Br from "../branchSchemas.js"
-import { requiredFrom } from "./present.js"
+import { acceptedStatus, requiredFrom } from "./present.js"
 
 const required = requiredFrom("branch")
 
-const statuses = ["pending", "running", "completed", "failed"] as const
-const statusOf = (s: string) => required(statuses.find((k) => k === s), "a known operation status")
+const statusOf = (status: OperationStatus) => acceptedStatus("branch", status, ["pending", "running", "completed", "failed"] as const)
 
 /** The interface's Branch: the kit's presenter, the same one the branch_create result is made with. */
 export const branch = (b: pb.Branch | undefined): typeof Br.Branch.Type => branchJson(required(b, "branch"))
 
-const snapshotStatuses = new Set<string>(Br.Snapshot.fields.status.literals)
-const iso = (ts: pb.Snapshot["createdAt"]) => (ts === undefined ? null : timestampDate(ts).toISOString())
-
-/** The Snapshot JSON (the same fields the snapshot_create result carries). */
-const snapshot = (s: pb.Snapshot | undefined): typeof Br.Snapshot.Type => {
-  const v = required(s, "snapshot")
-  return {
-    snapshot_id: v.snapshotId,
-    connector_id: v.connectorId,
-    name: v.name,
-    status: required(snapshotStatuses.has(v.status) ? (v.status as typeof Br.Snapshot.Type.status) : undefined, "a known snapshot status"),
-    data_as_of: iso(v.dataAsOf),
-    source_lsn: v.sourceLsn ?? null,
-    error: v.error ?? null,
-    created_at: required(iso(v.createdAt) ?? undefined, "created_at")
-  }
-}
+/** The Snapshot JSON: the kit's presenter, the same one the snapshot_create result is made with. */
+const snapshot = (s: pb.Snapshot | undefined): typeof Br.Snapshot.Type => snapshotJson(required(s, "snapshot"))
 
 const schemaDiffKinds = new Set<string>(Br.SchemaDiffChange.fields.kind.literals)
 const schemaDiffKind = (kind: string) => required(schemaDiffKinds.has(kind) ? (kind as typeof Br.SchemaDiffChange.Type.kind) : undefined, "a known schema change kind")
@@ -46,14 +31,14 @@ const maskingPolicyOf = (policy: string) => required(maskingPolicies[policy as k
  * 422 {detail} when the connector's engine is not ready; every other refusal through the table.
  */
 const startedUnlessEngineNotReady = <T extends "branch_reset" | "snapshot_create">(
-  call: (u: Context.Tag.Service<Upstreams>) => Effect.Effect<{ readonly operationId: string; readonly resourceId: string; readonly status: string }, RpcError>,
+  call: (u: Context.Tag.Service<Upstreams>) => Effect.Effect<{ readonly operationId: string; readonly resourceId: string; readonly status: OperationStatus }, RpcError>,
   type: T
 ) =>
   asCaller((u) =>
     call(u).pipe(
       Effect.map(Either.right),
       Effect.catchIf(
-        (e) => e.reason === "ENGINE_NOT_READY",
+        (e) => hasReason(e, "ENGINE_NOT_READY"),
         (e) => Effect.succeed(Either.left(e))
       )
     )
@@ -91,7 +76,7 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
           .pipe(
             Effect.map(Either.right),
             Effect.catchIf(
-              (e) => e.reason === "ENGINE_NOT_READY" || e.reason === "MASKING_INCOMPLETE",
+              (e) => hasReason(e, "ENGINE_NOT_READY") || hasReason(e, "MASKING_INCOMPLETE"),
               (e) => Effect.succeed(Either.left(e))
             )
           )
@@ -100,7 +85,7 @@ export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
           Either.match(outcome, {
             onLeft: (e): Effect.Effect<never, Br.EngineNotReady | Br.MaskingIncomplete> =>
               Effect.fail(
-                e.reason === "MASKING_INCOMPLETE"
+                hasReason(e, "MASKING_INCOMPLETE")
                   ? new Br.MaskingIncomplete({ detail: e.message, columns: (e.metadata.columns ?? "").split(",").filter((c) => c !== "") })
                   : new Br.EngineNotReady({ detail: e.message })
               ),

@@ -1,19 +1,18 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
 import { HttpApiBuilder } from "@effect/platform"
-import type { RpcError } from "@scion/kit"
+import { hasReason, type RpcError } from "@scion/kit"
 import * as pb from "@scion/proto/scion/connector/v1/connector_pb"
+import type { OperationStatus } from "@scion/proto/scion/operation/v1/operation_pb"
 import { type Context, Effect, Either, Schema } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import type { Upstreams } from "../Upstreams.js"
 import * as C from "../connectorSchemas.js"
+import { acceptedStatus, requiredFrom } from "./present.js"
 
 /** The connector unit leaving out a required field is a bug: it throws, the edge answers 500. */
-const required = <A>(value: A | undefined, what: string): A => {
-  if (value === undefined) throw new Error(`connector response is missing ${what}`)
-  return value
-}
+const required = requiredFrom("connector")
 const iso = (ts: Timestamp | undefined) => timestampDate(required(ts, "a timestamp")).toISOString()
 
 const checkStatuses = {
@@ -33,17 +32,60 @@ const report = (r: pb.PreflightReport | undefined): typeof C.PreflightReport.Typ
 
 const byocs = { environment: "environment", self_managed: "self_managed" } as const
 
+// connector.proto's statuses as the interface names them; UNSPECIFIED is a contract violation.
 const replicationStatuses = {
-  streaming: "streaming",
-  catching_up: "catching_up",
-  applying_schema_change: "applying_schema_change",
-  quarantined: "quarantined",
-  stopped: "stopped"
-} as const satisfies Record<string, typeof C.Replication.Type["status"]>
+  [pb.ReplicationStatus.UNSPECIFIED]: undefined,
+  [pb.ReplicationStatus.STREAMING]: "streaming",
+  [pb.ReplicationStatus.CATCHING_UP]: "catching_up",
+  [pb.ReplicationStatus.APPLYING_SCHEMA_CHANGE]: "applying_schema_change",
+  [pb.ReplicationStatus.QUARANTINED]: "quarantined",
+  [pb.ReplicationStatus.STOPPED]: "stopped"
+} as const satisfies Record<pb.ReplicationStatus, typeof C.Replication.Type["status"] | undefined>
+
+const indexingStatuses = {
+  [pb.IndexingStatus.UNSPECIFIED]: undefined,
+  [pb.IndexingStatus.NOT_INDEXED]: "not_indexed",
+  [pb.IndexingStatus.INDEXING]: "indexing",
+  [pb.IndexingStatus.INDEXED]: "indexed",
+  [pb.IndexingStatus.FAILED]: "failed"
+} as const satisfies Record<pb.IndexingStatus, string | undefined>
+
+const engineStatuses = {
+  [pb.BranchingEngineStatus.UNSPECIFIED]: undefined,
+  [pb.BranchingEngineStatus.NOT_SET_UP]: "not_set_up",
+  [pb.BranchingEngineStatus.SETTING_UP]: "setting_up",
+  [pb.BranchingEngineStatus.READY]: "ready",
+  [pb.BranchingEngineStatus.DEGRADED]: "degraded",
+  [pb.BranchingEngineStatus.FAILED_VALIDATION]: "failed_validation",
+  [pb.BranchingEngineStatus.FAILED]: "failed"
+} as const satisfies Record<pb.BranchingEngineStatus, string | undefined>
+
+const readinessStatuses = {
+  [pb.ReadinessCheckStatus.UNSPECIFIED]: undefined,
+  [pb.ReadinessCheckStatus.PASS]: "pass",
+  [pb.ReadinessCheckStatus.FAIL]: "fail"
+} as const satisfies Record<pb.ReadinessCheckStatus, typeof C.ReadinessCheck.Type["status"] | undefined>
+
+const quarantineStatuses = {
+  [pb.QuarantineEntryStatus.UNSPECIFIED]: undefined,
+  [pb.QuarantineEntryStatus.QUARANTINED]: "quarantined",
+  [pb.QuarantineEntryStatus.RELEASED]: "released"
+} as const satisfies Record<pb.QuarantineEntryStatus, typeof C.QuarantineEntry.Type["status"] | undefined>
+
+const schemaChangeStatuses = {
+  [pb.SchemaChangeStatus.UNSPECIFIED]: undefined,
+  [pb.SchemaChangeStatus.APPLIED]: "applied",
+  [pb.SchemaChangeStatus.SKIPPED]: "skipped",
+  [pb.SchemaChangeStatus.RECONCILED]: "reconciled",
+  [pb.SchemaChangeStatus.FAILED]: "failed"
+} as const satisfies Record<pb.SchemaChangeStatus, typeof C.SchemaChange.Type["status"] | undefined>
+
+/** An accepted operation's status; the handle schemas narrow it further where the interface does. */
+const accepted = <S extends "pending" | "running" | "completed" | "failed">(status: OperationStatus, allowed: ReadonlyArray<S>): S => acceptedStatus("connector", status, allowed)
 const schemaFollows = { capture: "capture", reconcile: "reconcile" } as const satisfies Record<string, typeof C.Replication.Type["schema_follow"]>
 
 const replication = (r: pb.ReplicationState): typeof C.Replication.Type => ({
-  status: required(replicationStatuses[r.status as keyof typeof replicationStatuses], "a replication status"),
+  status: required(replicationStatuses[r.status], "a replication status"),
   lag_bytes: r.lagBytes === undefined ? null : Number(r.lagBytes),
   last_applied_at: r.lastAppliedAt === undefined ? null : iso(r.lastAppliedAt),
   active_pipeline_id: r.activePipelineId,
@@ -66,8 +108,8 @@ const createdConnector = (c: pb.Connector | undefined): typeof C.CreatedConnecto
     last_indexed_version: v.lastIndexedVersion,
     selected_entity_paths: v.selectedEntityPaths,
     selected_schema_structure: v.selectedSchemaStructure ?? null,
-    indexing_status: v.indexingStatus,
-    branching_engine_status: v.branchingEngineStatus,
+    indexing_status: required(indexingStatuses[v.indexingStatus], "an indexing status"),
+    branching_engine_status: required(engineStatuses[v.branchingEngineStatus], "a branching engine status"),
     byoc: v.byoc === undefined ? null : required(byocs[v.byoc as keyof typeof byocs], "a known byoc"),
     use_environment: v.useEnvironment,
     private_link_id: v.privateLinkId ?? null,
@@ -105,7 +147,7 @@ const gated = <A>(call: Effect.Effect<A, RpcError>): Effect.Effect<Either.Either
   call.pipe(
     Effect.map(Either.right),
     Effect.catchIf(
-      (e) => e.reason === "PREFLIGHT_FAILED",
+      (e) => hasReason(e, "PREFLIGHT_FAILED"),
       (e) => Effect.succeed(Either.left(e))
     )
   )
@@ -122,11 +164,10 @@ const decodePrerequisites = Schema.decodeUnknownSync(Schema.parseJson(Schema.Arr
 const prerequisitesNotMet = (e: RpcError) =>
   new C.DiscoveryPrerequisitesNotMet({ detail: e.message, prerequisites: decodePrerequisites(required(e.metadata.prerequisites, "prerequisites")) })
 
-const isSetupPrerequisites = (e: RpcError) => e.reason === "ENGINE_SETUP_PREREQUISITES_FAILED"
+const isSetupPrerequisites = (e: RpcError) => hasReason(e, "ENGINE_SETUP_PREREQUISITES_FAILED")
 const setupPrerequisitesNotMet = (e: RpcError) =>
   new C.EngineSetupPrerequisitesNotMet({ detail: e.message, prerequisites: decodePrerequisites(required(e.metadata.prerequisites, "prerequisites")) })
 
-const handleStatuses = { pending: "pending", running: "running", completed: "completed", failed: "failed" } as const
 const handleTypes = {
   connector_engine_setup: "connector_engine_setup",
   connector_rollout: "connector_rollout",
@@ -141,7 +182,7 @@ const operationHandle = (h: pb.OperationHandle | undefined): typeof C.ConnectorO
   return {
     operation_id: v.operationId,
     resource_id: v.resourceId,
-    status: required(handleStatuses[v.status as keyof typeof handleStatuses], "a known status"),
+    status: accepted(v.status, ["pending", "running", "completed", "failed"] as const),
     type: required(handleTypes[v.type as keyof typeof handleTypes], "a known type")
   }
 }
@@ -165,13 +206,13 @@ const pipelineWork = (call: (u: Context.Tag.Service<Upstreams>) => Effect.Effect
   asCaller((u) =>
     call(u).pipe(
       Effect.map(Either.right),
-      Effect.catchIf((e) => isSetupPrerequisites(e) || e.reason === "ENGINE_NOT_SET_UP", (e) => Effect.succeed(Either.left(e)))
+      Effect.catchIf((e) => isSetupPrerequisites(e) || hasReason(e, "ENGINE_NOT_SET_UP"), (e) => Effect.succeed(Either.left(e)))
     )
   ).pipe(
     Effect.flatMap((outcome) =>
       Either.match(outcome, {
         onLeft: (e): Effect.Effect<never, C.EngineSetupPrerequisitesNotMet | C.EngineNotSetUp> =>
-          Effect.fail(e.reason === "ENGINE_NOT_SET_UP" ? new C.EngineNotSetUp({ detail: e.message }) : setupPrerequisitesNotMet(e)),
+          Effect.fail(hasReason(e, "ENGINE_NOT_SET_UP") ? new C.EngineNotSetUp({ detail: e.message }) : setupPrerequisitesNotMet(e)),
         onRight: (r) => Effect.succeed(operationHandle(r.started))
       })
     )
@@ -180,14 +221,13 @@ const pipelineWork = (call: (u: Context.Tag.Service<Upstreams>) => Effect.Effect
 const quarantineEntry = (e: pb.QuarantineEntry): typeof C.QuarantineEntry.Type => ({
   quarantine_id: e.quarantineId,
   connector_id: e.connectorId,
-  status: required(e.status === "quarantined" || e.status === "released" ? e.status : undefined, "a quarantine status"),
+  status: required(quarantineStatuses[e.status], "a quarantine status"),
   reason: e.reason,
   detail: e.detail,
   quarantined_at: iso(e.quarantinedAt),
   released_at: e.releasedAt === undefined ? null : iso(e.releasedAt)
 })
 
-const startedStatuses = { pending: "pending", running: "running" } as const
 
 export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers) =>
   handlers
@@ -251,7 +291,7 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
         u.connectors.discoverConnector({ connectorId: path.connector_id }).pipe(
           Effect.map(Either.right),
           Effect.catchIf(
-            (e) => e.reason === "DISCOVERY_PREREQUISITES_FAILED",
+            (e) => hasReason(e, "DISCOVERY_PREREQUISITES_FAILED"),
             (e) => Effect.succeed(Either.left(e))
           )
         )
@@ -263,7 +303,7 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
               Effect.succeed({
                 operation_id: r.operationId,
                 resource_id: r.resourceId,
-                status: required(startedStatuses[r.status as keyof typeof startedStatuses], "a known status"),
+                status: accepted(r.status, ["pending", "running"] as const),
                 type: "connector_discovery" as const,
                 joined: r.joined,
                 prerequisites: checks(r.prerequisites),
@@ -283,7 +323,7 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
         u.connectors.getGrantScript({ connectorId: path.connector_id }).pipe(
           Effect.map(Either.right),
           Effect.catchIf(
-            (e) => e.reason === "GRANT_SCRIPT_PREREQUISITES_FAILED",
+            (e) => hasReason(e, "GRANT_SCRIPT_PREREQUISITES_FAILED"),
             (e) => Effect.succeed(Either.left(e))
           )
         )
@@ -307,7 +347,7 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
         Effect.map((r) => ({
           operation_id: r.operationId,
           resource_id: r.resourceId,
-          status: required(r.status === "pending" ? ("pending" as const) : undefined, "a known status"),
+          status: accepted(r.status, ["pending"] as const),
           type: "connector_delete" as const
         }))
       )
@@ -334,13 +374,13 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
       asCaller((u) =>
         u.connectors.rollbackReplication({ connectorId: path.connector_id }).pipe(
           Effect.map(Either.right),
-          Effect.catchIf((e) => e.reason === "ROLLBACK_UNAVAILABLE" || e.reason === "ENGINE_NOT_SET_UP", (e) => Effect.succeed(Either.left(e)))
+          Effect.catchIf((e) => hasReason(e, "ROLLBACK_UNAVAILABLE") || hasReason(e, "ENGINE_NOT_SET_UP"), (e) => Effect.succeed(Either.left(e)))
         )
       ).pipe(
         Effect.flatMap((outcome) =>
           Either.match(outcome, {
             onLeft: (e): Effect.Effect<never, C.RollbackUnavailable | C.EngineNotSetUp> =>
-              Effect.fail(e.reason === "ENGINE_NOT_SET_UP" ? new C.EngineNotSetUp({ detail: e.message }) : new C.RollbackUnavailable({ detail: e.message })),
+              Effect.fail(hasReason(e, "ENGINE_NOT_SET_UP") ? new C.EngineNotSetUp({ detail: e.message }) : new C.RollbackUnavailable({ detail: e.message })),
             onRight: (r) => Effect.succeed(operationHandle(r.started))
           })
         )
@@ -362,7 +402,7 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
             attempt_id: c.attemptId,
             check_name: c.checkName,
             table_path: c.tablePath,
-            status: required(c.status === "pass" || c.status === "fail" ? c.status : undefined, "a check status"),
+            status: required(readinessStatuses[c.status], "a check status"),
             message: c.message,
             pod_name: c.podName,
             checked_at: iso(c.checkedAt)
@@ -393,7 +433,7 @@ export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers)
             command_tag: c.commandTag,
             object_identity: c.objectIdentity ?? null,
             statement: c.statement ?? null,
-            status: required(c.status === "applied" || c.status === "skipped" || c.status === "reconciled" || c.status === "failed" ? c.status : undefined, "a schema change status"),
+            status: required(schemaChangeStatuses[c.status], "a schema change status"),
             actions: [...c.actions],
             error: c.error ?? null,
             tables_added: [...c.tablesAdded],

@@ -148,6 +148,15 @@ const operationStatuses = {
   [ops.OperationStatus.FAILED]: "failed"
 } as const satisfies Record<ops.OperationStatus, typeof S.OperationStatus.Type | undefined>
 
+/**
+ * An accepted operation's status as the interface names it, among those the handle's schema
+ * allows; anything else (unset on the wire) is a contract violation.
+ */
+export const acceptedStatus = <A extends typeof S.OperationStatus.Type>(unit: string, status: ops.OperationStatus, allowed: ReadonlyArray<A>): A => {
+  const name = operationStatuses[status]
+  return requiredFrom(unit)(allowed.find((s) => s === name), "a known operation status")
+}
+
 /** The interface's Operation: setup_status only for connector_engine_setup, absent otherwise. */
 export const operation = (o: ops.Operation | undefined): typeof S.Operation.Type => {
   const v = required(o, "operation")

@@ -1,7 +1,13 @@
 import { Code, ConnectError } from "@connectrpc/connect"
 import { create } from "@bufbuild/protobuf"
-import { ErrorInfoSchema } from "@scion/proto/scion/errors/v1/errors_pb"
+import { ErrorInfoSchema, type Reason } from "@scion/proto/scion/errors/v1/errors_pb"
 import { Schema } from "effect"
+
+/**
+ * A reason a unit may send: a name of `scion.errors.v1.Reason` (without its prefix). Units' error
+ * tables and the gateway's status table are typed by it, so the proto enum is the one list.
+ */
+export type ReasonName = Exclude<keyof typeof Reason, "UNSPECIFIED">
 
 /**
  * What a domain error becomes on the wire: a Connect code and an UPPER_SNAKE reason, plus every
@@ -9,7 +15,7 @@ import { Schema } from "effect"
  */
 export interface WireError {
   readonly code: Code
-  readonly reason: string
+  readonly reason: ReasonName
   readonly message: string
   readonly metadata?: Record<string, string>
 }
@@ -31,6 +37,9 @@ export class RpcError extends Schema.TaggedError<RpcError>()("RpcError", {
   }
 }
 
+/** Whether a failed call carries `reason` (a peer may send any string; we compare with known names). */
+export const hasReason = (error: Pick<RpcError, "reason">, reason: ReasonName): boolean => error.reason === reason
+
 export const fromConnectError = (cause: unknown): RpcError => {
   const error = ConnectError.from(cause)
   const info = error.findDetails(ErrorInfoSchema)[0]
@@ -47,7 +56,7 @@ export { Code }
 /** One row of a unit's closed error table: the Connect code, the reason, the message's variables. */
 export type WireEntry<E> = {
   readonly code: Code
-  readonly reason: string
+  readonly reason: ReasonName
   /** Every variable of the message (AIP-193). */
   metadata?(error: E): Record<string, string>
 }

@@ -4,7 +4,7 @@ import { Config, Context, Duration, Effect, Layer, Schedule, Schema } from "effe
 import { type AccessCache, followAccessChanges, makeAccessCache, scopeOf } from "./access-cache.js"
 import { Bus } from "./bus/Bus.js"
 import { unitTransport, makeEffectClient, type EffectClient } from "./connect-client.js"
-import { Code, type RpcError } from "./errors.js"
+import { Code, hasReason, type RpcError } from "./errors.js"
 import { type Principal, PrincipalVerifier } from "./principal.js"
 
 /**
@@ -110,7 +110,7 @@ export const authorizeInOrg = (
     Effect.catchTag("RpcError", (error: RpcError): Effect.Effect<void, AccessRefused | IdentityUnreachable> => {
       switch (error.code) {
         case Code.PermissionDenied:
-          return Effect.fail(new AccessRefused({ reason: error.reason === "PERMISSION_DENIED" ? "permission_denied" : "not_a_member" }))
+          return Effect.fail(new AccessRefused({ reason: hasReason(error, "PERMISSION_DENIED") ? "permission_denied" : "not_a_member" }))
         case Code.Unauthenticated:
           return Effect.fail(new AccessRefused({ reason: "unauthenticated" }))
         default:

@@ -1,5 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf"
-import { JobFailed, type JobHandler, type OperationEnded, type RpcError } from "@scion/kit"
+import { JobFailed, type JobHandler, type OperationEnded, type RpcError, PostgresPools } from "@scion/kit"
 import { Effect, Option, Redacted, Schema } from "effect"
 import { BranchesRepo } from "../BranchesRepo.js"
 import { CREATE_JOB, DELETE_JOB, RESET_JOB } from "../Branches.js"
@@ -8,7 +8,7 @@ import type { Branch } from "../domain/models.js"
 import { urlsOf } from "../domain/models.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
-import { adminSession, alignSequences, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, grantBranch, EnginePools } from "../engine/EngineSql.js"
+import { adminSession, alignSequences, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
 import { SnapshotsRepo } from "../SnapshotsRepo.js"
 import { generatePassword, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
@@ -32,7 +32,7 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
  * it made on the engine and marks the branch failed: nothing is left behind. An active branch
  * always has a branch_url.
  */
-export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | SnapshotsRepo | Engines | Copier | Passwords | FreshnessConfig | EnginePools> = {
+export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | SnapshotsRepo | Engines | Copier | Passwords | FreshnessConfig | PostgresPools> = {
   ...CREATE_JOB,
   payload: BranchPayload,
   run: (job) =>
@@ -141,8 +141,9 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
             yield* mark("sequences_ms")
             let sealed = Option.getOrNull(envelope)
             if (sealed === null) {
-              sealed = yield* passwords.seal(generatePassword(), branchId)
-              yield* repo.update(branchId, { password_envelope: sealed })
+              const claimed = yield* repo.claimEnvelope(branchId, yield* passwords.seal(generatePassword(), branchId))
+              if (Option.isNone(claimed)) return yield* new JobFailed({ message: `Branch ${branchId} no longer exists` })
+              sealed = claimed.value
             }
             const password = yield* passwords.open(sealed, branchId)
             const admin = yield* adminSession(engine)
@@ -185,7 +186,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
       })
 
       return yield* steps.pipe(
-        Effect.catchAll((error): Effect.Effect<never, CreateError | SecretStoreFailure, BranchesRepo | EnginePools> => {
+        Effect.catchAll((error): Effect.Effect<never, CreateError | SecretStoreFailure, BranchesRepo | PostgresPools> => {
           if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "OperationEnded") return Effect.fail(error)
           const message = error instanceof JobFailed ? error.message : `The branch could not be created: ${(error as { message?: string }).message ?? String(error)}`
           if (error instanceof JobFailed || job.attempt >= job.maxAttempts) return abandon(Option.some(engine), first.branch, message)
@@ -196,7 +197,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
 }
 
 /** The branch_delete job: drops the database (closing its sessions) and the role, then marks the branch deleted. */
-export const deleteJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, JobFailed | OperationEnded | RpcError | EngineFailure | Error, BranchesRepo | Engines | EnginePools> = {
+export const deleteJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, JobFailed | OperationEnded | RpcError | EngineFailure | Error, BranchesRepo | Engines | PostgresPools> = {
   ...DELETE_JOB,
   payload: BranchPayload,
   run: (job) =>
@@ -228,7 +229,7 @@ export const deleteJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
  * attempt starts over (each step is idempotent); a reset that cannot finish leaves the branch
  * failed with the reason, since its database may be gone.
  */
-export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords | EnginePools> = {
+export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords | PostgresPools> = {
   ...RESET_JOB,
   payload: BranchPayload,
   run: (job) =>

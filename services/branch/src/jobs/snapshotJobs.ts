@@ -1,9 +1,9 @@
 import type { JsonObject } from "@bufbuild/protobuf"
-import { JobFailed, type JobHandler, type OperationEnded, type RpcError } from "@scion/kit"
+import { JobFailed, type JobHandler, type OperationEnded, type RpcError, PostgresPools } from "@scion/kit"
 import { Effect, Option, Schema } from "effect"
 import { Copier } from "../engine/Copier.js"
 import { Engines, isBranchable } from "../engine/Engines.js"
-import { alignSequences, connectEngine, dropSnapshotDatabase, type EngineFailure, reopenSnapshotDatabase, sealSnapshotDatabase, EnginePools } from "../engine/EngineSql.js"
+import { alignSequences, connectEngine, dropSnapshotDatabase, type EngineFailure, reopenSnapshotDatabase, sealSnapshotDatabase } from "../engine/EngineSql.js"
 import { stampBranch } from "../engine/Freshness.js"
 import { snapshotResult } from "../rpc/routes.js"
 import { SNAPSHOT_CREATE_JOB, SNAPSHOT_DELETE_JOB } from "../Snapshots.js"
@@ -20,7 +20,7 @@ type SnapshotJobError = JobFailed | OperationEnded | RpcError | EngineFailure | 
  * attempt repeats what is not recorded; one that cannot finish drops the copy and marks the
  * snapshot failed.
  */
-export const snapshotCreateJob: JobHandler<typeof SnapshotPayload.Type, typeof SnapshotPayload.Encoded, SnapshotJobError, SnapshotsRepo | Engines | Copier | EnginePools> = {
+export const snapshotCreateJob: JobHandler<typeof SnapshotPayload.Type, typeof SnapshotPayload.Encoded, SnapshotJobError, SnapshotsRepo | Engines | Copier | PostgresPools> = {
   ...SNAPSHOT_CREATE_JOB,
   payload: SnapshotPayload,
   run: (job) =>
@@ -63,7 +63,7 @@ export const snapshotCreateJob: JobHandler<typeof SnapshotPayload.Type, typeof S
         return snapshotResult(ready.value)
       })
       return yield* steps.pipe(
-        Effect.catchAll((error): Effect.Effect<never, SnapshotJobError, EnginePools> => {
+        Effect.catchAll((error): Effect.Effect<never, SnapshotJobError, PostgresPools> => {
           if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "OperationEnded") return Effect.fail(error)
           if (!(error instanceof JobFailed) && job.attempt < job.maxAttempts) return Effect.fail(error)
           const message = error instanceof JobFailed ? error.message : `The snapshot could not be made: ${(error as { message?: string }).message ?? String(error)}`
@@ -78,7 +78,7 @@ export const snapshotCreateJob: JobHandler<typeof SnapshotPayload.Type, typeof S
 }
 
 /** The snapshot_delete job: the template database dropped, the snapshot marked deleted. */
-export const snapshotDeleteJob: JobHandler<typeof SnapshotPayload.Type, typeof SnapshotPayload.Encoded, SnapshotJobError, SnapshotsRepo | Engines | EnginePools> = {
+export const snapshotDeleteJob: JobHandler<typeof SnapshotPayload.Type, typeof SnapshotPayload.Encoded, SnapshotJobError, SnapshotsRepo | Engines | PostgresPools> = {
   ...SNAPSHOT_DELETE_JOB,
   payload: SnapshotPayload,
   run: (job) =>

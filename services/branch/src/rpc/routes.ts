@@ -1,8 +1,8 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt"
-import { branchJson, Caller, effectService, type Routes } from "@scion/kit"
+import { branchJson, branchStatusToProto, Caller, effectService, operationStatusOf, type Routes, snapshotJson, snapshotStatusToProto } from "@scion/kit"
 import { BranchService, type Branch as PbBranch } from "@scion/proto/scion/branch/v1/branch_pb"
 import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf"
-import { BranchSchema, type SnapshotSchema } from "@scion/proto/scion/branch/v1/branch_pb"
+import { BranchSchema, SnapshotSchema } from "@scion/proto/scion/branch/v1/branch_pb"
 import { Effect, Option } from "effect"
 import { Branches, type BranchView } from "../Branches.js"
 import { type BranchError, InvalidArgument, toWireError, Unauthenticated } from "../domain/errors.js"
@@ -22,7 +22,7 @@ export const branchToProto = ({ branch, urls }: BranchView): MessageInitShape<ty
   name: branch.name,
   connectorId: branch.connectorId,
   serviceType: branch.serviceType,
-  status: branch.status,
+  status: branchStatusToProto(branch.status),
   ...(urls.branchUrl !== null ? { branchUrl: urls.branchUrl } : {}),
   ...(urls.pooledBranchUrl !== null ? { pooledBranchUrl: urls.pooledBranchUrl } : {}),
   ...(urls.pooledBranchPrismaUrl !== null ? { pooledBranchPrismaUrl: urls.pooledBranchPrismaUrl } : {}),
@@ -47,7 +47,7 @@ export const snapshotToProto = (snapshot: Snapshot): MessageInitShape<typeof Sna
   connectorId: snapshot.connectorId,
   orgId: snapshot.orgId,
   name: snapshot.name,
-  status: snapshot.status,
+  status: snapshotStatusToProto(snapshot.status),
   ...(snapshot.dataAsOf !== null ? { dataAsOf: timestampFromDate(snapshot.dataAsOf) } : {}),
   ...(snapshot.sourceLsn !== null ? { sourceLsn: snapshot.sourceLsn } : {}),
   ...(snapshot.error !== null ? { error: snapshot.error } : {}),
@@ -55,17 +55,8 @@ export const snapshotToProto = (snapshot: Snapshot): MessageInitShape<typeof Sna
   createOperationId: snapshot.createOperationId
 })
 
-/** The snapshot as the completed snapshot_create operation's result: the JSON GET answers. */
-export const snapshotResult = (snapshot: Snapshot): JsonObject => ({
-  snapshot_id: snapshot.id,
-  connector_id: snapshot.connectorId,
-  name: snapshot.name,
-  status: snapshot.status,
-  data_as_of: snapshot.dataAsOf?.toISOString() ?? null,
-  source_lsn: snapshot.sourceLsn,
-  error: snapshot.error,
-  created_at: snapshot.createdAt.toISOString()
-})
+/** The snapshot as the completed snapshot_create operation's result: the JSON GET answers (the kit's presenter). */
+export const snapshotResult = (snapshot: Snapshot): JsonObject => ({ ...snapshotJson(create(SnapshotSchema, snapshotToProto(snapshot))) })
 
 /**
  * The interface's Branch as the completed branch_create operation's result: the same presenter
@@ -98,12 +89,12 @@ export const branchRoutes = Effect.gen(function* () {
             ttlSeconds: req.ttlSeconds === undefined ? undefined : Number(req.ttlSeconds),
             snapshotId: req.snapshotId
           })
-          return { operationId: handle.operationId, resourceId: handle.branchId, status: handle.status, replayed: handle.replayed }
+          return { operationId: handle.operationId, resourceId: handle.branchId, status: operationStatusOf(handle.status), replayed: handle.replayed }
         }),
       getBranch: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.get(p, req.branchId)), (view) => ({ branch: branchToProto(view) })),
       listBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.list(p, req.connectorId)), (views) => ({ branches: views.map(branchToProto) })),
       deleteBranch: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => branches.delete(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: h.status })),
+        Effect.map(Effect.flatMap(caller, (p) => branches.delete(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: operationStatusOf(h.status) })),
       updateBranch: (req) =>
         Effect.gen(function* () {
           if (req.clearExpiresAt && req.expiresAt !== undefined) {
@@ -121,7 +112,7 @@ export const branchRoutes = Effect.gen(function* () {
           changes: changes.map((c) => ({ kind: c.kind, schema: c.schema, ...(c.table !== null ? { table: c.table } : {}), name: c.name, sql: c.sql }))
         })),
       resetBranch: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => branches.reset(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: h.status })),
+        Effect.map(Effect.flatMap(caller, (p) => branches.reset(p, req.branchId)), (h) => ({ operationId: h.operationId, resourceId: h.branchId, status: operationStatusOf(h.status) })),
       deleteConnectorBranches: (req) => Effect.map(Effect.flatMap(caller, (p) => branches.removeConnectorBranches(p, req.connectorId)), (deleted) => ({ deleted })),
       getMaskingRules: (req) =>
         Effect.map(Effect.flatMap(caller, (p) => branches.getMaskingRules(p, req.connectorId)), ({ rules, suggested, policy, safeColumns }) => ({
@@ -136,11 +127,11 @@ export const branchRoutes = Effect.gen(function* () {
           (config) => ({ rules: config.rules.map(ruleToProto), policy: config.policy, safeColumns: config.safeColumns.map((c) => ({ ...c })) })
         ),
       createSnapshot: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => snapshots.create(p, req.connectorId, req.name)), (h) => ({ operationId: h.operationId, resourceId: h.snapshotId, status: h.status })),
+        Effect.map(Effect.flatMap(caller, (p) => snapshots.create(p, req.connectorId, req.name)), (h) => ({ operationId: h.operationId, resourceId: h.snapshotId, status: operationStatusOf(h.status) })),
       listSnapshots: (req) => Effect.map(Effect.flatMap(caller, (p) => snapshots.list(p, req.connectorId)), (rows) => ({ snapshots: rows.map(snapshotToProto) })),
       getSnapshot: (req) => Effect.map(Effect.flatMap(caller, (p) => snapshots.get(p, req.snapshotId)), (snapshot) => ({ snapshot: snapshotToProto(snapshot) })),
       deleteSnapshot: (req) =>
-        Effect.map(Effect.flatMap(caller, (p) => snapshots.delete(p, req.snapshotId)), (h) => ({ operationId: h.operationId, resourceId: h.snapshotId, status: h.status }))
+        Effect.map(Effect.flatMap(caller, (p) => snapshots.delete(p, req.snapshotId)), (h) => ({ operationId: h.operationId, resourceId: h.snapshotId, status: operationStatusOf(h.status) }))
     },
     toWireError
   )

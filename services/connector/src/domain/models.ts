@@ -40,6 +40,15 @@ export interface Environment {
 
 export type Byoc = "environment" | "self_managed"
 
+/**
+ * branching_engine_status values (the interface names failed_validation; the rest are ours):
+ * degraded is set up, but with its replication quarantined.
+ */
+export type BranchingEngineStatus = "not_set_up" | "setting_up" | "ready" | "degraded" | "failed_validation" | "failed"
+
+/** Whether the selection is applied to the mirror (reset when the connection details change). */
+export type IndexingStatus = "not_indexed" | "indexing" | "indexed" | "failed"
+
 /** A connector row as stored; connection details are never part of it (they are in `secrets`). */
 export interface Connector {
   readonly id: string
@@ -60,8 +69,8 @@ export interface Connector {
   readonly lastIndexedVersion: number
   readonly selectedEntityPaths: ReadonlyArray<string>
   readonly selectedSchemaStructure: Record<string, unknown> | null
-  readonly indexingStatus: string
-  readonly branchingEngineStatus: string
+  readonly indexingStatus: IndexingStatus
+  readonly branchingEngineStatus: BranchingEngineStatus
   /** While true, deleting the connector answers 409. */
   readonly deletionLocked: boolean
   /** The connector_delete operation last started (null before any delete). */

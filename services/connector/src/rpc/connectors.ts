@@ -1,6 +1,6 @@
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf"
 import { timestampFromDate } from "@bufbuild/protobuf/wkt"
-import { Caller, effectService } from "@scion/kit"
+import { Caller, effectService, operationStatusOf } from "@scion/kit"
 import {
   type ConnectorSchema,
   ConnectorService,
@@ -18,6 +18,14 @@ import { EngineSetup, type SetupStarted } from "../engine/EngineSetup.js"
 import { Quarantine, type QuarantineEntryRow } from "../engine/Quarantine.js"
 import { DEFAULT_ATTEMPTS_LIMIT, DEFAULT_CHECKS_LIMIT, Readiness } from "../engine/Readiness.js"
 import { DEFAULT_SCHEMA_CHANGES_LIMIT, SchemaChanges } from "../replication/SchemaFollower.js"
+import {
+  engineStatusToProto,
+  indexingStatusToProto,
+  quarantineStatusToProto,
+  readinessStatusToProto,
+  replicationStatusToProto,
+  schemaChangeStatusToProto
+} from "./statuses.js"
 
 const caller = Effect.flatMap(
   Caller,
@@ -57,8 +65,8 @@ export const connectorToProto = ({ connector: c, access }: ConnectorView, withSc
   lastIndexedVersion: c.lastIndexedVersion,
   selectedEntityPaths: [...c.selectedEntityPaths],
   ...(c.selectedSchemaStructure !== null ? { selectedSchemaStructure: json(c.selectedSchemaStructure) } : {}),
-  indexingStatus: c.indexingStatus,
-  branchingEngineStatus: c.branchingEngineStatus,
+  indexingStatus: indexingStatusToProto(c.indexingStatus),
+  branchingEngineStatus: engineStatusToProto(c.branchingEngineStatus),
   ...(c.byoc !== null ? { byoc: c.byoc } : {}),
   useEnvironment: c.useEnvironment,
   ...(c.privateLinkId !== null ? { privateLinkId: c.privateLinkId } : {}),
@@ -77,7 +85,7 @@ export const connectorToProto = ({ connector: c, access }: ConnectorView, withSc
   ...(c.replication !== null
     ? {
         replication: {
-          status: c.replication.status,
+          status: replicationStatusToProto(c.replication.status),
           ...(c.replication.lag_bytes !== null ? { lagBytes: BigInt(c.replication.lag_bytes) } : {}),
           ...(c.replication.last_applied_at !== null ? { lastAppliedAt: timestampFromDate(new Date(c.replication.last_applied_at)) } : {}),
           activePipelineId: c.replication.active_pipeline_id,
@@ -91,14 +99,14 @@ export const connectorToProto = ({ connector: c, access }: ConnectorView, withSc
 const handle = (started: SetupStarted) => ({
   operationId: started.operationId,
   resourceId: started.connectorId,
-  status: started.status,
+  status: operationStatusOf(started.status),
   type: started.type
 })
 
 const quarantineToProto = (e: QuarantineEntryRow) => ({
   quarantineId: e.id,
   connectorId: e.connector_id,
-  status: e.status,
+  status: quarantineStatusToProto(e.status),
   reason: e.reason,
   detail: e.detail,
   quarantinedAt: timestampFromDate(e.quarantined_at),
@@ -167,7 +175,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
         Effect.map(Effect.flatMap(caller, (p) => discovery.discover(p, req.connectorId)), (started) => ({
           operationId: started.operationId,
           resourceId: started.connectorId,
-          status: started.status,
+          status: operationStatusOf(started.status),
           type: "connector_discovery",
           joined: started.joined,
           prerequisites: reportToProto({ preflight_pass: true, provider: "", checks: started.prerequisites }).checks ?? [],
@@ -194,7 +202,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
         Effect.map(Effect.flatMap(caller, (p) => deletion.delete(p, { connectorId: req.connectorId, force: req.force })), (started) => ({
           operationId: started.operationId,
           resourceId: started.connectorId,
-          status: started.status,
+          status: operationStatusOf(started.status),
           type: "connector_delete"
         })),
       setUpEngine: (req) =>
@@ -226,7 +234,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
               attemptId: r.attempt_id,
               checkName: r.check_name,
               tablePath: r.table_path ?? "",
-              status: r.status,
+              status: readinessStatusToProto(r.status),
               message: r.message,
               podName: r.pod_name,
               checkedAt: timestampFromDate(r.checked_at)
@@ -270,7 +278,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
               commandTag: r.command_tag,
               ...(r.object_identity !== null ? { objectIdentity: r.object_identity } : {}),
               ...(r.statement !== null ? { statement: r.statement } : {}),
-              status: r.status,
+              status: schemaChangeStatusToProto(r.status),
               actions: [...r.actions],
               ...(r.error !== null ? { error: r.error } : {}),
               tablesAdded: [...r.tables_added],

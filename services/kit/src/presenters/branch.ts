@@ -1,5 +1,5 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
-import type { Branch } from "@scion/proto/scion/branch/v1/branch_pb"
+import { type Branch, BranchStatus, type Snapshot, SnapshotStatus } from "@scion/proto/scion/branch/v1/branch_pb"
 
 /**
  * The interface's Branch, as JSON: one presenter for both places a branch is answered — the
@@ -30,12 +30,24 @@ export interface BranchJson {
 export type BranchStatusName = "creating" | "active" | "deleting" | "deleted" | "failed"
 
 const branchStatuses = {
-  creating: "creating",
-  active: "active",
-  deleting: "deleting",
-  deleted: "deleted",
-  failed: "failed"
-} as const satisfies Record<BranchStatusName, BranchStatusName>
+  [BranchStatus.UNSPECIFIED]: undefined,
+  [BranchStatus.CREATING]: "creating",
+  [BranchStatus.ACTIVE]: "active",
+  [BranchStatus.DELETING]: "deleting",
+  [BranchStatus.DELETED]: "deleted",
+  [BranchStatus.FAILED]: "failed"
+} as const satisfies Record<BranchStatus, BranchStatusName | undefined>
+
+const branchStatusesByName = {
+  creating: BranchStatus.CREATING,
+  active: BranchStatus.ACTIVE,
+  deleting: BranchStatus.DELETING,
+  deleted: BranchStatus.DELETED,
+  failed: BranchStatus.FAILED
+} as const satisfies Record<BranchStatusName, BranchStatus>
+
+/** A branch status on the wire (the branch unit's answers). */
+export const branchStatusToProto = (status: BranchStatusName): BranchStatus => branchStatusesByName[status]
 
 /** A branch whose wire form breaks the contract (an unknown status, no creation time): a defect. */
 export class BranchContractViolation extends Error {
@@ -47,7 +59,7 @@ export class BranchContractViolation extends Error {
 const iso = (ts: Timestamp | undefined) => (ts === undefined ? null : timestampDate(ts).toISOString())
 
 export const branchJson = (b: Branch): BranchJson => {
-  const status = branchStatuses[b.status as BranchStatusName]
+  const status = branchStatuses[b.status]
   if (status === undefined) throw new BranchContractViolation("status")
   const createdAt = iso(b.createdAt)
   if (createdAt === null) throw new BranchContractViolation("created_at")
@@ -70,5 +82,56 @@ export const branchJson = (b: Branch): BranchJson => {
     protected: b.protected,
     expires_at: iso(b.expiresAt),
     snapshot_id: b.snapshotId ?? null
+  }
+}
+
+/** The Snapshot JSON (our extension): GET/list at the gateway and the snapshot_create result. */
+export interface SnapshotJson {
+  readonly snapshot_id: string
+  readonly connector_id: string
+  readonly name: string
+  readonly status: SnapshotStatusName
+  readonly data_as_of: string | null
+  readonly source_lsn: string | null
+  readonly error: string | null
+  readonly created_at: string
+}
+
+export type SnapshotStatusName = "creating" | "ready" | "deleting" | "deleted" | "failed"
+
+const snapshotStatuses = {
+  [SnapshotStatus.UNSPECIFIED]: undefined,
+  [SnapshotStatus.CREATING]: "creating",
+  [SnapshotStatus.READY]: "ready",
+  [SnapshotStatus.DELETING]: "deleting",
+  [SnapshotStatus.DELETED]: "deleted",
+  [SnapshotStatus.FAILED]: "failed"
+} as const satisfies Record<SnapshotStatus, SnapshotStatusName | undefined>
+
+const snapshotStatusesByName = {
+  creating: SnapshotStatus.CREATING,
+  ready: SnapshotStatus.READY,
+  deleting: SnapshotStatus.DELETING,
+  deleted: SnapshotStatus.DELETED,
+  failed: SnapshotStatus.FAILED
+} as const satisfies Record<SnapshotStatusName, SnapshotStatus>
+
+/** A snapshot status on the wire (the branch unit's answers). */
+export const snapshotStatusToProto = (status: SnapshotStatusName): SnapshotStatus => snapshotStatusesByName[status]
+
+export const snapshotJson = (s: Snapshot): SnapshotJson => {
+  const status = snapshotStatuses[s.status]
+  if (status === undefined) throw new BranchContractViolation("snapshot status")
+  const createdAt = iso(s.createdAt)
+  if (createdAt === null) throw new BranchContractViolation("snapshot created_at")
+  return {
+    snapshot_id: s.snapshotId,
+    connector_id: s.connectorId,
+    name: s.name,
+    status,
+    data_as_of: iso(s.dataAsOf),
+    source_lsn: s.sourceLsn ?? null,
+    error: s.error ?? null,
+    created_at: createdAt
   }
 }

@@ -1,7 +1,7 @@
 import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import { randomBytes } from "node:crypto"
 import { Effect, Option } from "effect"
-import type { RpcError } from "../errors.js"
+import { hasReason, type RpcError } from "../errors.js"
 import { asService, ServiceIdentity } from "../service-identity.js"
 import { OperationClient } from "./Worker.js"
 
@@ -55,6 +55,16 @@ const states = {
   [OperationStatus.FAILED]: "failed"
 } as const satisfies Partial<Record<OperationStatus, OperationState>>
 
+const statusOfState = {
+  pending: OperationStatus.PENDING,
+  running: OperationStatus.RUNNING,
+  completed: OperationStatus.COMPLETED,
+  failed: OperationStatus.FAILED
+} as const satisfies Record<OperationState, OperationStatus>
+
+/** An operation's state on the wire, in the handles units answer when they accept work. */
+export const operationStatusOf = (state: OperationState): OperationStatus => statusOfState[state]
+
 /** An operation id chosen by the unit that starts the work (a retry cannot create two). */
 export const newOperationId = (prefix: string) => `op_${prefix}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
 
@@ -85,7 +95,7 @@ export const makeUnitOperations = <T extends OperationTypeName, E>(unavailable: 
       status: (operationId) =>
         asService(client.getOperation({ id: operationId, waitSeconds: 0 })).pipe(
           Effect.map((r) => Option.fromNullable(r.operation === undefined ? undefined : (states as Partial<Record<OperationStatus, OperationState>>)[r.operation.status])),
-          Effect.catchIf((e) => e.reason === "OPERATION_NOT_FOUND", () => Effect.succeed(Option.none<OperationState>())),
+          Effect.catchIf((e) => hasReason(e, "OPERATION_NOT_FOUND"), () => Effect.succeed(Option.none<OperationState>())),
           Effect.mapError(failure),
           Effect.provideService(ServiceIdentity, service)
         )
