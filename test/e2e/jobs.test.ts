@@ -35,7 +35,7 @@ describe("jobs through the worker runtime", () => {
   let servicePrincipal: Record<string, string>
   let owner: { token: string; orgId: string }
 
-  const startCopier = () => {
+  const startCopier = (overrides: Record<string, string> = {}) => {
     const unit = startUnit("copier", "test/worker/dist/main.js", {
       DATABASE_URL: scion.databaseUrl,
       NATS_URL: nats.url,
@@ -48,7 +48,8 @@ describe("jobs through the worker runtime", () => {
       WORKER_MAX_ATTEMPTS: "3",
       WORKER_BACKOFF_MS: "200",
       OUTBOX_POLL_INTERVAL_MS: "50",
-      LOG_LEVEL: "Info"
+      LOG_LEVEL: "Info",
+      ...overrides
     })
     return unit
   }
@@ -179,6 +180,29 @@ describe("jobs through the worker runtime", () => {
     expect((await streamState("DLQ")).messages).toBe(1)
     expect((await streamState("JOBS")).messages).toBe(0)
   })
+
+  it("runs a job once per process even when its ack wait lapses mid-run: the redeliveries wait for the running attempt", async () => {
+    // Heartbeats slower than the ack wait: the broker hands the running job out again every second.
+    const namespace = { BUS_NAMESPACE: copier.env.BUS_NAMESPACE! }
+    await copier.stop()
+    copier = startCopier({ ...namespace, WORKER_ACK_WAIT_MS: "1000", WORKER_HEARTBEAT_MS: "60000", WORKER_MAX_ATTEMPTS: "20" })
+    try {
+      await copierReady(copier)
+      const rows = 400_000
+      await createSource("public.src_lapsed", rows)
+      const id = await startCopy({ source_table: "public.src_lapsed", target_table: "public.dst_lapsed", batch_rows: 2000 })
+      const done = await settle(id)
+      expect(done.status, JSON.stringify(done)).toBe("completed")
+      expect(await count("public.dst_lapsed")).toBe(rows)
+      // The broker did redeliver while it ran, and the handler still ran exactly once.
+      expect(copier.output()).toContain("job redelivered while it runs here")
+      expect(await deliveries(id)).toHaveLength(1)
+    } finally {
+      await copier.stop()
+      copier = startCopier(namespace)
+      await copierReady(copier)
+    }
+  }, 120_000)
 
   it("resumes a job after its worker is SIGKILLed mid-copy: completed, every row exactly once", async () => {
     const rows = 400_000

@@ -8,13 +8,13 @@ import {
   OperationStatus,
   type ReportOperationRequestSchema
 } from "@scion/proto/scion/operation/v1/operation_pb"
-import { Cause, Config, Context, Duration, Effect, Exit, FiberRef, Layer, Option, Schedule, Schema, type Scope } from "effect"
+import { Cause, Config, Context, Deferred, Duration, Effect, Exit, FiberRef, Layer, Option, Schedule, Schema, type Scope } from "effect"
 import { recordJob } from "../metrics.js"
 import { CurrentRequestId, withRequestId } from "../request-id.js"
 import { withRemoteParent } from "../tracing.js"
 import { Bus, type BusError, type ConsumeOptions, currentTraceparent, type Delivery } from "../bus/Bus.js"
 import { unitTransport, makeEffectClient, type EffectClient } from "../connect-client.js"
-import { Code, RpcError } from "../errors.js"
+import { Code, hasReason, RpcError } from "../errors.js"
 import { asService, isTransient, ServiceIdentity } from "../service-identity.js"
 
 /** The operation unit's RPCs, as a worker uses them. */
@@ -168,7 +168,7 @@ export const runJobs = <P, I, E, R>(
       call(operations.reportOperation(init)).pipe(
         Effect.map((response) => response.operation!),
         Effect.catchIf(
-          (e): e is RpcError => e instanceof RpcError && e.code === Code.FailedPrecondition && e.reason === "OPERATION_TERMINAL",
+          (e): e is RpcError => e instanceof RpcError && e.code === Code.FailedPrecondition && hasReason(e, "OPERATION_TERMINAL"),
           (e) => Effect.fail(new OperationEnded({ operationId: init.id ?? "", status: e.metadata.status ?? "ended" }))
         )
       )
@@ -179,6 +179,9 @@ export const runJobs = <P, I, E, R>(
         yield* report({ id: operationId }).pipe(Effect.catchTag("RpcError", (e) => Effect.logWarning("operation heartbeat failed", e)))
       }).pipe(Effect.repeat(Schedule.spaced(heartbeatInterval)), Effect.zipRight(Effect.never))
 
+    /** The attempts this process is running, by operation, with how each ended. */
+    const running = new Map<string, Deferred.Deferred<void, unknown>>()
+
     const handle = (delivery: Delivery) =>
       Effect.gen(function* () {
         const message = decodeMessage(delivery.payload)
@@ -186,12 +189,28 @@ export const runJobs = <P, I, E, R>(
           return yield* Effect.logError("job message is not a job; dropped").pipe(Effect.annotateLogs({ subject: delivery.subject }))
         }
         const { operation_id: operationId, org_id: orgId, request_id: requestId } = message.value
+        const inFlight = running.get(operationId)
+        if (inFlight !== undefined) {
+          // Redelivered while this process still runs it (its ack wait lapsed under load): two
+          // attempts of one job must not run side by side. This delivery keeps itself alive until
+          // the running attempt ends, then ends the same way (acked, or back to the bus).
+          yield* Effect.logInfo("job redelivered while it runs here: waiting for the running attempt").pipe(Effect.annotateLogs({ operation_id: operationId }))
+          return yield* Effect.raceFirst(
+            Deferred.await(inFlight),
+            delivery.working.pipe(Effect.repeat(Schedule.spaced(heartbeatInterval)), Effect.zipRight(Effect.never))
+          )
+        }
+        const ended = yield* Deferred.make<void, unknown>()
+        running.set(operationId, ended)
         const started = performance.now()
         yield* run(delivery, message.value, operationId, orgId).pipe(
           withRequestId(requestId),
           Effect.annotateLogs("operation_id", operationId),
           // A failure goes back to the bus (nak or dead letter): "retried".
-          Effect.onExit((exit) => recordJob(handler.unit, handler.type, Exit.isSuccess(exit) ? exit.value : "retried", (performance.now() - started) / 1000))
+          Effect.onExit((exit) => recordJob(handler.unit, handler.type, Exit.isSuccess(exit) ? exit.value : "retried", (performance.now() - started) / 1000)),
+          Effect.onExit((exit) =>
+            Effect.sync(() => running.delete(operationId)).pipe(Effect.zipRight(Deferred.done(ended, Exit.isSuccess(exit) ? Exit.void : Exit.failCause(exit.cause))))
+          )
         )
       })
 
