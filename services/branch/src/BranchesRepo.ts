@@ -136,6 +136,19 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
     const liveOnConnector = (connectorId: string) =>
       Effect.map(sql<Row>`select * from branches where connector_id = ${connectorId} and status not in ('deleted')`, (rows) => rows.map(toBranch)).pipe(Effect.orDie)
 
+    /**
+     * Stores the branch's sealed password unless one is stored already, and answers the stored one:
+     * two attempts of one create (a redelivery while the first still runs) end up with one password.
+     * None when the branch is gone.
+     */
+    const claimEnvelope = (id: string, envelope: Envelope) =>
+      sql<{ readonly password_envelope: unknown }>`
+        update branches set password_envelope = coalesce(password_envelope, ${JSON.stringify(envelope)}::jsonb), updated_at = now()
+        where id = ${id} returning password_envelope`.pipe(
+        Effect.map((rows) => Option.flatMap(Option.fromNullable(rows[0]?.password_envelope), decodeEnvelope)),
+        Effect.orDie
+      )
+
     const update = (id: string, fields: BranchUpdate) =>
       sql`update branches set ${sql.update({ ...fields, updated_at: new Date() })} where id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
 
@@ -248,6 +261,6 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
 
     const insert = (row: NewBranchRow) => sql`insert into branches ${sql.insert({ ...row, status: "creating" })}`.pipe(Effect.asVoid, Effect.orDie)
 
-    return { lockIdempotencyKey, purgeExpiredKeys, findKey, insertKey, liveByName, insert, countsByStatus, liveInOrg, find, findWithEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
+    return { lockIdempotencyKey, purgeExpiredKeys, findKey, insertKey, liveByName, insert, countsByStatus, liveInOrg, find, findWithEnvelope, claimEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
   })
 }) {}
