@@ -90,6 +90,8 @@ const authenticate = (sessionOnly: boolean) =>
     const limits = yield* RateLimits
     return (_token: unknown) =>
       Effect.gen(function* () {
+        // HttpApi hands the header minus its first seven characters, whatever its scheme ("Basic x"
+        // included): the scheme and the token's shape are checked here, from the header itself.
         const request = yield* HttpServerRequest.HttpServerRequest
         const token = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.authorization ?? "")?.[1]
         if (token === undefined) return yield* Effect.fail(new Unauthorized({ detail: "Not authenticated: send Authorization: Bearer <token>" }))

@@ -18,31 +18,24 @@ export interface Route {
   readonly schemas: { readonly [K in "pathSchema" | "payloadSchema" | "headersSchema" | "urlParamsSchema"]: Option.Option<AST.AST> }
 }
 
+/** A route's literal segment as requests spell it: "::" is a literal colon ("subscriptions::update"). */
+const literalSegment = (segment: string) => segment.replace(/::/g, ":")
+const isParameter = (segment: string) => segment.startsWith(":")
+const parameterName = (segment: string) => segment.slice(1).replace(/\?$/, "")
+
 /** The endpoint templates of an API, matched by method and path. */
 export const routesOf = (api: HttpApi.HttpApi.Any): ReadonlyArray<Route> => {
   const routes: Array<Route> = []
   HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => {
-      const params: Array<string> = []
-      const source = endpoint.path
-        .split("/")
-        .map((segment) => {
-          // "::" is a literal colon in a route ("subscriptions::update").
-          if (!segment.startsWith(":")) return segment.replace(/::/g, ":").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-          params.push(segment.slice(1).replace(/\?$/, ""))
-          return "([^/]+)"
-        })
-        .join("/")
+      const segments = endpoint.path.split("/")
       const { pathSchema, payloadSchema, headersSchema, urlParamsSchema } = endpoint
       routes.push({
         method: endpoint.method,
-        template: endpoint.path
-          .split("/")
-          .map((segment) => (segment.startsWith(":") ? `{${segment.slice(1).replace(/\?$/, "")}}` : segment.replace(/::/g, ":")))
-          .join("/"),
-        pattern: new RegExp(`^${source}/?$`),
-        params,
+        template: segments.map((segment) => (isParameter(segment) ? `{${parameterName(segment)}}` : literalSegment(segment))).join("/"),
+        pattern: new RegExp(`^${segments.map((segment) => (isParameter(segment) ? "([^/]+)" : literalSegment(segment).replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/")}/?$`),
+        params: segments.filter(isParameter).map(parameterName),
         schemas: {
           pathSchema: Option.map(pathSchema, (s) => s.ast),
           payloadSchema: Option.map(payloadSchema, (s) => s.ast),

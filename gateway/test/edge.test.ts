@@ -335,6 +335,34 @@ layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
     })
   )
 
+  it.effect("matches every endpoint of the served OpenAPI description as HttpApi routes it: the edge's route and parameters, never HttpApi's 404", () =>
+    Effect.gen(function* () {
+      const document = yield* call("GET", "/v1/openapi.json")
+      const routes = routesOf(Api)
+      const operations = Object.entries<Record<string, unknown>>(document.body.paths).flatMap(([template, item]) =>
+        Object.keys(item)
+          .filter((method) => ["get", "post", "put", "patch", "delete"].includes(method))
+          .map((method) => ({ method: method.toUpperCase(), template }))
+      )
+      // One route per documented operation, none undocumented.
+      expect(routes.map((r) => `${r.method} ${r.template}`).sort()).toEqual(operations.map((o) => `${o.method} ${o.template}`).sort())
+      for (const { method, template } of operations) {
+        const names = [...template.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!)
+        // A value with a space and a colon: decoded once, like HttpApi decodes path parameters.
+        const path = template.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(`${name} 1:x`))
+        const matched = matchRoute(routes, method, path)
+        expect(matched?.route.template, `${method} ${template}`).toBe(template)
+        expect(matched?.params, `${method} ${template}`).toEqual(Object.fromEntries(names.map((name) => [name, `${name} 1:x`])))
+        // HttpApi's own router knows the path too: unauthenticated, it answers anything but its 404.
+        const reply = yield* call(method, path)
+        expect(reply.status, `${method} ${template}`).not.toBe(404)
+      }
+      // And what neither knows stays 404 at both.
+      expect(matchRoute(routes, "GET", "/v1/branches/b/unknown")).toBeUndefined()
+      expect((yield* call("GET", "/v1/branches/b/unknown")).status).toBe(404)
+    })
+  )
+
   it.effect("refuses bodies over 1 MiB with 422", () =>
     Effect.gen(function* () {
       const response = yield* call("POST", "/v1/auth/login", { json: { email: "a@b.c", password: "x".repeat(2 * 1024 * 1024) } })

@@ -1,3 +1,8 @@
+import { randomUUID } from "node:crypto"
+import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { Api } from "@scion/gateway/api"
+import { Forbidden, NotFound, Unauthorized, ValidationError } from "@scion/gateway/httpErrors"
+import { Effect, ParseResult } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startScion, type Scion } from "../support/system.js"
 
@@ -66,5 +71,44 @@ describe("OpenAPI description and docs", () => {
     expect(response.status).toBe(200)
     expect(response.headers.get("content-type")).toContain("text/html")
     expect(await response.text()).toContain("openapi")
+  })
+})
+
+describe("the API definition as its own client", () => {
+  it("HttpApiClient.make(Api) signs up, makes and reads an org, and decodes 401, 403, 404 and 422 as the definition's error classes", async () => {
+    const client = (token?: string) =>
+      HttpApiClient.make(Api, {
+        baseUrl: scion.baseUrl,
+        transformClient: HttpClient.mapRequest((request) => (token === undefined ? request : HttpClientRequest.bearerToken(request, token)))
+      })
+    const outcome = await Effect.runPromise(
+      Effect.gen(function* () {
+        const anonymous = yield* client()
+        const grant = yield* anonymous.auth.signUp({ payload: { email: `client-${randomUUID()}@example.com`, password: "a long enough password", full_name: "Client" } })
+        const api = yield* client(grant.session_token)
+        const org = yield* api.orgs.create({ payload: { name: "Typed client org" } })
+        const read = yield* api.orgs.get({ path: { org_id: org.org_id } })
+        const foreign = yield* Effect.flip(api.orgs.get({ path: { org_id: "org_missing" } }))
+        const missing = yield* Effect.flip(api.operations.get({ path: { operation_id: "op_missing" }, urlParams: {} }))
+        const refused = yield* Effect.flip((yield* client("not-a-token")).orgs.list())
+        // The client encodes with the same schemas: an empty name never leaves it.
+        const refusedLocally = yield* Effect.flip(api.orgs.create({ payload: { name: "" } }))
+        // A control character passes the schema and is the edge's 422.
+        const invalid = yield* Effect.flip(api.orgs.create({ payload: { name: "bad\u0001name" } }))
+        const orgs = yield* api.orgs.list()
+        return { grant, org, read, foreign, missing, refused, refusedLocally, invalid, orgs }
+      }).pipe(Effect.provide(FetchHttpClient.layer))
+    )
+    expect(outcome.grant.user.full_name).toBe("Client")
+    expect(outcome.read).toEqual(outcome.org)
+    // Not a member: 403, as the interface says for orgs; an unknown operation: 404.
+    expect(outcome.foreign).toBeInstanceOf(Forbidden)
+    expect(outcome.missing).toBeInstanceOf(NotFound)
+    expect(outcome.refused).toBeInstanceOf(Unauthorized)
+    expect(ParseResult.isParseError(outcome.refusedLocally)).toBe(true)
+    expect(outcome.invalid).toBeInstanceOf(ValidationError)
+    expect((outcome.invalid as ValidationError).detail[0]?.loc).toEqual(["body", "name"])
+    // Neither refused create made an org.
+    expect(outcome.orgs.map((o) => o.name)).toEqual(["Typed client org"])
   })
 })
