@@ -15,7 +15,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
 import { healthServing, respawn, type Scion, startScion, type UnitProcess, waitFor } from "../support/system.js"
 
-const SCION_BIN = fileURLToPath(new URL("../../services/cli/bin/scion.mjs", import.meta.url))
+/**
+ * The package users install (services/cli/scripts/package.mjs, made once before the suite): one
+ * bundled file that starts in a fraction of the time the workspace's many modules take to load.
+ */
+let SCION_BIN: string
+let tarball: string
 const RECIPE = fileURLToPath(new URL("../../services/cli/examples/branch-per-pr.sh", import.meta.url))
 
 let scion: Scion
@@ -57,6 +62,9 @@ let apiKey: string
 
 beforeAll(async () => {
   configDir = await mkdtemp(join(tmpdir(), "scion-cli-"))
+  const packageDir = join(configDir, "package")
+  tarball = execFileSync(process.execPath, [fileURLToPath(new URL("../../services/cli/scripts/package.mjs", import.meta.url)), packageDir], { encoding: "utf8", timeout: 120_000 }).trim()
+  SCION_BIN = join(packageDir, "scion.mjs")
   ;[scion, source] = await Promise.all([startScion(), startSourceCluster()])
   await source.query("create database shop")
   await source.query("create table items (id bigint primary key, title text not null); insert into items select g, 'item ' || g from generate_series(1, 100) g; create table events (at timestamptz not null, note text)", "shop")
@@ -118,7 +126,7 @@ describe("scion, a new user's path", () => {
     // The key, not the stored session: an API key cannot list orgs (session only) but reads its own org's members.
     expect((await cli(["orgs", "list"], { SCION_TOKEN: apiKey })).code).toBe(3)
     expect((await json(["members", "list"], { SCION_TOKEN: apiKey })).map((m: { email: string }) => m.email)).toEqual([email])
-  })
+  }, 120_000)
 
   it("an invitee joins with the CLI; members change role and leave; invites are revoked; projects are read, renamed and deleted", async () => {
     const friendDir = await mkdtemp(join(tmpdir(), "scion-cli-friend-"))
@@ -154,7 +162,7 @@ describe("scion, a new user's path", () => {
     } finally {
       await rm(friendDir, { recursive: true, force: true })
     }
-  })
+  }, 120_000)
 
   it("connects a source: preflight as a table of checks, create, discover, select, decisions, then setup with progress lines", async () => {
     const details = ["--host", "127.0.0.1", "--port", String(source.port), "--database", "shop", "--username", "postgres", "--sslmode", "disable"]
@@ -293,8 +301,6 @@ describe("scion, a new user's path", () => {
   }, 300_000)
 
   it("installs as a package: the bundled tarball, npm install --global, and the same session works", async () => {
-    const out = join(configDir, "package")
-    const tarball = execFileSync(process.execPath, [fileURLToPath(new URL("../../services/cli/scripts/package.mjs", import.meta.url)), out], { encoding: "utf8", timeout: 120_000 }).trim()
     expect(tarball).toMatch(/scion-cli-0\.1\.0\.tgz$/)
     const prefix = join(configDir, "global")
     execFileSync("npm", ["install", "--global", "--offline", "--no-audit", "--no-fund", "--prefix", prefix, tarball], { encoding: "utf8", timeout: 120_000, stdio: "pipe" })

@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
+import { appendFileSync } from "node:fs"
 import { mkdir, readdir, readFile, rm } from "node:fs/promises"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
@@ -74,8 +75,14 @@ export const startUnit = (name: string, script: string, env: Record<string, stri
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
-  child.stdout?.on("data", (chunk) => (output += chunk))
-  child.stderr?.on("data", (chunk) => (output += chunk))
+  // SCION_TEST_LOG_DIR keeps every unit's output in a file too, for reading after a failed run.
+  const logFile = process.env.SCION_TEST_LOG_DIR ? join(process.env.SCION_TEST_LOG_DIR, `${name}-${child.pid ?? "x"}.log`) : undefined
+  const keep = (chunk: Buffer) => {
+    output += chunk
+    if (logFile !== undefined) appendFileSync(logFile, chunk)
+  }
+  child.stdout?.on("data", keep)
+  child.stderr?.on("data", keep)
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
   return {
     name,
