@@ -25,7 +25,8 @@ const portFree = (port: number) =>
 /** Seven consecutive free ports (gateway, its health port, identity, operation, billing, connector, branch). */
 const freeBase = async () => {
   for (;;) {
-    const base = 20_000 + Math.floor(Math.random() * 2_000) * 10
+    // Above the other tests' port blocks (10000–19599), below the ephemeral range (32768+).
+    const base = 20_000 + Math.floor(Math.random() * 1_200) * 10
     if ((await Promise.all(Array.from({ length: 7 }, (_, i) => portFree(base + i)))).every(Boolean)) return base
   }
 }

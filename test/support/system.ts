@@ -4,7 +4,7 @@
  * machine's Postgres, and tests drive the gateway's REST API with fetch.
  */
 import { spawn, type ChildProcess } from "node:child_process"
-import { randomBytes } from "node:crypto"
+import { randomBytes, randomInt } from "node:crypto"
 import { appendFileSync } from "node:fs"
 import { mkdir, readdir, readFile, rm } from "node:fs/promises"
 import { createServer } from "node:net"
@@ -19,16 +19,34 @@ export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", ".."
 
 export const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
+/**
+ * Ports for the processes and clusters tests start: below the kernel's ephemeral range
+ * (32768–60999) and production-shape.test.ts's ports (20000+), in a block per vitest worker.
+ * Asking the kernel for a free ephemeral port and binding it later in another process races: the
+ * kernel can hand the same port to the other worker, or to an outgoing connection, in between. CI
+ * once saw a connector unit lose its port to another system's unit, which answered health SERVING
+ * and 404 to every connector call. Within a block, ports are taken in turn from a random start
+ * (each test file loads this module afresh) and checked by binding them.
+ */
+const PORT_BLOCK = 1_200
+const FIRST_PORT = 10_000
+const portBlock = Number(process.env.VITEST_POOL_ID ?? 0) % 8
+let nextPort = randomInt(PORT_BLOCK)
+
+const bindable = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
     const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address ? address.port : 0
-      server.close(() => resolve(port))
-    })
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
   })
+
+export const freePort = async (): Promise<number> => {
+  for (let tries = 0; tries < PORT_BLOCK; tries++) {
+    const port = FIRST_PORT + portBlock * PORT_BLOCK + (nextPort++ % PORT_BLOCK)
+    if (await bindable(port)) return port
+  }
+  throw new Error(`no free port in block ${portBlock}`)
+}
 
 export const createDatabase = async (prefix: string, server: string = adminUrl): Promise<{ name: string; url: string; drop: () => Promise<void> }> => {
   const name = `${prefix}_${randomBytes(5).toString("hex")}`
