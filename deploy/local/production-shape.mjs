@@ -57,7 +57,7 @@ export const productionShape = ({ ports, host = "127.0.0.1", databaseUrl, natsUr
   // Later wins: the unit's own settings, the caller's for every process, then for this one.
   const unit = (name, script, own) => ({ name, script, env: { ...own, ...env, ...(name.startsWith("operation-") ? operationEnv : {}), ...(unitEnv[name] ?? {}) } })
   return [
-    unit("identity", "services/identity/dist/main.js", {
+    unit("identity", "services/identity/dist/server.mjs", {
       PORT: String(ports.identity),
       DATABASE_URL: databaseUrl,
       IDENTITY_SIGNING_KEY: secrets.signingKey,
@@ -66,10 +66,10 @@ export const productionShape = ({ ports, host = "127.0.0.1", databaseUrl, natsUr
       ...shared
     }),
     ...ports.operation.map((port, i) =>
-      unit(`operation-${i + 1}`, "services/operation/dist/main.js", { PORT: String(port), DATABASE_URL: databaseUrl, IDENTITY_URL: identityUrl, ...shared })
+      unit(`operation-${i + 1}`, "services/operation/dist/server.mjs", { PORT: String(port), DATABASE_URL: databaseUrl, IDENTITY_URL: identityUrl, ...shared })
     ),
-    unit("billing", "services/billing/dist/main.js", { PORT: String(ports.billing), DATABASE_URL: databaseUrl, IDENTITY_URL: identityUrl, ...shared }),
-    unit("connector", "services/connector/dist/main.js", {
+    unit("billing", "services/billing/dist/server.mjs", { PORT: String(ports.billing), DATABASE_URL: databaseUrl, IDENTITY_URL: identityUrl, ...shared }),
+    unit("connector", "services/connector/dist/server.mjs", {
       PORT: String(ports.connector),
       DATABASE_URL: databaseUrl,
       IDENTITY_URL: identityUrl,
@@ -81,7 +81,7 @@ export const productionShape = ({ ports, host = "127.0.0.1", databaseUrl, natsUr
       ENGINE_DATA_DIR: engineDataDir,
       ...shared
     }),
-    unit("branch", "services/branch/dist/main.js", {
+    unit("branch", "services/branch/dist/server.mjs", {
       PORT: String(ports.branch),
       DATABASE_URL: databaseUrl,
       IDENTITY_URL: identityUrl,
@@ -92,7 +92,7 @@ export const productionShape = ({ ports, host = "127.0.0.1", databaseUrl, natsUr
       SECRET_KEYS: secrets.secretKeys,
       ...shared
     }),
-    unit("gateway", "gateway/dist/main.js", {
+    unit("gateway", "gateway/dist/server.mjs", {
       PORT: String(ports.gateway),
       HEALTH_PORT: String(ports.gatewayHealth),
       IDENTITY_URL: identityUrl,

@@ -115,12 +115,12 @@ dbUrl.pathname = `/${dbName}`
 const children = []
 try {
   const [identityPort, gatewayPort, healthPort, baselinePort] = [await freePort(), await freePort(), await freePort(), await freePort()]
-  const identity = start("services/identity/dist/main.js", {
+  const identity = start("services/identity/dist/server.mjs", {
     PORT: String(identityPort),
     DATABASE_URL: dbUrl.toString(),
     IDENTITY_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
   })
-  const gateway = start("gateway/dist/main.js", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: `http://127.0.0.1:${identityPort}` })
+  const gateway = start("gateway/dist/server.mjs", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: `http://127.0.0.1:${identityPort}` })
   children.push(identity, gateway)
   const base = `http://127.0.0.1:${gatewayPort}`
   // Ready when a login round-trips to identity (401 for an unknown user).

@@ -70,15 +70,15 @@ try {
   const identityUrl = `http://127.0.0.1:${identityPort}`
   const operationUrl = `http://127.0.0.1:${operationPort}`
   children.push(
-    start("services/identity/dist/main.js", {
+    start("services/identity/dist/server.mjs", {
       PORT: String(identityPort),
       DATABASE_URL: dbUrl.toString(),
       SERVICE_CREDENTIAL: credential,
       IDENTITY_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
     }),
-    start("services/operation/dist/main.js", { PORT: String(operationPort), DATABASE_URL: dbUrl.toString(), IDENTITY_URL: identityUrl }),
+    start("services/operation/dist/server.mjs", { PORT: String(operationPort), DATABASE_URL: dbUrl.toString(), IDENTITY_URL: identityUrl }),
     // The bench is one session making thousands of requests a minute: the limiter stays on, out of reach.
-    start("gateway/dist/main.js", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: identityUrl, OPERATION_URL: operationUrl, RATE_LIMIT_PER_MINUTE: "100000000" })
+    start("gateway/dist/server.mjs", { PORT: String(gatewayPort), HEALTH_PORT: String(healthPort), IDENTITY_URL: identityUrl, OPERATION_URL: operationUrl, RATE_LIMIT_PER_MINUTE: "100000000" })
   )
   const base = `http://127.0.0.1:${gatewayPort}`
   const call = async (method, path, token, body) => {

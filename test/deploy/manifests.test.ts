@@ -154,7 +154,7 @@ const METRICS_SERVICE_PORT = { name: "metrics", port: 9464, containerPort: 9464,
 const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch" | "gateway", UnitExpectation> = {
   identity: {
     image: "ghcr.io/scion/identity:0.1.0",
-    command: ["node", "services/identity/dist/main.js"],
+    command: ["node", "services/identity/dist/server.mjs"],
     ports: { grpc: 50051, metrics: 9464 },
     healthPort: 50051,
     service: [{ name: "grpc", port: 50051, containerPort: 50051, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -168,7 +168,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   operation: {
     image: "ghcr.io/scion/operation:0.1.0",
-    command: ["node", "services/operation/dist/main.js"],
+    command: ["node", "services/operation/dist/server.mjs"],
     ports: { grpc: 50052, metrics: 9464 },
     healthPort: 50052,
     service: [{ name: "grpc", port: 50052, containerPort: 50052, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -186,7 +186,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   billing: {
     image: "ghcr.io/scion/billing:0.1.0",
-    command: ["node", "services/billing/dist/main.js"],
+    command: ["node", "services/billing/dist/server.mjs"],
     ports: { grpc: 50053, metrics: 9464 },
     healthPort: 50053,
     service: [{ name: "grpc", port: 50053, containerPort: 50053, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -204,7 +204,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   connector: {
     image: "ghcr.io/scion/connector:0.1.0",
-    command: ["node", "services/connector/dist/main.js"],
+    command: ["node", "services/connector/dist/server.mjs"],
     ports: { grpc: 50054, metrics: 9464 },
     healthPort: 50054,
     service: [{ name: "grpc", port: 50054, containerPort: 50054, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -231,7 +231,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   branch: {
     image: "ghcr.io/scion/branch:0.1.0",
-    command: ["node", "services/branch/dist/main.js"],
+    command: ["node", "services/branch/dist/server.mjs"],
     ports: { grpc: 50055, metrics: 9464 },
     healthPort: 50055,
     service: [{ name: "grpc", port: 50055, containerPort: 50055, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -255,7 +255,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   gateway: {
     image: "ghcr.io/scion/gateway:0.1.0",
-    command: ["node", "gateway/dist/main.js"],
+    command: ["node", "gateway/dist/server.mjs"],
     ports: { http: 8080, health: 8081, metrics: 9464 },
     healthPort: 8081,
     service: [{ name: "http", port: 80, containerPort: 8080, appProtocol: "http" }, METRICS_SERVICE_PORT],
