@@ -23,10 +23,11 @@ await Promise.all(
       platform: "node",
       target: "node20",
       format: "esm",
-      // Stack traces and class names stay readable; whitespace and syntax are what cost memory.
+      // Whitespace and syntax minified (~8 MB less RSS for the gateway); identifiers are not, so
+      // function and class names stay without esbuild's keepNames, whose __name() call on every
+      // closure made showed in the profiles. Locations map back through the linked source map.
       minifyWhitespace: true,
       minifySyntax: true,
-      keepNames: true,
       sourcemap: "linked",
       legalComments: "none",
       logLevel: "warning",

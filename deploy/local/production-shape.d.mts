@@ -19,6 +19,7 @@ export interface ShapeUnit {
   readonly env: Record<string, string>
 }
 export declare const repoRoot: string
+export declare const UNIT_NODE_FLAGS: ReadonlyArray<string>
 export declare const makeSecrets: () => Secrets
 export declare const portsFrom: (base: number | undefined) => Ports
 export declare const productionShape: (options: {

@@ -36,6 +36,14 @@ export const makeSecrets = () => ({
   secretKeys: `k1:${randomBytes(32).toString("base64")}`
 })
 
+/**
+ * V8 settings every unit runs with (here, in the Deployments, tests and benches). Under load V8 let
+ * a unit's old generation grow to ~4× its ~50 MB of live objects before collecting (peak RSS 260 MB
+ * for the gateway); growing by half instead, with 8 MB semi-spaces, holds it near 150 MB for the
+ * same CPU per request (measured with bench:gateway; capping the heap instead cost 40–60% more CPU).
+ */
+export const UNIT_NODE_FLAGS = ["--heap-growing-percent=50", "--max-semi-space-size=8"]
+
 /** The standard ports, or consecutive ones from a base. */
 export const portsFrom = (base) =>
   base === undefined
@@ -178,7 +186,7 @@ const main = async () => {
     env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "Info" }
   })
   const children = units.map((u) => {
-    const child = spawn(process.execPath, [join(repoRoot, u.script)], { cwd: repoRoot, env: { ...process.env, ...u.env }, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [...UNIT_NODE_FLAGS, join(repoRoot, u.script)], { cwd: repoRoot, env: { ...process.env, ...u.env }, stdio: ["ignore", "pipe", "pipe"] })
     const prefix = (stream, out) => {
       let rest = ""
       stream.setEncoding("utf8")

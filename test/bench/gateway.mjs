@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url"
 import autocannon from "autocannon"
 import { performance } from "node:perf_hooks"
 import pg from "pg"
+import { UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -29,7 +30,7 @@ const freePort = () =>
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const start = (script, env) => {
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", RATE_LIMIT_PER_MINUTE: "1000000000", ...env }, stdio: ["ignore", "inherit", "inherit"] })
+  const child = spawn(process.execPath, [...UNIT_NODE_FLAGS, ...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", RATE_LIMIT_PER_MINUTE: "1000000000", ...env }, stdio: ["ignore", "inherit", "inherit"] })
   return child
 }
 

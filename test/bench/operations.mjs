@@ -8,7 +8,7 @@
 //    each waiter's response. Baseline in the same run: clients polling every second (no wait).
 // 2. Throughput: workers with a service principal create, start and complete operations straight
 //    on the operation unit (3 RPCs each), for BENCH_SECONDS.
-import { healthServing } from "../../deploy/local/production-shape.mjs"
+import { healthServing, UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs"
 import { spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { createServer } from "node:net"
@@ -42,7 +42,7 @@ const freePort = () =>
   })
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const start = (script, env) =>
-  spawn(process.execPath, [...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", ...env }, stdio: ["ignore", "inherit", "inherit"] })
+  spawn(process.execPath, [...UNIT_NODE_FLAGS, ...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", ...env }, stdio: ["ignore", "inherit", "inherit"] })
 const waitFor = async (probe, what) => {
   for (let i = 0; i < 300; i++) {
     if (await probe().catch(() => false)) return

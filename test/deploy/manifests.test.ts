@@ -13,6 +13,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
+import { UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const baseDir = join(repoRoot, "deploy", "base");
@@ -154,7 +155,7 @@ const METRICS_SERVICE_PORT = { name: "metrics", port: 9464, containerPort: 9464,
 const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch" | "gateway", UnitExpectation> = {
   identity: {
     image: "ghcr.io/scion/identity:0.1.0",
-    command: ["node", "services/identity/dist/server.mjs"],
+    command: ["node", ...UNIT_NODE_FLAGS, "services/identity/dist/server.mjs"],
     ports: { grpc: 50051, metrics: 9464 },
     healthPort: 50051,
     service: [{ name: "grpc", port: 50051, containerPort: 50051, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -168,7 +169,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   operation: {
     image: "ghcr.io/scion/operation:0.1.0",
-    command: ["node", "services/operation/dist/server.mjs"],
+    command: ["node", ...UNIT_NODE_FLAGS, "services/operation/dist/server.mjs"],
     ports: { grpc: 50052, metrics: 9464 },
     healthPort: 50052,
     service: [{ name: "grpc", port: 50052, containerPort: 50052, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -186,7 +187,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   billing: {
     image: "ghcr.io/scion/billing:0.1.0",
-    command: ["node", "services/billing/dist/server.mjs"],
+    command: ["node", ...UNIT_NODE_FLAGS, "services/billing/dist/server.mjs"],
     ports: { grpc: 50053, metrics: 9464 },
     healthPort: 50053,
     service: [{ name: "grpc", port: 50053, containerPort: 50053, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -204,7 +205,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   connector: {
     image: "ghcr.io/scion/connector:0.1.0",
-    command: ["node", "services/connector/dist/server.mjs"],
+    command: ["node", ...UNIT_NODE_FLAGS, "services/connector/dist/server.mjs"],
     ports: { grpc: 50054, metrics: 9464 },
     healthPort: 50054,
     service: [{ name: "grpc", port: 50054, containerPort: 50054, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -231,7 +232,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   branch: {
     image: "ghcr.io/scion/branch:0.1.0",
-    command: ["node", "services/branch/dist/server.mjs"],
+    command: ["node", ...UNIT_NODE_FLAGS, "services/branch/dist/server.mjs"],
     ports: { grpc: 50055, metrics: 9464 },
     healthPort: 50055,
     service: [{ name: "grpc", port: 50055, containerPort: 50055, appProtocol: "kubernetes.io/h2c" }, METRICS_SERVICE_PORT],
@@ -255,7 +256,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
   },
   gateway: {
     image: "ghcr.io/scion/gateway:0.1.0",
-    command: ["node", "gateway/dist/server.mjs"],
+    command: ["node", ...UNIT_NODE_FLAGS, "gateway/dist/server.mjs"],
     ports: { http: 8080, health: 8081, metrics: 9464 },
     healthPort: 8081,
     service: [{ name: "http", port: 80, containerPort: 8080, appProtocol: "http" }, METRICS_SERVICE_PORT],

@@ -13,7 +13,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { connect as natsConnect } from "nats"
 import pg from "pg"
-import { healthServing, makeSecrets, productionShape } from "../../deploy/local/production-shape.mjs"
+import { healthServing, makeSecrets, productionShape, UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs"
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 
@@ -85,7 +85,7 @@ const RELAXED_RATE_LIMITS = {
 }
 
 export const startUnit = (name: string, script: string, env: Record<string, string>): UnitProcess => {
-  const child = spawn(process.execPath, [join(repoRoot, script)], {
+  const child = spawn(process.execPath, [...UNIT_NODE_FLAGS, join(repoRoot, script)], {
     cwd: repoRoot,
     // Tests make many requests from one address and one key, and fail logins on purpose: the rate
     // limits stay on at a height no test reaches (test/e2e/rate-limits.test.ts sets its own).
