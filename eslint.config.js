@@ -10,5 +10,13 @@ export default tseslint.config(
       "@typescript-eslint/no-explicit-any": "off",
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }]
     }
+  },
+  {
+    // The gateway's bundle: the @effect/platform barrel makes esbuild keep every module it
+    // re-exports in the startup chunk, the 3.4 MB docs page script included (gateway/src/Docs.ts).
+    files: ["gateway/src/**/*.ts", "services/kit/src/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { paths: [{ name: "@effect/platform", message: "Import the module's subpath (@effect/platform/HttpApiBuilder): the barrel keeps the docs page in the gateway's startup chunk." }] }]
+    }
   }
 )

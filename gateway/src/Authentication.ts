@@ -1,4 +1,4 @@
-import { HttpServerRequest } from "@effect/platform"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { withPrincipalToken, type RpcError } from "@scion/kit"
 import { PrincipalKind } from "@scion/proto/scion/auth/v1/auth_pb"
 import { Clock, Config, Context, Effect, Layer } from "effect"

@@ -1,4 +1,4 @@
-import { HttpServerRequest } from "@effect/platform"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Clock, Config, Context, Effect, FiberRef, Layer, Option } from "effect"
 import { TooManyRequests } from "./errors.js"
 

@@ -1,4 +1,4 @@
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import type { BranchJson, SnapshotJson } from "@scion/kit"
 import { Schema } from "effect"
 

@@ -2,7 +2,7 @@
  * The gateway's error bodies, as schemas only: the API definition (Api.ts) and its clients (the
  * SDK) import these without the server's RPC mapping (errors.ts).
  */
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema, SchemaAST } from "effect"
 
 // ---------------------------------------------------------------------------------------------

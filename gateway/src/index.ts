@@ -1,9 +1,14 @@
 import { createServer } from "node:http"
-import { type HttpApi, HttpApiBuilder, HttpApiScalar, HttpMiddleware, HttpServer, HttpServerResponse } from "@effect/platform"
+import type * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Effect, Layer } from "effect"
 import { Api } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
+import { DocsLive } from "./Docs.js"
 import { EdgeLive } from "./edge.js"
 import { ApiKeysLive } from "./http/apiKeys.js"
 import { AuthLive } from "./http/auth.js"
@@ -43,7 +48,7 @@ const HealthzLive = HttpApiBuilder.Router.use((router) => router.get("/healthz",
  * /v1/docs), /healthz, access logs. Tests serve it on port 0; `GatewayLive` on PORT.
  */
 export const gatewayHttpLayer = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
-  Layer.provide([HttpApiScalar.layer({ path: "/v1/docs" }), HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }), HealthzLive, EdgeLive]),
+  Layer.provide([DocsLive, HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }), HealthzLive, EdgeLive]),
   Layer.provide(ApiLive)
 )
 

@@ -2,7 +2,9 @@
  * The API's security, as declarations only: who a caller is and the two bearer middlewares. The
  * API definition and its clients import these; Authentication.ts implements them.
  */
-import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Context, Schema } from "effect"
 import { httpErrors } from "./httpErrors.js"
 

@@ -1,4 +1,6 @@
-import { HttpApi, HttpMethod, type HttpServerRequest } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpMethod from "@effect/platform/HttpMethod"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Either, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
 import type { ValidationIssue } from "./errors.js"
 

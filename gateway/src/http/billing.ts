@@ -1,5 +1,5 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as pb from "@scion/proto/scion/billing/v1/billing_pb"
 import { Effect } from "effect"
 import { Api } from "../Api.js"

@@ -1,4 +1,6 @@
-import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { timestampFromMs } from "@bufbuild/protobuf/wkt"
 import type * as pb from "@scion/proto/scion/branch/v1/branch_pb"
 import { branchJson, hasReason, type RpcError, snapshotJson } from "@scion/kit"

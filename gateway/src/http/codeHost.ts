@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as pb from "@scion/proto/scion/connector/v1/code_host_pb"
 import { Effect } from "effect"
 import { Api } from "../Api.js"

@@ -1,6 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { hasReason, type RpcError } from "@scion/kit"
 import * as pb from "@scion/proto/scion/connector/v1/connector_pb"
 import type { OperationStatus } from "@scion/proto/scion/operation/v1/operation_pb"

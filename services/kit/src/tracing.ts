@@ -1,5 +1,5 @@
 import { OtlpSerialization, OtlpTracer } from "@effect/opentelemetry"
-import { FetchHttpClient } from "@effect/platform"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import { Config, Duration, Effect, Layer, Option, type Tracer } from "effect"
 import { parseTraceparent } from "./bus/Bus.js"
 
