@@ -13,6 +13,8 @@ import { OperationsRepo } from "./OperationsRepo.js"
 export const OPERATION_ID = /^op_[A-Za-z0-9_-]{1,120}$/
 export const MAX_WAIT_SECONDS = 10
 const MAX_REFERENCE = 200
+/** Rows a replica keeps of what it wrote last (see `remembered`). */
+const MAX_REMEMBERED = 10_000
 
 const invalid = (field: string, message: string) => new InvalidArgument({ field, message })
 
@@ -27,6 +29,23 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
     const sql = yield* SqlClient.SqlClient
 
     const transaction = transactional(sql)
+
+    /**
+     * The row as this replica last wrote it, by operation id, while the operation runs. A worker's
+     * reports mostly reach the replica that created or last updated its operation, so the common
+     * report is decided from this and written in one statement instead of a read and a write. The
+     * write's version check makes a stale entry (another replica or the sweeper wrote since) cost
+     * a read and a retry, never a lost update; and only a write is decided from an entry: a
+     * refusal or an identical repeat is always decided from the row. Oldest first out.
+     */
+    const remembered = new Map<string, Operation>()
+    const remember = (operation: Operation) =>
+      Effect.sync(() => {
+        remembered.delete(operation.id)
+        if (isTerminal(operation.status)) return
+        remembered.set(operation.id, operation)
+        if (remembered.size > MAX_REMEMBERED) remembered.delete(remembered.keys().next().value!)
+      })
 
     const checkId = (id: string) => (OPERATION_ID.test(id) ? Effect.void : Effect.fail(invalid("id", "id must be op_ followed by 1..120 of A-Z a-z 0-9 _ -")))
 
@@ -48,7 +67,10 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
       }
       if (!(yield* access.isMember(principal, input.orgId))) return yield* new NotAMember({ orgId: input.orgId })
       const inserted = yield* repo.insert({ ...input, setupStatus: input.type === SETUP_STATUS_TYPE ? {} : null })
-      if (Option.isSome(inserted)) return { operation: inserted.value, created: true }
+      if (Option.isSome(inserted)) {
+        yield* remember(inserted.value)
+        return { operation: inserted.value, created: true }
+      }
       const existing = yield* repo.find(input.id).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.dieMessage(`operation ${input.id} vanished`), onSome: Effect.succeed })))
       if (existing.orgId === input.orgId && existing.type === input.type && existing.resourceId === input.resourceId) {
         return { operation: existing, created: false }
@@ -99,13 +121,13 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
 
     /**
      * Applies a worker's report through the state machine; announces the change after it is
-     * written. The common case costs two statements: read, decide, write if the version is still
+     * written. The common case costs one statement (decided from the row this replica wrote last,
+     * written if its version still stands), or two: read, decide, write if the version is still
      * the one read. A report that loses that race (another write on the same operation came
      * first) decides again under the row lock, so contention never livelocks.
      */
     const report = Effect.fn("Operations.report")(function* (principal: Principal, input: Report) {
       yield* checkId(input.id)
-      const read = yield* findVisible(principal, input.id)
       const apply = (current: Operation) =>
         Effect.gen(function* () {
           const decision = decide(current, input)
@@ -114,7 +136,8 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
           const written = yield* repo.updateIfVersion(input.id, current.version, decision.right.changes)
           return Option.match(written, { onNone: () => undefined, onSome: (operation) => ({ operation, changed: true }) })
         })
-      let outcome = yield* apply(read)
+      let outcome = yield* writeFromRemembered(principal, input)
+      if (outcome === undefined) outcome = yield* apply(yield* findVisible(principal, input.id))
       if (outcome === undefined) {
         outcome = yield* transaction(
           Effect.gen(function* () {
@@ -125,9 +148,23 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
           })
         )
       }
-      if (outcome.changed) yield* changes.publish(outcome.operation)
+      if (outcome.changed) {
+        yield* remember(outcome.operation)
+        yield* changes.publish(outcome.operation)
+      }
       return outcome.operation
     })
+
+    /** The report written against the remembered row, when that decides a write and the write lands. */
+    const writeFromRemembered = (principal: Principal, input: Report) =>
+      Effect.gen(function* () {
+        const current = remembered.get(input.id)
+        if (current === undefined || !(yield* access.isMember(principal, current.orgId))) return undefined
+        const decision = decide(current, input)
+        if (Either.isLeft(decision) || decision.right._tag !== "Update") return undefined
+        const written = yield* repo.updateIfVersion(input.id, current.version, decision.right.changes)
+        return Option.match(written, { onNone: () => undefined, onSome: (operation) => ({ operation, changed: true }) })
+      })
 
     const list = Effect.fn("Operations.list")(function* (principal: Principal, orgId: string, resourceId: string) {
       if (orgId === "") return yield* invalid("org_id", "org_id is required")

@@ -235,6 +235,21 @@ describe("operations", () => {
       })
     )
 
+    it.effect("a report is decided again from the row when another replica wrote it since this one did: nothing is lost", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const { operations, principal, id } = yield* setup()
+        yield* operations.report(principal, { id, status: "running", stage: "copying", progress: 10 })
+        // Another replica's report lands behind this replica's back.
+        yield* sql`update operations set progress = 60, stage = 'granting', version = version + 1 where id = ${id}`
+        const next = yield* operations.report(principal, { id, progress: 30, stageLabel: "Granting" })
+        expect(next).toMatchObject({ status: "running", stage: "granting", stageLabel: "Granting", progress: 60 })
+        expect(yield* operations.get(principal, id, 0)).toMatchObject({ stage: "granting", stageLabel: "Granting", progress: 60 })
+        // And the next report, from the row this replica now wrote, keeps all of it.
+        expect(yield* operations.report(principal, { id, status: "completed", progress: 100, result: { ok: true } })).toMatchObject({ status: "completed", stage: "granting", progress: 100 })
+      })
+    )
+
     it.effect("the database itself refuses to change a terminal operation", () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
