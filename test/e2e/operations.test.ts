@@ -158,6 +158,31 @@ describe("operations through the gateway, two operation replicas", () => {
     expect(elapsed).toBeLessThan(3000)
   })
 
+  it("many waits of one caller on one operation all wake with the change; another org's caller still gets 404, and a client that gives up ends nobody's wait", async () => {
+    const id = await create(alice)
+    await report(alice, { id, status: OperationStatus.RUNNING })
+    const started = Date.now()
+    const waiting = Array.from({ length: 6 }, () => get(alice, id, "?wait=10"))
+    const quitter = new AbortController()
+    const quitting = fetch(`${scion.baseUrl}/v1/operations/${id}?wait=10`, { headers: { authorization: `Bearer ${alice.token}` }, signal: quitter.signal }).catch((e: Error) => e.name)
+    // Bob waits on the same operation at the same moment: refused at once, never answered with alice's view.
+    const stranger = await get(bob, id, "?wait=10")
+    expect(stranger.status).toBe(404)
+    expect(Date.now() - started).toBeLessThan(3000)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    quitter.abort()
+    expect(await quitting).toBe("AbortError")
+    await new Promise((resolve) => setTimeout(resolve, 400))
+    await report(alice, { id, status: OperationStatus.COMPLETED, result: { shared: true } }, replica2)
+    for (const response of await Promise.all(waiting)) {
+      expect(response.status).toBe(200)
+      expect(response.body).toMatchObject({ id, status: "completed", result: { shared: true } })
+    }
+    expect(Date.now() - started).toBeLessThan(5000)
+    // The next wait is its own: an operation already ended answers at once.
+    expect((await get(alice, id, "?wait=10")).body).toMatchObject({ status: "completed" })
+  })
+
   it("a wait with no change returns after about the wait, with the current state", async () => {
     const id = await create(alice)
     await report(alice, { id, status: OperationStatus.RUNNING, stage: "copy", progress: 5 })
