@@ -30,8 +30,9 @@ await Promise.all(
       format: "esm",
       // Whitespace and syntax minified (~8 MB less RSS for the gateway); identifiers are not, so
       // function and class names stay without esbuild's keepNames, whose __name() call on every
-      // closure made showed in the profiles. Locations map back through the linked source map.
-      minifyWhitespace: true,
+      // closure made showed in the profiles. Locations map back through the linked source map;
+      // BUNDLE_READABLE=1 keeps the whitespace, for reading CPU profiles by line.
+      minifyWhitespace: process.env.BUNDLE_READABLE === undefined,
       minifySyntax: true,
       sourcemap: "linked",
       legalComments: "none",
