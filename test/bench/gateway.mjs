@@ -4,7 +4,6 @@
 // in the same run: a plain Node HTTP server doing the same key lookup in Postgres.
 import { spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
-import { readdirSync, readFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -12,6 +11,7 @@ import autocannon from "autocannon"
 import { performance } from "node:perf_hooks"
 import pg from "pg"
 import { UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs"
+import { measured, peakRssMb } from "./process-cpu.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -32,53 +32,6 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const start = (script, env) => {
   const child = spawn(process.execPath, [...UNIT_NODE_FLAGS, ...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", RATE_LIMIT_PER_MINUTE: "1000000000", ...env }, stdio: ["ignore", "inherit", "inherit"] })
   return child
-}
-
-/** Peak resident set size (VmHWM) of a live process, in MB. */
-const peakRssMb = (pid) => {
-  const match = readFileSync(`/proc/${pid}/status`, "utf8").match(/VmHWM:\s+(\d+) kB/)
-  return match ? Number(match[1]) / 1024 : NaN
-}
-
-/** CPU time (user + system) a process has used so far, in ms. */
-const cpuMs = (pid) => {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
-  } catch {
-    return 0
-  }
-}
-/** CPU time of each Postgres process on this machine, in ms, by pid. */
-const postgresCpuMs = () =>
-  new Map(
-    readdirSync("/proc")
-      .filter((entry) => /^\d+$/.test(entry))
-      .filter((pid) => {
-        try {
-          return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "postgres"
-        } catch {
-          return false
-        }
-      })
-      .map((pid) => [pid, cpuMs(pid)])
-  )
-
-/** CPU Postgres spent between two samples: backends that ended in between count from what they had. */
-const postgresCpuSince = (before) => {
-  let total = 0
-  for (const [pid, ms] of postgresCpuMs()) total += ms - (before.get(pid) ?? 0)
-  return total
-}
-
-/** Runs a load and reports the CPU each named process spent per request during it. */
-const measured = async (run, pids) => {
-  const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid)]))
-  const pgBefore = postgresCpuMs()
-  const result = await run()
-  const perRequest = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, ((cpuMs(pid) - before[name]) * 1000) / result.total]))
-  perRequest.postgres = (postgresCpuSince(pgBefore) * 1000) / result.total
-  return { ...result, cpuUsPerRequest: perRequest }
 }
 
 const waitFor = async (probe, what) => {

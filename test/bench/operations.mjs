@@ -22,6 +22,7 @@ import { Effect, Scope } from "effect"
 import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
 import { OperationService, OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import pg from "pg"
+import { measured } from "./process-cpu.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -206,15 +207,22 @@ try {
 
   // ---- 2. throughput --------------------------------------------------------------------------
   let done = 0
-  const deadline = performance.now() + SECONDS * 1000
   const startedAt = performance.now()
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (performance.now() < deadline) {
-        await complete(await newOperation())
-        done++
-      }
-    })
+  const [identityChild, operationChild, gatewayChild] = children
+  const throughput = await measured(
+    async () => {
+      const deadline = performance.now() + SECONDS * 1000
+      await Promise.all(
+        Array.from({ length: CONCURRENCY }, async () => {
+          while (performance.now() < deadline) {
+            await complete(await newOperation())
+            done++
+          }
+        })
+      )
+      return { total: done }
+    },
+    { operation: operationChild.pid, identity: identityChild.pid, gateway: gatewayChild.pid, "bench client": process.pid }
   )
   const perSecond = done / ((performance.now() - startedAt) / 1000)
 
@@ -227,6 +235,8 @@ try {
   console.log(`scion, ${WAITERS * 8 * PARALLEL} waiters at once          ${fmt(summary(crowded))}`)
   console.log(`\nratio baseline/scion p50: ${(p.p50 / w.p50).toFixed(0)}x; scion p99 ${w.p99.toFixed(1)} ms with ${WAITERS * PARALLEL} waiters (target < 10 ms)`)
   console.log(`\nOperations created + started + completed (3 RPCs each), ${CONCURRENCY} workers, ${SECONDS}s: ${perSecond.toFixed(0)} ops/s (target >= 1000)`)
+  const cpu = Object.entries(throughput.cpuUsPerRequest).map(([name, us]) => `${name} ${us.toFixed(0)} µs`).join(", ")
+  console.log(`CPU per operation: ${cpu}`)
 } finally {
   for (const child of children) child.kill("SIGTERM")
   await sleep(800)
