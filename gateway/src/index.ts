@@ -5,6 +5,7 @@ import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { NodeHttpServer } from "@effect/platform-node"
+import { tracingConfigured } from "@scion/kit"
 import { Config, Effect, Layer } from "effect"
 import { Api } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
@@ -47,9 +48,16 @@ const HealthzLive = HttpApiBuilder.Router.use((router) => router.get("/healthz",
  * The gateway's HTTP app on whatever `HttpServer` is provided: /v1 (with /v1/openapi.json and
  * /v1/docs), /healthz, access logs. Tests serve it on port 0; `GatewayLive` on PORT.
  */
-export const gatewayHttpLayer = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
-  Layer.provide([DocsLive, HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }), HealthzLive, EdgeLive]),
-  Layer.provide(ApiLive)
+export const gatewayHttpLayer = Layer.unwrapEffect(
+  Effect.map(tracingConfigured, (tracing) =>
+    HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
+      // Without an exporter the server span of each request would parse its URL, copy and redact
+      // its headers and provide a no-op span, for nothing.
+      HttpMiddleware.withTracerDisabledWhen(() => !tracing),
+      Layer.provide([DocsLive, HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }), HealthzLive, EdgeLive]),
+      Layer.provide(ApiLive)
+    )
+  )
 )
 
 /** The gateway listening on PORT (default 8080) on all interfaces. Needs only `Upstreams`. */

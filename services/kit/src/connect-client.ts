@@ -9,7 +9,7 @@ import { type DirectUnary, grpcDirectUnary, inProcessDirectUnary } from "./grpc-
 import { OutgoingPrincipal, PRINCIPAL_HEADER } from "./principal.js"
 import { currentTraceparent } from "./bus/Bus.js"
 import { CurrentRequestId, REQUEST_ID_HEADER } from "./request-id.js"
-import { TRACEPARENT_HEADER } from "./tracing.js"
+import { TRACEPARENT_HEADER, withSpanWhenTracing } from "./tracing.js"
 
 /**
  * A Connect transport to another unit that may also offer the direct unary path
@@ -52,7 +52,7 @@ export const makeEffectClient = <S extends DescService>(service: S, transport: U
         if (Option.isSome(requestId)) headers[REQUEST_ID_HEADER] = requestId.value
         if (Option.isSome(traceparent)) headers[TRACEPARENT_HEADER] = traceparent.value
         return Effect.tryPromise({ try: (signal) => send(request, headers, signal), catch: fromConnectError })
-      }).pipe(Effect.withSpan(`rpc.client ${service.typeName}/${name}`, { kind: "client" }))
+      }).pipe(withSpanWhenTracing(`rpc.client ${service.typeName}/${name}`, { kind: "client" }))
   }
   return calls as unknown as EffectClient<S>
 }

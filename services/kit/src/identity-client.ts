@@ -6,6 +6,7 @@ import { Bus } from "./bus/Bus.js"
 import { unitTransport, makeEffectClient, type EffectClient } from "./connect-client.js"
 import { Code, hasReason, type RpcError } from "./errors.js"
 import { type Principal, PrincipalVerifier } from "./principal.js"
+import { withSpanWhenTracing } from "./tracing.js"
 
 /**
  * ACCESS_CACHE_SECONDS (default 60; 0 asks identity every time): how long a unit keeps identity's
@@ -120,6 +121,6 @@ export const authorizeInOrg = (
           )
       }
     }),
-    Effect.withSpan("authorizeInOrg", { attributes: { orgId, permission } })
+    withSpanWhenTracing("authorizeInOrg", { attributes: { orgId, permission } })
   )
 }

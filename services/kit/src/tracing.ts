@@ -1,6 +1,6 @@
 import { OtlpSerialization, OtlpTracer } from "@effect/opentelemetry"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import { Config, Duration, Effect, Layer, Option, type Tracer } from "effect"
+import { Config, Duration, Effect, FiberRef, Layer, Option, type Tracer } from "effect"
 import { parseTraceparent } from "./bus/Bus.js"
 
 /**
@@ -15,13 +15,24 @@ import { parseTraceparent } from "./bus/Bus.js"
  */
 export const TRACEPARENT_HEADER = "traceparent"
 
+/**
+ * `Effect.withSpan` for the paths every request takes, and nothing at all when tracing is off.
+ * With the tracer disabled, `withSpan` still captures a stack, makes a no-op span and provides it:
+ * a copy of the fiber's whole Context and a FiberRef write per span, which the gateway's and the
+ * operation unit's profiles showed per request.
+ */
+export const withSpanWhenTracing =
+  (name: string, options: Tracer.SpanOptions = {}) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(FiberRef.get(FiberRef.currentTracerEnabled), (tracing) => (tracing ? Effect.withSpan(self, name, options) : self))
+
 /** `name` as a span continuing `traceparent` when it carries one (server side of a call or a job). */
 export const withRemoteParent =
   (name: string, traceparent: string | null | undefined, options: { readonly kind?: Tracer.SpanKind; readonly attributes?: Record<string, unknown> } = {}) =>
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Option.match(parseTraceparent(traceparent ?? undefined), {
-      onNone: () => Effect.withSpan(self, name, options),
-      onSome: (parent) => Effect.withSpan(self, name, { ...options, parent })
+      onNone: () => withSpanWhenTracing(name, options)(self),
+      onSome: (parent) => withSpanWhenTracing(name, { ...options, parent })(self)
     })
 
 const TracingConfig = Config.all({
@@ -43,12 +54,21 @@ const headersOf = (value: string): Record<string, string> =>
       .map(([key, ...rest]) => [decodeURIComponent(key!.trim()), decodeURIComponent(rest.join("=").trim())])
   )
 
+/** Where spans are exported, when they are. */
+const exportUrl = (config: Config.Config.Success<typeof TracingConfig>): Option.Option<string> =>
+  config.disabled || config.exporter === "none"
+    ? Option.none()
+    : Option.orElse(config.tracesEndpoint, () => Option.map(config.endpoint, (base) => `${base.replace(/\/+$/, "")}/v1/traces`))
+
+/** Whether `tracingLayer` exports spans, from the same settings (the gateway skips its HTTP spans when not). */
+export const tracingConfigured: Effect.Effect<boolean> = Effect.map(Effect.orDie(TracingConfig), (config) => Option.isSome(exportUrl(config)))
+
 /** The OTLP tracer for `serviceName` (OTEL_SERVICE_NAME wins) when configured, else no spans at all. */
 export const tracingLayer = (serviceName: string): Layer.Layer<never> =>
   Layer.unwrapEffect(
     Effect.map(Effect.orDie(TracingConfig), (config) => {
-      const url = Option.orElse(config.tracesEndpoint, () => Option.map(config.endpoint, (base) => `${base.replace(/\/+$/, "")}/v1/traces`))
-      if (config.disabled || config.exporter === "none" || Option.isNone(url)) return Layer.setTracerEnabled(false)
+      const url = exportUrl(config)
+      if (Option.isNone(url)) return Layer.setTracerEnabled(false)
       return OtlpTracer.layer({
         url: url.value,
         resource: { serviceName: Option.getOrElse(config.serviceName, () => serviceName) },
