@@ -211,7 +211,12 @@ export const listenHttp2 = (options: { readonly port: number; readonly host?: st
       const handlersOf = (routes: ReadonlyArray<Routes>) => {
         const all = [...routes, healthRoutes(status)]
         return {
-          connect: connectNodeAdapter({ routes: (router) => all.forEach((r) => r(router)), shutdownSignal: shutdown.signal }),
+          connect: connectNodeAdapter({
+            routes: (router) => all.forEach((r) => r(router)),
+            shutdownSignal: shutdown.signal,
+            // Until the unit's routes are installed its methods are not unknown, only not ready yet.
+            ...(routes.length === 0 ? { fallback: answerStarting } : {})
+          }),
           // Unary gRPC to our own methods takes the direct path; the rest is connect-es's.
           endpoints: unaryEndpointsOf(all)
         }
@@ -262,6 +267,28 @@ export const listenHttp2 = (options: { readonly port: number; readonly host?: st
       }
     })
   )
+
+/**
+ * What a call to a unit's method gets while the unit is starting: UNAVAILABLE, which callers retry
+ * (and the gateway answers 503), in the protocol the call used, rather than the router's 404 for
+ * an unknown path, which callers take for a bug (the gateway answered 500 in CI while a unit that
+ * had just been restarted was still waiting for identity's keys).
+ */
+type ConnectFallback = NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>
+
+const answerStarting: ConnectFallback = (request, response) => {
+  const message = "the unit is starting"
+  const contentType = request.headers["content-type"] ?? ""
+  if (contentType.startsWith("application/grpc")) {
+    // A trailers-only response: the status in the headers, no body.
+    response.writeHead(200, { "content-type": contentType.startsWith("application/grpc-web") ? contentType : "application/grpc", "grpc-status": String(Code.Unavailable), "grpc-message": message })
+    response.end()
+    return
+  }
+  // The Connect protocol: unary errors are an HTTP status and a JSON body.
+  response.writeHead(503, { "content-type": "application/json" })
+  response.end(JSON.stringify({ code: "unavailable", message }))
+}
 
 interface ServerState {
   readonly status: { serving: boolean }
