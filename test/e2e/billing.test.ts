@@ -33,7 +33,7 @@ const subscriptionOnceSetUp = async (token: string, orgId: string) => {
     `billing to set up ${orgId}`,
     async () => {
       last = await scion.request("GET", `/v1/orgs/${orgId}/billing/subscription`, { token })
-      if (last.status !== 200) expect(last.status, JSON.stringify(last.body)).toBe(404)
+      if (last.status !== 200) expect(last.status, scion.explain(last)).toBe(404)
       return last.status === 200
     },
     10_000
@@ -47,13 +47,13 @@ const orgWithBilling = async (token: string, name: string) => {
 }
 
 const expectDetail = (response: { status: number; body: any }, status: number, pattern?: RegExp) => {
-  expect(response.status, JSON.stringify(response.body)).toBe(status)
+  expect(response.status, scion.explain(response)).toBe(status)
   expect(typeof response.body.detail, JSON.stringify(response.body)).toBe("string")
   if (pattern) expect(response.body.detail).toMatch(pattern)
 }
 
 const expect422 = (response: { status: number; body: any }, loc: ReadonlyArray<string>) => {
-  expect(response.status, JSON.stringify(response.body)).toBe(422)
+  expect(response.status, scion.explain(response)).toBe(422)
   expect(response.body.detail).toEqual(expect.arrayContaining([expect.objectContaining({ loc })]))
 }
 
@@ -122,7 +122,7 @@ describe("billing", () => {
   it("reads need org membership: members and the org's API keys read, others are 403, no token is 401", async () => {
     for (const token of [owner.token, member.token, admin.token, memberKey]) {
       const response = await scion.request("GET", `/v1/orgs/${orgId}/billing/subscription`, { token })
-      expect(response.status, JSON.stringify(response.body)).toBe(200)
+      expect(response.status, scion.explain(response)).toBe(200)
       expect(response.body.org_id).toBe(orgId)
     }
     expectDetail(await scion.request("GET", `/v1/orgs/${orgId}/billing/subscription`, { token: stranger.token }), 403)
@@ -150,7 +150,7 @@ describe("billing", () => {
     expect422(await scion.request("POST", path, { token: owner.token, body: {} }), ["body", "plan_id"])
     expect422(await scion.request("POST", path, { token: owner.token, rawBody: "{nope" }), ["body"])
     const pro = await scion.request("POST", path, { token: owner.token, body: { plan_id: "pro" } })
-    expect(pro.status, JSON.stringify(pro.body)).toBe(200)
+    expect(pro.status, scion.explain(pro)).toBe(200)
     expect(pro.body).toMatchObject({ plan_id: "pro", status: "active", checkout_url: null, credits_balance: FREE_CREDITS + PRO_CREDITS, plan: { plan_id: "pro" } })
     const read = await scion.request("GET", `/v1/orgs/${orgId}/billing/subscription`, { token: member.token })
     expect(read.body).toEqual(pro.body)
@@ -185,7 +185,7 @@ describe("billing", () => {
     expect422(await update({ cancel_at_period_end: 1 }), ["body", "cancel_at_period_end"])
     expect422(await update({ plan_id: 7 }), ["body", "plan_id"])
     const team = await update({ plan_id: "team" })
-    expect(team.status, JSON.stringify(team.body)).toBe(200)
+    expect(team.status, scion.explain(team)).toBe(200)
     expect(team.body).toMatchObject({ plan_id: "team", status: "active", canceled_at: null, cancel_at_period_end: false })
     expect((await update({ cancel_at_period_end: true })).body).toMatchObject({ plan_id: "team", cancel_at_period_end: true })
     expect((await update({ cancel_at_period_end: false })).body).toMatchObject({ plan_id: "team", cancel_at_period_end: false })
@@ -228,7 +228,7 @@ describe("billing", () => {
   it("closes the customer when the org is deleted (events.org.deleted)", async () => {
     const { orgId: doomed } = await orgWithBilling(owner.token, "Doomed")
     const deleted = await scion.request("DELETE", `/v1/orgs/${doomed}`, { token: owner.token })
-    expect(deleted.status, JSON.stringify(deleted.body)).toBe(204)
+    expect(deleted.status, scion.explain(deleted)).toBe(204)
     await waitFor(
       "the customer to be closed",
       async () => (await db.query("select status from billing.customers where org_id = $1", [doomed])).rows[0]?.status === "closed",

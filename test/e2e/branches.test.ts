@@ -60,7 +60,7 @@ beforeAll(async () => {
       connection_details: { host: "127.0.0.1", port: 1, database: "app", username: "u", password: "p" }
     }
   })
-  expect(connector.status, JSON.stringify(connector.body)).toBe(200)
+  expect(connector.status, scion.explain(connector)).toBe(200)
   idleConnectorId = connector.body.connector_id
 }, 120_000)
 
@@ -94,13 +94,13 @@ describe("POST /v1/branch/create: validation, visibility and state", () => {
   it("answers 401 without a token, 404 for unknown and other orgs' connectors, 403 for a viewer, 422 when the engine is not ready", async () => {
     expect((await scion.request("POST", "/v1/branch/create", { body: { connector_id: idleConnectorId, name: "a", service_type: "postgres" } })).status).toBe(401)
     const unknown = await create(member.token, { connector_id: "con_doesnotexist", name: "a", service_type: "postgres" })
-    expect(unknown.status, JSON.stringify(unknown.body)).toBe(404)
+    expect(unknown.status, scion.explain(unknown)).toBe(404)
     const otherOrg = await create(stranger.token, { connector_id: idleConnectorId, name: "a", service_type: "postgres" })
-    expect(otherOrg.status, JSON.stringify(otherOrg.body)).toBe(404)
+    expect(otherOrg.status, scion.explain(otherOrg)).toBe(404)
     const viewerCreate = await create(viewer.token, { connector_id: idleConnectorId, name: "a", service_type: "postgres" })
-    expect(viewerCreate.status, JSON.stringify(viewerCreate.body)).toBe(403)
+    expect(viewerCreate.status, scion.explain(viewerCreate)).toBe(403)
     const notReady = await create(member.token, { connector_id: idleConnectorId, name: "a", service_type: "postgres" })
-    expect(notReady.status, JSON.stringify(notReady.body)).toBe(422)
+    expect(notReady.status, scion.explain(notReady)).toBe(422)
     expect(notReady.body.detail).toMatch(/not ready to branch/)
   })
 
@@ -120,7 +120,7 @@ describe("POST /v1/branch/create: validation, visibility and state", () => {
     expect((await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: viewer.token, body: rules })).status).toBe(403)
     expect((await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: stranger.token, body: rules })).status).toBe(404)
     const put = await scion.request("PUT", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: member.token, body: rules })
-    expect(put.status, JSON.stringify(put.body)).toBe(200)
+    expect(put.status, scion.explain(put)).toBe(200)
     // The policy defaults to permissive, nothing is marked safe.
     expect(put.body).toEqual({ ...rules, policy: "permissive", safe_columns: [] })
     const got = await scion.request("GET", `/v1/connectors/${idleConnectorId}/masking-rules`, { token: viewer.token })
@@ -181,7 +181,7 @@ describe("branches of a ready engine", () => {
 
   it("creates a branch through the REST API whose URL works with psql over TLS; writes stay in the branch", async () => {
     const response = await create(member.token, { connector_id: connectorId, name: "feature-1", service_type: "postgres" })
-    expect(response.status, JSON.stringify(response.body)).toBe(202)
+    expect(response.status, scion.explain(response)).toBe(202)
     expect(response.body).toMatchObject({ type: "branch_create", status: "pending" })
     expect(response.body.resource_id).toMatch(/^br_/)
     const operation = await settleOperation(scion, response.body.operation_id, member.token)
@@ -328,7 +328,7 @@ describe("branches of a ready engine", () => {
     await waitFor("the mirror to hold the rows written after setup", async () =>
       JSON.stringify((await queryEngine(scion, connectorId, maxima)).rows[0]) === JSON.stringify(onSource), 60_000)
     const response = await create(member.token, { connector_id: connectorId, name: "sequences", service_type: "postgres" })
-    expect(response.status, JSON.stringify(response.body)).toBe(202)
+    expect(response.status, scion.explain(response)).toBe(202)
     const operation = await settleOperation(scion, response.body.operation_id, member.token)
     expect(operation.status, JSON.stringify(operation)).toBe("completed")
     const url = operation.result.branch_url as string
@@ -395,7 +395,7 @@ describe("branches of a ready engine", () => {
 
     const expiresAt = new Date(Date.now() + 3_600_000).toISOString()
     const patched = await patch(member.token, { name: "keeper-renamed", protected: true, expires_at: expiresAt })
-    expect(patched.status, JSON.stringify(patched.body)).toBe(200)
+    expect(patched.status, scion.explain(patched)).toBe(200)
     expect(patched.body).toMatchObject({ branch_id: id, name: "keeper-renamed", protected: true, expires_at: expiresAt, status: "active" })
     // The URL (and password) stay with the branch, not its name.
     expect(patched.body.branch_url).toBe(done.result.branch_url)
@@ -497,7 +497,7 @@ describe("branches of a ready engine", () => {
     expect((await scion.request("PATCH", `/v1/branches/${id}`, { token: member.token, body: { protected: false } })).status).toBe(200)
 
     const accepted = await reset(member.token)
-    expect(accepted.status, JSON.stringify(accepted.body)).toBe(202)
+    expect(accepted.status, scion.explain(accepted)).toBe(202)
     expect(accepted.body).toMatchObject({ type: "branch_reset", resource_id: id })
     const operation = await settleOperation(scion, accepted.body.operation_id, member.token)
     expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", type: "branch_reset" })
@@ -517,7 +517,7 @@ describe("branches of a ready engine", () => {
     )
     const diff = (id: string, token = member.token) => scion.request("GET", `/v1/branches/${id}/schema-diff`, { token })
     const untouched = await diff(migrated.branch_id, viewer.token)
-    expect(untouched.status, JSON.stringify(untouched.body)).toBe(200)
+    expect(untouched.status, scion.explain(untouched)).toBe(200)
     expect(untouched.body).toEqual({ branch_id: migrated.branch_id, sql: "", changes: [] })
 
     psql(
@@ -558,7 +558,7 @@ describe("branches of a ready engine", () => {
 
   it("snapshots: a named copy of the mirror that branches are cut from without the source's later rows; list, get, delete", async () => {
     const taken = await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: "seed" } })
-    expect(taken.status, JSON.stringify(taken.body)).toBe(202)
+    expect(taken.status, scion.explain(taken)).toBe(202)
     expect(taken.body).toMatchObject({ type: "snapshot_create", status: "pending" })
     const snapshotId: string = taken.body.resource_id
     expect(snapshotId).toMatch(/^snap_/)
@@ -606,7 +606,7 @@ describe("branches of a ready engine", () => {
 
     // Delete: its database goes; branches cut from it stay.
     const deleted = await scion.request("DELETE", `/v1/snapshots/${snapshotId}`, { token: member.token })
-    expect(deleted.status, JSON.stringify(deleted.body)).toBe(202)
+    expect(deleted.status, scion.explain(deleted)).toBe(202)
     expect(deleted.body).toMatchObject({ type: "snapshot_delete", resource_id: snapshotId })
     expect((await settleOperation(scion, deleted.body.operation_id, member.token)).status).toBe("completed")
     expect((await scion.request("GET", `/v1/snapshots/${snapshotId}`, { token: member.token })).status).toBe(404)
@@ -634,18 +634,18 @@ describe("branches of a ready engine", () => {
     const taken = await Promise.all(
       Array.from({ length: limit - inUse }, (_, i) => scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: `fill-${i}` } }))
     )
-    for (const t of taken) expect(t.status, JSON.stringify(t.body)).toBe(202)
+    for (const t of taken) expect(t.status, scion.explain(t)).toBe(202)
     for (const t of taken) expect((await settleOperation(scion, t.body.operation_id, member.token)).status).toBe("completed")
     const snapshotOver = await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: "one-too-many" } })
-    expect(snapshotOver.status, JSON.stringify(snapshotOver.body)).toBe(403)
+    expect(snapshotOver.status, scion.explain(snapshotOver)).toBe(403)
     expect(snapshotOver.body.detail).toMatch(/free plan allows 25 branches/)
     const branchOver = await create(member.token, { connector_id: connectorId, name: "one-too-many", service_type: "postgres" })
-    expect(branchOver.status, JSON.stringify(branchOver.body)).toBe(403)
+    expect(branchOver.status, scion.explain(branchOver)).toBe(403)
     // One snapshot gone: room for one branch again.
     const freed = await scion.request("DELETE", `/v1/snapshots/${taken[0]!.body.resource_id}`, { token: member.token })
     expect((await settleOperation(scion, freed.body.operation_id, member.token)).status).toBe("completed")
     const fits = await create(member.token, { connector_id: connectorId, name: "fits-again", service_type: "postgres" })
-    expect(fits.status, JSON.stringify(fits.body)).toBe(202)
+    expect(fits.status, scion.explain(fits)).toBe(202)
     const made = await settleOperation(scion, fits.body.operation_id, member.token)
     // The rest go, so the file's other tests keep their room.
     const removals = await Promise.all([
@@ -712,7 +712,7 @@ describe("branches of a ready engine", () => {
     const branch = (await settleOperation(scion, kept.body.operation_id, member.token)).result
     expect(psql(branch.branch_url, "select 1")).toBe("1")
     const removed = await scion.request("DELETE", `/v1/connectors/${connectorId}?force=true`, { token: owner.token })
-    expect(removed.status, JSON.stringify(removed.body)).toBe(202)
+    expect(removed.status, scion.explain(removed)).toBe(202)
     const operation = await settleOperation(scion, removed.body.operation_id, owner.token, 120_000)
     expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", result: { engine: { status: "destroyed" } } })
     expect((await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: member.token })).status).toBe(404)

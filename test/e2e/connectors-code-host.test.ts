@@ -201,7 +201,7 @@ const oauth = (extra: Record<string, unknown> = {}) => ({ auth_type: "oauth", ap
 describe("POST /v1/connectors/validate-code-host-repo", () => {
   it("valid: a public repository, asked anonymously with GitHub's headers", async () => {
     const response = await validateRepo({ repo: "acme/public" })
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     expect(response.body).toEqual({ valid: true, status: "valid", message: expect.stringContaining("acme/public") })
     const seen = lastSeen("/repos/acme/public")!
     expect(seen.method).toBe("GET")
@@ -212,7 +212,7 @@ describe("POST /v1/connectors/validate-code-host-repo", () => {
 
   it("private: a private repository reachable with the token (valid true)", async () => {
     const response = await validateRepo({ repo: "acme/secret", code_host_token: GOOD_TOKEN })
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     expect(response.body).toMatchObject({ valid: true, status: "private" })
     expect(lastSeen("/repos/acme/secret")!.headers.authorization).toBe(`Bearer ${GOOD_TOKEN}`)
     expect(JSON.stringify(response.body)).not.toContain(GOOD_TOKEN)
@@ -280,7 +280,7 @@ describe("POST /v1/connectors/validate-code-host-repo", () => {
 describe("POST /v1/connectors/validate-code-host-auth", () => {
   it("pat valid: the token's login", async () => {
     const response = await validateAuth({ auth_type: "pat", access_token: GOOD_TOKEN })
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     expect(response.body).toEqual({ valid: true, status: "valid", message: expect.stringContaining("octo-e2e"), username: "octo-e2e" })
     expect(lastSeen("/user")!.headers.authorization).toBe(`Bearer ${GOOD_TOKEN}`)
   })
@@ -296,7 +296,7 @@ describe("POST /v1/connectors/validate-code-host-auth", () => {
   it("oauth valid: a real RS256 app JWT, the installation token minted and revoked, username the app's slug", async () => {
     const before = github.revoked.length
     const response = await validateAuth(oauth())
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     expect(response.body).toEqual({ valid: true, status: "valid", message: expect.stringContaining(APP_SLUG), username: APP_SLUG })
     const app = lastSeen("/app")!
     expect(app.jwtClaims).toMatchObject({ iss: APP_ID })
@@ -357,7 +357,7 @@ describe("who may validate", () => {
     expect((await scion.request("POST", "/v1/connectors/validate-code-host-repo", { body: { repo: "acme/public" } })).status).toBe(401)
     for (const token of [viewerToken, strangerToken]) {
       const repo = await validateRepo({ repo: "acme/public" }, token)
-      expect(repo.status, JSON.stringify(repo.body)).toBe(403)
+      expect(repo.status, scion.explain(repo)).toBe(403)
       expect(typeof repo.body.detail).toBe("string")
       const auth = await validateAuth({ auth_type: "pat", access_token: GOOD_TOKEN }, token)
       expect(auth.status).toBe(403)
@@ -367,14 +367,14 @@ describe("who may validate", () => {
   it("works with exactly the interface's bodies for a session and an API key (an API key acts in its own org)", async () => {
     // The interface's body has no org_id: a dashboard session gets the answer with it as given.
     const bySession = await scion.request("POST", "/v1/connectors/validate-code-host-repo", { token: ownerToken, body: { repo: "acme/public" } })
-    expect(bySession.status, JSON.stringify(bySession.body)).toBe(200)
+    expect(bySession.status, scion.explain(bySession)).toBe(200)
     expect(bySession.body).toMatchObject({ valid: true, status: "valid" })
     const authBySession = await scion.request("POST", "/v1/connectors/validate-code-host-auth", { token: ownerToken, body: { auth_type: "pat", access_token: GOOD_TOKEN } })
-    expect(authBySession.status, JSON.stringify(authBySession.body)).toBe(200)
+    expect(authBySession.status, scion.explain(authBySession)).toBe(200)
     expect(authBySession.body).toMatchObject({ valid: true, username: "octo-e2e" })
     const key = await createApiKey(scion, ownerToken, orgId)
     const byKey = await scion.request("POST", "/v1/connectors/validate-code-host-auth", { token: key.secret, body: { auth_type: "pat", access_token: GOOD_TOKEN } })
-    expect(byKey.status, JSON.stringify(byKey.body)).toBe(200)
+    expect(byKey.status, scion.explain(byKey)).toBe(200)
     expect(byKey.body).toMatchObject({ valid: true, username: "octo-e2e" })
     expect((await scion.request("POST", "/v1/connectors/validate-code-host-repo", { token: key.secret, body: { repo: "acme/public" } })).body).toMatchObject({ status: "valid" })
   })

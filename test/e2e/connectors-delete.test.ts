@@ -54,18 +54,18 @@ describe("connector deletion", () => {
     expect((await getConnector(id)).body).toMatchObject({ deletion_locked: false, can_delete: false })
 
     const locked = await lock(id)
-    expect(locked.status, JSON.stringify(locked.body)).toBe(200)
+    expect(locked.status, scion.explain(locked)).toBe(200)
     expect(locked.body).toMatchObject({ connector_id: id, deletion_locked: true })
     expect((await lock(id)).body.deletion_locked).toBe(true)
     const refused = await remove(id)
-    expect(refused.status, JSON.stringify(refused.body)).toBe(409)
+    expect(refused.status, scion.explain(refused)).toBe(409)
     expect(refused.body.detail).toMatch(/locked against deletion/)
     const unlocked = await unlock(id)
     expect(unlocked.status).toBe(200)
     expect(unlocked.body.deletion_locked).toBe(false)
 
     const started = await remove(id)
-    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.status, scion.explain(started)).toBe(202)
     expect(started.body).toEqual({ operation_id: expect.stringMatching(/^op_del/), resource_id: id, status: "pending", type: "connector_delete" })
     const operation = await settle(started.body.operation_id)
     expect(operation, JSON.stringify(operation)).toMatchObject({
@@ -113,10 +113,10 @@ describe("connector deletion", () => {
       await holder.query("begin")
       await holder.query(`comment on publication "${pub}" is 'held by the test'`)
       const started = await remove(id, tokens.owner, "?force=true")
-      expect(started.status, JSON.stringify(started.body)).toBe(202)
+      expect(started.status, scion.explain(started)).toBe(202)
       // While it is pending or running: another delete, the lock and the unlock are 409.
       const again = await remove(id)
-      expect(again.status, JSON.stringify(again.body)).toBe(409)
+      expect(again.status, scion.explain(again)).toBe(409)
       expect(again.body.detail).toMatch(/is being deleted/)
       expect((await lock(id)).status).toBe(409)
       expect((await unlock(id)).status).toBe(409)
@@ -132,7 +132,7 @@ describe("connector deletion", () => {
 
   it("deleting a project deletes its connectors", async () => {
     const project = await scion.request("POST", "/v1/projects", { token: tokens.owner, body: { org_id: orgId, name: `delete-me-${Date.now()}` } })
-    expect(project.status, JSON.stringify(project.body)).toBe(201)
+    expect(project.status, scion.explain(project)).toBe(201)
     const projectId = project.body.project_id as string
     const inProject = await createConnector({ project_id: projectId })
     const lockedInProject = await createConnector({ project_id: projectId })

@@ -49,7 +49,7 @@ describe("POST /v1/connectors/{id}/discover", () => {
   it("202 with the handle and the prerequisites; the job completes and the connector carries the structure at version 1", async () => {
     const id = await createConnector()
     const started = await discover(id)
-    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.status, scion.explain(started)).toBe(202)
     expect(started.body).toMatchObject({ resource_id: id, type: "connector_discovery", joined: false, databases: ["postgres"] })
     expect(["pending", "running"]).toContain(started.body.status)
     expect(started.body.prerequisites.map((c: { id: string; status: string }) => [c.id, c.status])).toEqual([
@@ -98,7 +98,7 @@ describe("POST /v1/connectors/{id}/discover", () => {
   it("concurrent discovers share one operation", async () => {
     const id = await createConnector()
     const answers = await Promise.all([discover(id), discover(id), discover(id)])
-    for (const answer of answers) expect(answer.status, JSON.stringify(answer.body)).toBe(202)
+    for (const answer of answers) expect(answer.status, scion.explain(answer)).toBe(202)
     const ids = new Set(answers.map((a) => a.body.operation_id))
     expect(ids.size).toBe(1)
     expect(answers.filter((a) => a.body.joined === false)).toHaveLength(1)
@@ -109,7 +109,7 @@ describe("POST /v1/connectors/{id}/discover", () => {
   it("422 with the failing prerequisite and no operation when the source refuses the stored credentials or the connector is not PostgreSQL", async () => {
     const wrong = await createConnector({ byoc: "self_managed" }, { password: "definitely-wrong" })
     const refused = await discover(wrong)
-    expect(refused.status, JSON.stringify(refused.body)).toBe(422)
+    expect(refused.status, scion.explain(refused)).toBe(422)
     expect(typeof refused.body.detail).toBe("string")
     expect(refused.body.prerequisites.map((c: { id: string; status: string }) => [c.id, c.status])).toEqual([
       ["service", "pass"],
@@ -167,7 +167,7 @@ describe("POST /v1/connectors/{id}/selection", () => {
     expect((await select(id, "*")).status).toBe(422)
 
     const all = await select(id, ["*"])
-    expect(all.status, JSON.stringify(all.body)).toBe(200)
+    expect(all.status, scion.explain(all)).toBe(200)
     expect(all.body).toMatchObject({ selected_entity_paths: ["*"], selection_schema_version: 1, selected_schema_version: 1, last_indexed_version: 0, needs_reselection: false, needs_reindex: true })
     expect(all.body.selected_schema_structure).toEqual(all.body.schema_structure)
 
@@ -212,7 +212,7 @@ describe("PUT /v1/connectors/{id}/replica-identity-decisions and POST /v1/connec
     expect((await decide({ "postgres.public.events": 1 })).status).toBe(400)
 
     const decided = await decide({ "postgres.public.events": "replica_identity_full" })
-    expect(decided.status, JSON.stringify(decided.body)).toBe(200)
+    expect(decided.status, scion.explain(decided)).toBe(200)
     expect(decided.body.replica_identity_preflight).toEqual({
       tables_without_replica_identity: ["postgres.public.events"],
       decisions: { "postgres.public.events": "replica_identity_full" },
@@ -227,7 +227,7 @@ describe("PUT /v1/connectors/{id}/replica-identity-decisions and POST /v1/connec
     expect(unselected.body.detail).toMatch(/no schemas are selected/)
     expect((await select(id, ["postgres.public.*"])).status).toBe(200)
     const written = await script()
-    expect(written.status, JSON.stringify(written.body)).toBe(200)
+    expect(written.status, scion.explain(written)).toBe(200)
     expect(written.body).toMatchObject({ source_provider: "vanilla", replication_username: "postgres", schemas_per_database: { postgres: ["public"] } })
     expect(written.body.sql).toContain('GRANT USAGE ON SCHEMA "public" TO "postgres";')
     // events is excluded: it stays out of the publication.

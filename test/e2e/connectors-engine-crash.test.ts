@@ -38,14 +38,14 @@ it("SIGKILL of the connector unit during the initial copy: the redelivered setup
     token: tokens.member,
     body: { org_id: orgId, service_name: "postgresql", connection_details: source.details() }
   })
-  expect(created.status, JSON.stringify(created.body)).toBe(200)
+  expect(created.status, scion.explain(created)).toBe(200)
   const id = created.body.connector_id as string
   const discovered = await scion.request("POST", `/v1/connectors/${id}/discover`, { token: tokens.member })
   expect((await settleOperation(scion, discovered.body.operation_id, tokens.member)).status).toBe("completed")
   expect((await scion.request("POST", `/v1/connectors/${id}/selection`, { token: tokens.admin, body: { selected_paths: ["*"] } })).status).toBe(200)
 
   const started = await scion.request("POST", `/v1/connectors/${id}/engine-setup`, { token: tokens.member })
-  expect(started.status, JSON.stringify(started.body)).toBe(202)
+  expect(started.status, scion.explain(started)).toBe(202)
   const operationId = started.body.operation_id as string
   await waitFor("the setup to reach the initial copy", async () => {
     const operation = await scion.request("GET", `/v1/operations/${operationId}`, { token: tokens.member })
@@ -93,7 +93,7 @@ it("a source written to all through the setup still validates: the row counts ar
   })()
   try {
     const started = await scion.request("POST", `/v1/connectors/${id}/engine-setup`, { token: tokens.member })
-    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.status, scion.explain(started)).toBe(202)
     const operation = await settleOperation(scion, started.body.operation_id, tokens.member, 240_000)
     expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", result: { branching_engine_status: "ready" } })
     const checks = await scion.request("GET", `/v1/connectors/${id}/readiness-checks?check_name=row_count_matches`, { token: tokens.member })

@@ -61,7 +61,7 @@ const getConnector = (id: string) => scion.request("GET", `/v1/connectors/${id}`
 const settle = (operationId: string) => settleOperation(scion, operationId, tokens.member, 300_000)
 const discover = async (id: string) => {
   const started = await scion.request("POST", `/v1/connectors/${id}/discover`, { token: tokens.member })
-  expect(started.status, JSON.stringify(started.body)).toBe(202)
+  expect(started.status, scion.explain(started)).toBe(202)
   expect((await settle(started.body.operation_id)).status).toBe("completed")
 }
 const select = (id: string, selected_paths: ReadonlyArray<string>) =>
@@ -86,7 +86,7 @@ describe("POST /v1/connectors/{id}/engine-setup: refusals", () => {
   it("422 with the failed prerequisite before discovery, nothing selected, and with unresolved decisions; no operation starts", async () => {
     const id = await createConnector()
     const early = await setUp(id)
-    expect(early.status, JSON.stringify(early.body)).toBe(422)
+    expect(early.status, scion.explain(early)).toBe(422)
     expect(early.body.detail).toMatch(/not been discovered/)
     expect(early.body.prerequisites.map((c: { id: string; status: string }) => [c.id, c.status])).toEqual([["discovered", "fail"]])
 
@@ -137,12 +137,12 @@ describe("engine setup end to end", () => {
     expect((await decide(id, DECISIONS)).status).toBe(200)
 
     const started = await setUp(id)
-    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.status, scion.explain(started)).toBe(202)
     expect(started.body).toMatchObject({ resource_id: id, type: "connector_engine_setup", status: "pending" })
     operationId = started.body.operation_id
     expect((await getConnector(id)).body.branching_engine_status).toBe("setting_up")
     const again = await setUp(id)
-    expect(again.status, JSON.stringify(again.body)).toBe(409)
+    expect(again.status, scion.explain(again)).toBe(409)
 
     const operation = await settle(operationId)
     expect(operation, JSON.stringify(operation)).toMatchObject({
@@ -225,7 +225,7 @@ describe("engine setup end to end", () => {
 
   it("engine setup again is 200 with the connector and a message", async () => {
     const again = await setUp(id)
-    expect(again.status, JSON.stringify(again.body)).toBe(200)
+    expect(again.status, scion.explain(again)).toBe(200)
     expect(again.body).toMatchObject({ connector_id: id, branching_engine_status: "ready", message: expect.stringMatching(/already set up/) })
   })
 
@@ -299,7 +299,7 @@ describe("engine setup end to end", () => {
     }, 30_000)
 
     const released = await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })
-    expect(released.status, JSON.stringify(released.body)).toBe(200)
+    expect(released.status, scion.explain(released)).toBe(200)
     expect(released.body).toMatchObject({ quarantine_id: entry.quarantine_id, status: "released" })
     await waitFor("the monitor to resume replication and delete the released row", async () => {
       const rows = await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])
@@ -396,7 +396,7 @@ describe("engine setup end to end", () => {
     expect((await getConnector(id)).body.needs_reindex).toBe(true)
     expect((await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.viewer })).status).toBe(403)
     const started = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
-    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.status, scion.explain(started)).toBe(202)
     expect(started.body).toMatchObject({ resource_id: id, type: "connector_rollout" })
     const operation = await settle(started.body.operation_id)
     expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", type: "connector_rollout" })
@@ -418,7 +418,7 @@ describe("engine setup end to end", () => {
 
   it("masking rules offer what discovery detected by column name; a rule covering it takes it off the suggestions", async () => {
     const before = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
-    expect(before.status, JSON.stringify(before.body)).toBe(200)
+    expect(before.status, scion.explain(before)).toBe(200)
     expect(before.body).toEqual({ rules: [], policy: "permissive", safe_columns: [], suggested_rules: [{ schema: "public", table: "accounts", column: "email", method: "email" }] })
     const rules = { rules: [{ schema: "public", table: "accounts", column: "email", method: "hash" }] }
     expect((await scion.request("PUT", `/v1/connectors/${id}/masking-rules`, { token: tokens.member, body: rules })).status).toBe(200)
@@ -432,7 +432,7 @@ describe("engine setup end to end", () => {
       token: tokens.member,
       body: { connection_details: source.details({ username: "rotated", password: "rotated-pass" }) }
     })
-    expect(updated.status, JSON.stringify(updated.body)).toBe(200)
+    expect(updated.status, scion.explain(updated)).toBe(200)
     const conninfo = (await queryEngine(scion, id, "select subconninfo from pg_subscription")).rows[0].subconninfo as string
     expect(conninfo).toContain("user='rotated'")
     await source.query("insert into public.accounts (id, email) values (900002, 'rotated@example.com')")
@@ -444,7 +444,7 @@ describe("engine setup end to end", () => {
 
   it("deleting the connector drops the subscription's slot and publication on the source and destroys the engine", async () => {
     const removed = await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })
-    expect(removed.status, JSON.stringify(removed.body)).toBe(202)
+    expect(removed.status, scion.explain(removed)).toBe(202)
     const operation = await settle(removed.body.operation_id)
     expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed", result: { engine: { status: "destroyed" } } })
     const leftovers = await source.query(
@@ -465,7 +465,7 @@ describe("index before an engine, and a role that may not replicate", () => {
     expect(typeof empty.body.detail).toBe("string")
     expect((await select(id, ["postgres.public.accounts"])).status).toBe(200)
     const recorded = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
-    expect(recorded.status, JSON.stringify(recorded.body)).toBe(200)
+    expect(recorded.status, scion.explain(recorded)).toBe(200)
     expect(recorded.body).toMatchObject({ indexing_status: "indexed", needs_reindex: false, branching_engine_status: "not_set_up", message: expect.stringMatching(/engine setup/) })
   })
 
@@ -475,7 +475,7 @@ describe("index before an engine, and a role that may not replicate", () => {
     await discover(id)
     expect((await select(id, ["postgres.public.accounts"])).status).toBe(200)
     const started = await setUp(id)
-    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.status, scion.explain(started)).toBe(202)
     const operation = await settle(started.body.operation_id)
     expect(operation.status).toBe("failed")
     expect(operation.error).toMatch(/^publication: the role reader may not publish the selected tables .*grant script/)
@@ -513,7 +513,7 @@ describe("when the work cannot start", () => {
     await operationUnit!.stop("SIGKILL")
     try {
       const setup = await setUp(id)
-      expect(setup.status, JSON.stringify(setup.body)).toBe(503)
+      expect(setup.status, scion.explain(setup)).toBe(503)
       expect(typeof setup.body.detail).toBe("string")
       expect((await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })).status).toBe(503)
       // Nothing changed: still not set up, no setup recorded.
@@ -524,10 +524,10 @@ describe("when the work cannot start", () => {
       await waitFor("the operation unit to serve again", () => healthServing(scion.operationUrls[0]!), 60_000)
     }
     const started = await setUp(id)
-    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.status, scion.explain(started)).toBe(202)
     // While that setup runs (provisioning alone takes a second), index is 409; another org's caller gets 404.
     const during = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
-    expect(during.status, JSON.stringify(during.body)).toBe(409)
+    expect(during.status, scion.explain(during)).toBe(409)
     expect((await scion.request("POST", `/v1/connectors/${id}/index`, { token: strangerToken })).status).toBe(404)
     expect((await settle(started.body.operation_id)).status).toBe("completed")
   }, 180_000)

@@ -60,7 +60,7 @@ const statuses = (report: { checks: Array<{ id: string; status: string }> }) => 
 describe("POST /v1/connectors/preflight", () => {
   it("200 with every check passing on a logical source (a table without a key is a warning)", async () => {
     const response = await preflight(tokens.member, pgBody(logical))
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     expect(response.body).toMatchObject({ preflight_pass: true, provider: "vanilla" })
     expect(statuses(response.body)).toEqual({
       reachable: "pass",
@@ -104,7 +104,7 @@ describe("POST /v1/connectors/preflight", () => {
     expect(missing.body.detail).not.toContain("p4ss-do-not-echo")
     expect((await preflight(tokens.member, { service_name: "postgresql", connection_details: "postgres://x" })).status).toBe(400)
     const environment = await scion.request("POST", "/v1/environments", { token: tokens.admin, body: { org_id: orgId, name: "private", cloud: "aws", region: "us-east-1", private_link_id: "vpce-svc-e2e" } })
-    expect(environment.status, JSON.stringify(environment.body)).toBe(201)
+    expect(environment.status, scion.explain(environment)).toBe(201)
     const noLink = await preflight(tokens.member, pgBody(logical, { environment_id: environment.body.environment_id }))
     expect(noLink.status).toBe(400)
     expect(noLink.body.detail).toMatch(/private_link_id is required/)
@@ -125,7 +125,7 @@ describe("connectors", () => {
   it("POST with a failing gate is 422 with the full report, and nothing is stored", async () => {
     const before = await metadata("select count(*)::int as n from connector.secrets where name = 'connection_details'")
     const response = await create(tokens.member, pgBody(replica, { name: "refused" }))
-    expect(response.status, JSON.stringify(response.body)).toBe(422)
+    expect(response.status, scion.explain(response)).toBe(422)
     expect(response.body.detail).toMatch(/wal_level/)
     expect(response.body.preflight).toMatchObject({ preflight_pass: false, provider: "vanilla" })
     expect(response.body.preflight.checks.find((c: { id: string }) => c.id === "wal_level")).toMatchObject({ status: "fail" })
@@ -137,7 +137,7 @@ describe("connectors", () => {
 
   it("POST creates a PostgreSQL connector behind a passing gate: the row, no schema_structure, no secrets", async () => {
     const response = await create(tokens.member, pgBody(logical, { name: "  primary  " }))
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     expect(response.body).toEqual({
       connector_id: expect.stringMatching(/^con_/),
       org_id: orgId,
@@ -190,10 +190,10 @@ describe("connectors", () => {
 
   it("byoc self_managed skips the gate; a code host is created without a probe; bad byoc is 400; viewers get 403", async () => {
     const selfManaged = await create(tokens.member, pgBody(replica, { byoc: "self_managed" }))
-    expect(selfManaged.status, JSON.stringify(selfManaged.body)).toBe(200)
+    expect(selfManaged.status, scion.explain(selfManaged)).toBe(200)
     expect(selfManaged.body).toMatchObject({ byoc: "self_managed", source_provider: null, name: "postgres@127.0.0.1" })
     const code = await create(tokens.member, github)
-    expect(code.status, JSON.stringify(code.body)).toBe(200)
+    expect(code.status, scion.explain(code)).toBe(200)
     expect(code.body).toMatchObject({ service_name: "github", connector_category: "code_host", name: "scion-dev" })
     expect(JSON.stringify(code.body)).not.toContain("ghp_e2eSecretToken")
     expect((await create(tokens.member, pgBody(logical, { byoc: "cloud" }))).status).toBe(400)
@@ -237,14 +237,14 @@ describe("connectors", () => {
     const put = (token: string, body: Record<string, unknown>) => scion.request("PUT", `/v1/connectors/${id}`, { token, body })
 
     const renamed = await put(tokens.member, { name: "renamed" })
-    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200)
+    expect(renamed.status, scion.explain(renamed)).toBe(200)
     expect(renamed.body).toMatchObject({ name: "renamed", indexing_status: "indexed", schema_structure: null })
     const refused = await put(tokens.member, { connection_details: replica.details() })
     expect(refused.status).toBe(422)
     expect(refused.body.preflight.preflight_pass).toBe(false)
     expect((await scion.request("GET", `/v1/connectors/${id}/connection-details`, { token: tokens.member })).body.port).toBe(logical.port)
     const changed = await put(tokens.member, { connection_details: logical.details({ sslmode: "prefer" }) })
-    expect(changed.status, JSON.stringify(changed.body)).toBe(200)
+    expect(changed.status, scion.explain(changed)).toBe(200)
     expect(changed.body).toMatchObject({ indexing_status: "not_indexed", source_provider: "vanilla" })
     expect((await scion.request("GET", `/v1/connectors/${id}/connection-details`, { token: tokens.member })).body.sslmode).toBe("prefer")
 
@@ -261,7 +261,7 @@ describe("connectors", () => {
     const mine = (body: Record<string, unknown>) => scion.request("POST", "/v1/connectors", { token: strangerToken, body: { org_id: otherOrgId, ...body } })
     for (const organization of ["one", "two", "three"]) {
       const created = await mine({ service_name: "github", connection_details: { organization, access_token: "t" } })
-      expect(created.status, JSON.stringify(created.body)).toBe(200)
+      expect(created.status, scion.explain(created)).toBe(200)
     }
     const refused = await mine({ service_name: "github", connection_details: { organization: "four", access_token: "t" } })
     expect(refused.status).toBe(403)

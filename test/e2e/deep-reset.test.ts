@@ -68,7 +68,7 @@ describe("deep reset", () => {
     expect((await post("deep-reset", tokens.viewer)).status).toBe(403)
     expect((await post("deep-reset", strangerToken)).status).toBe(404)
     const nothing = await post("replication-rollback")
-    expect(nothing.status, JSON.stringify(nothing.body)).toBe(422)
+    expect(nothing.status, scion.explain(nothing)).toBe(422)
     expect(nothing.body.detail).toMatch(/no replaced pipeline/)
   })
 
@@ -79,7 +79,7 @@ describe("deep reset", () => {
 
     // Deep reset: the shadow is built beside the active pipeline, then cut over.
     const first = await post("deep-reset")
-    expect(first.status, JSON.stringify(first.body)).toBe(202)
+    expect(first.status, scion.explain(first)).toBe(202)
     expect(first.body).toMatchObject({ type: "connector_deep_reset", resource_id: connectorId })
     expect((await post("reset")).status).toBe(409)
     const built = await settled(first.body.operation_id)
@@ -94,7 +94,7 @@ describe("deep reset", () => {
 
     // Rollback: branch creation goes back to the first pipeline, which kept replicating.
     const rollback = await post("replication-rollback")
-    expect(rollback.status, JSON.stringify(rollback.body)).toBe(202)
+    expect(rollback.status, scion.explain(rollback)).toBe(202)
     expect(rollback.body.type).toBe("connector_replication_rollback")
     const rolledBack = await settled(rollback.body.operation_id)
     expect(rolledBack.result).toMatchObject({ active_pipeline_id: base, retired_pipeline_id: `${base}_g2` })
@@ -103,7 +103,7 @@ describe("deep reset", () => {
 
     // Cutover again: a second deep reset builds generation 3.
     const second = await post("deep-reset")
-    expect(second.status, JSON.stringify(second.body)).toBe(202)
+    expect(second.status, scion.explain(second)).toBe(202)
     const builtAgain = await settled(second.body.operation_id)
     await settled(builtAgain.result.cutover_operation_id)
     expect(await activePipeline()).toBe(`${base}_g3`)

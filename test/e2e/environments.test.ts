@@ -45,14 +45,14 @@ const envBody = (extra: Record<string, unknown> = {}) => ({ org_id: orgId, name:
 /** An environment of the shared org, made by its owner. */
 const newEnvironment = async (extra: Record<string, unknown> = {}) => {
   const response = await create(tokens.owner, envBody(extra))
-  expect(response.status, JSON.stringify(response.body)).toBe(201)
+  expect(response.status, scion.explain(response)).toBe(201)
   return response.body
 }
 
 describe("environments", () => {
   it("POST creates an environment: 201 with the row (no private link, no AWS account, no key yet)", async () => {
     const response = await create(tokens.admin, envBody({ name: "  Production  ", region: "eu-central-1" }))
-    expect(response.status, JSON.stringify(response.body)).toBe(201)
+    expect(response.status, scion.explain(response)).toBe(201)
     expect(response.body).toEqual({
       environment_id: expect.stringMatching(/^env_/),
       org_id: orgId,
@@ -151,7 +151,7 @@ describe("environments", () => {
   it("API keys: an admin key manages, a member key and a read-scoped key only read, another org's key sees 404", async () => {
     const adminKey = await createApiKey(scion, tokens.owner, orgId, { role_id: "role_org_admin" })
     const byKey = await create(adminKey.secret, envBody())
-    expect(byKey.status, JSON.stringify(byKey.body)).toBe(201)
+    expect(byKey.status, scion.explain(byKey)).toBe(201)
     // An admin key scoped to environments only still passes the plan check (the unit asks billing as itself).
     const scoped = await createApiKey(scion, tokens.owner, orgId, { role_id: "role_org_admin", scopes: ["environments.manage"] })
     expect((await create(scoped.secret, envBody())).status).toBe(201)
@@ -172,7 +172,7 @@ describe("environments", () => {
   it("aws-setup-link answers a CloudFormation quick-create link; PATCH validates the role ARN, account and external id", async () => {
     const env = await newEnvironment({ region: "eu-west-1" })
     const response = await scion.request("POST", "/v1/environments/aws-setup-link", { token: tokens.admin, body: { environment_id: env.environment_id, aws_account_id: "123456789012" } })
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     const { url, external_id, aws_account_connection } = response.body
     expect(url).toMatch(/^https:\/\/console\.aws\.amazon\.com\/cloudformation\/home\?region=eu-west-1#\/stacks\/quickcreate\?/)
     const params = new URLSearchParams(url.split("#/stacks/quickcreate?")[1])
@@ -206,7 +206,7 @@ describe("environments", () => {
     expect(wrongExternal.body.detail).toContain("external_id")
 
     const connected = await patch({ role_arn: arn, external_id })
-    expect(connected.status, JSON.stringify(connected.body)).toBe(200)
+    expect(connected.status, scion.explain(connected)).toBe(200)
     expect(connected.body).toMatchObject({ status: "connected", role_arn: arn, connected_at: expect.stringMatching(/Z$/) })
     const list = await scion.request("GET", `/v1/environments?org_id=${orgId}`, { token: tokens.viewer })
     const listed = list.body.environments.find((e: { environment_id: string }) => e.environment_id === env.environment_id)
@@ -224,7 +224,7 @@ describe("environments", () => {
     const firstKey = `dbp_first_${Date.now()}_WXYZ`
     const secondKey = `dbp_second_${Date.now()}_LAST`
     const first = await scion.request("POST", path, { token: tokens.admin, body: { api_key: firstKey } })
-    expect(first.status, JSON.stringify(first.body)).toBe(200)
+    expect(first.status, scion.explain(first)).toBe(200)
     expect(first.body).toEqual({
       environment_id: env.environment_id,
       db_provider_api_key: { fingerprint: expect.stringMatching(/^[0-9a-f]{16}$/), last4: "WXYZ", rotated_at: expect.stringMatching(/Z$/) }

@@ -61,7 +61,7 @@ const ended = async (operationId: string) => {
 
 const createBranch = async (name: string, extra: Record<string, unknown> = {}) => {
   const response = await scion.request("POST", "/v1/branch/create", { token, body: { connector_id: connectorId, name, service_type: "postgres", ...extra } })
-  expect(response.status, JSON.stringify(response.body)).toBe(202)
+  expect(response.status, scion.explain(response)).toBe(202)
   return response.body as { operation_id: string; resource_id: string }
 }
 
@@ -109,7 +109,7 @@ describe("the fault matrix", () => {
     await new Promise((resolve) => setTimeout(resolve, 1000))
     await killAndRestart("operation-1")
     const answered = await waiting
-    expect(answered.status, JSON.stringify(answered.body)).toBe(503)
+    expect(answered.status, scion.explain(answered)).toBe(503)
     const again = await scion.request("GET", `/v1/operations/${started.operation_id}?wait=1`, { token })
     expect(again.status).toBe(200)
     const operation = await ended(started.operation_id)
@@ -160,12 +160,12 @@ describe("the fault matrix", () => {
       token,
       body: { org_id: (await queryMetadata(scion, "select org_id from connector.connectors where id = $1", [connectorId]))[0].org_id, service_name: "postgresql", name: "second", connection_details: source.details({ database: "app" }) }
     })
-    expect(created.status, JSON.stringify(created.body)).toBe(200)
+    expect(created.status, scion.explain(created)).toBe(200)
     const second = created.body.connector_id as string
     expect((await ended((await scion.request("POST", `/v1/connectors/${second}/discover`, { token })).body.operation_id)).status).toBe("completed")
     expect((await scion.request("POST", `/v1/connectors/${second}/selection`, { token, body: { selected_paths: ["*"] } })).status).toBe(200)
     const setup = await scion.request("POST", `/v1/connectors/${second}/engine-setup`, { token })
-    expect(setup.status, JSON.stringify(setup.body)).toBe(202)
+    expect(setup.status, scion.explain(setup)).toBe(202)
     // The setup of a small source takes a couple of seconds: the kill lands in its first steps.
     await new Promise((resolve) => setTimeout(resolve, 300))
     await killAndRestart("connector")
@@ -173,12 +173,12 @@ describe("the fault matrix", () => {
     if (operation.status === "failed") {
       // A setup that gave up can be started again and completes.
       const retried = await scion.request("POST", `/v1/connectors/${second}/engine-setup`, { token })
-      expect(retried.status, JSON.stringify(retried.body)).toBe(202)
+      expect(retried.status, scion.explain(retried)).toBe(202)
       expect((await ended(retried.body.operation_id)).status).toBe("completed")
     }
     await waitFor("the second engine ready", async () => (await scion.request("GET", `/v1/connectors/${second}`, { token })).body.branching_engine_status === "ready", 60_000)
     const removed = await scion.request("DELETE", `/v1/connectors/${second}`, { token })
-    expect(removed.status, JSON.stringify(removed.body)).toBe(202)
+    expect(removed.status, scion.explain(removed)).toBe(202)
     expect((await ended(removed.body.operation_id)).status).toBe("completed")
     // Only the first connector's slot and publication remain on the source.
     const slots = await source.query(`select slot_name from pg_replication_slots where slot_name like 'scion_${second.toLowerCase()}%'`, "app")
@@ -187,7 +187,7 @@ describe("the fault matrix", () => {
 
   it("SIGKILL of the connector unit during a connector delete: the delete completes, and nothing of Scion's is left on the source", async () => {
     const removed = await scion.request("DELETE", `/v1/connectors/${connectorId}?force=true`, { token })
-    expect(removed.status, JSON.stringify(removed.body)).toBe(202)
+    expect(removed.status, scion.explain(removed)).toBe(202)
     await new Promise((resolve) => setTimeout(resolve, 300))
     await killAndRestart("connector")
     const operation = await ended(removed.body.operation_id)

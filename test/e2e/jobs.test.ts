@@ -81,7 +81,7 @@ describe("jobs through the worker runtime", () => {
 
   const read = async (id: string, wait = 0) => {
     const response = await scion.request("GET", `/v1/operations/${id}${wait > 0 ? `?wait=${wait}` : ""}`, { token: owner.token })
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     return response.body
   }
 
@@ -302,7 +302,7 @@ describe("jobs through the worker runtime", () => {
       await new Promise((resolve) => setTimeout(resolve, 500))
       const exited = unit.stop("SIGTERM")
       const answer = await waiting
-      expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+      expect(answer.status, scion.explain(answer)).toBe(200)
       expect(answer.body).toMatchObject({ id, status: "pending" })
       expect(Date.now() - started).toBeLessThan(5000)
       expect(await exited).toBe(0)

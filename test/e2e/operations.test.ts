@@ -74,7 +74,7 @@ describe("operations through the gateway, two operation replicas", () => {
   it("answers 200 with exactly the interface's fields, for a member's session and an org API key", async () => {
     const id = await create(alice)
     const response = await get(alice, id)
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     expect(Object.keys(response.body).sort()).toEqual(
       ["id", "org_id", "type", "resource_id", "status", "stage", "stage_label", "progress", "result", "error", "created_at", "updated_at", "started_at", "completed_at"].sort()
     )

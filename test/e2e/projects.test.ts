@@ -45,7 +45,7 @@ const create = (token: string, body: Record<string, unknown>) => scion.request("
 describe("projects", () => {
   it("POST creates a project: 201 with the row, name trimmed, description null when absent", async () => {
     const response = await create(tokens.owner, { org_id: orgId, name: "  Storefront  " })
-    expect(response.status, JSON.stringify(response.body)).toBe(201)
+    expect(response.status, scion.explain(response)).toBe(201)
     expect(response.body).toEqual({
       project_id: expect.stringMatching(/^prj_/),
       org_id: orgId,
@@ -222,7 +222,7 @@ describe("projects", () => {
     // Scoped to creating only (no billing.read): the plan check is identity's own call, so it works.
     const createOnly = await createApiKey(scion, tokens.owner, orgId, { role_id: "role_org_admin", scopes: ["projects.create", "projects.delete"] })
     const created = await create(createOnly.secret, { org_id: orgId, name: uniqueName("create only") })
-    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    expect(created.status, scion.explain(created)).toBe(201)
     expect((await scion.request("GET", `/v1/projects/${created.body.project_id}`, { token: createOnly.secret })).status).toBe(403)
     expect((await scion.request("DELETE", `/v1/projects/${created.body.project_id}`, { token: createOnly.secret })).status).toBe(200)
   })

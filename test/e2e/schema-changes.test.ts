@@ -179,7 +179,7 @@ const migrateAndCompare = async (src: SourceCluster, id: string) => {
     return true
   }, 60_000)
   const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: id, name: "after-migration", service_type: "postgres" } })
-  expect(created.status, JSON.stringify(created.body)).toBe(202)
+  expect(created.status, scion.explain(created)).toBe(202)
   const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
   expect(operation.status, JSON.stringify(operation)).toBe("completed")
   const branch = new pg.Client({ connectionString: operation.result.branch_url.replace("sslmode=require", "sslmode=no-verify") })
@@ -280,7 +280,7 @@ describe("sequences in branches", () => {
     await waitFor("the mirror to hold the new rows", async () =>
       (await queryEngine(scion, connectorId, "select count(*)::int as n from public.passes")).rows[0].n === 40, 30_000)
     const created = await createBranch({ name: "sequences" })
-    expect(created.status, JSON.stringify(created.body)).toBe(202)
+    expect(created.status, scion.explain(created)).toBe(202)
     const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
     expect(operation.status, JSON.stringify(operation)).toBe("completed")
     const url = operation.result.branch_url as string
@@ -307,10 +307,10 @@ describe("masking follows schema changes", () => {
     expect(suggested.find((r) => r.column === "owner_phone")).toMatchObject({ schema: "public", table: "tags", method: "hash" })
 
     const strict = await scion.request("PUT", `/v1/connectors/${connectorId}/masking-rules`, { token: tokens.member, body: { rules: [], policy: "strict" } })
-    expect(strict.status, JSON.stringify(strict.body)).toBe(200)
+    expect(strict.status, scion.explain(strict)).toBe(200)
     expect(strict.body).toEqual({ rules: [], policy: "strict", safe_columns: [] })
     const refused = await createBranch({ name: "unmasked" })
-    expect(refused.status, JSON.stringify(refused.body)).toBe(422)
+    expect(refused.status, scion.explain(refused)).toBe(422)
     expect(refused.body.columns).toEqual(expect.arrayContaining(["public.tags.owner_phone"]))
     expect(refused.body.columns).toHaveLength(suggested.length)
     expect(refused.body.detail).toContain("public.tags.owner_phone")
@@ -321,10 +321,10 @@ describe("masking follows schema changes", () => {
       token: tokens.member,
       body: { rules: others.map((r) => ({ ...r })), policy: "strict", safe_columns: [{ schema: first!.schema, table: first!.table, column: first!.column }] }
     })
-    expect(covered.status, JSON.stringify(covered.body)).toBe(200)
+    expect(covered.status, scion.explain(covered)).toBe(200)
     expect((await rulesOf()).suggested_rules).toEqual([])
     const created = await createBranch({ name: "masked" })
-    expect(created.status, JSON.stringify(created.body)).toBe(202)
+    expect(created.status, scion.explain(created)).toBe(202)
     const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
     expect(operation.status, JSON.stringify(operation)).toBe("completed")
     expect(operation.result.masked_ready_at).not.toBeNull()
@@ -341,7 +341,7 @@ describe("freshness of branches", () => {
       return rows[0]?.at !== null && new Date(rows[0].at).getTime() >= before - 1000
     }, 30_000)
     const created = await createBranch({ name: "fresh" })
-    expect(created.status, JSON.stringify(created.body)).toBe(202)
+    expect(created.status, scion.explain(created)).toBe(202)
     const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
     expect(operation.status, JSON.stringify(operation)).toBe("completed")
     expect(operation.result.source_lsn).toMatch(/^[0-9A-F]+\/[0-9A-F]+$/)
@@ -357,7 +357,7 @@ describe("freshness of branches", () => {
     await queryEngine(scion, connectorId, `alter subscription ${subscription()} disable`)
     await source.query("insert into public.vouchers values ('LATE-1', 1)")
     const plain = await createBranch({ name: "not-waiting" })
-    expect(plain.status, JSON.stringify(plain.body)).toBe(202)
+    expect(plain.status, scion.explain(plain)).toBe(202)
     const plainDone = await settleOperation(scion, plain.body.operation_id, tokens.member)
     expect(plainDone.status).toBe("completed")
     expect(await branchRows(plainDone.result.branch_url, "select count(*)::int as n from public.vouchers where code = 'LATE-1'")).toEqual([{ n: 0 }])
@@ -366,7 +366,7 @@ describe("freshness of branches", () => {
     await source.query("insert into public.vouchers values ('LATE-2', 2)")
     const [{ lsn }] = (await source.query("select pg_current_wal_lsn()::text as lsn")).rows
     const consistent = await createBranch({ name: "read-your-writes", consistent_with_source: true })
-    expect(consistent.status, JSON.stringify(consistent.body)).toBe(202)
+    expect(consistent.status, scion.explain(consistent)).toBe(202)
     await new Promise((resolve) => setTimeout(resolve, 1500))
     const waiting = (await scion.request("GET", `/v1/operations/${consistent.body.operation_id}`, { token: tokens.member })).body
     expect(waiting).toMatchObject({ status: "running", stage: "catch_up" })
@@ -381,7 +381,7 @@ describe("freshness of branches", () => {
     await source.query("insert into public.vouchers values ('LATE-3', 3)")
     const [{ lsn: named }] = (await source.query("select pg_current_wal_lsn()::text as lsn")).rows
     const byPosition = await createBranch({ name: "at-position", min_source_lsn: named })
-    expect(byPosition.status, JSON.stringify(byPosition.body)).toBe(202)
+    expect(byPosition.status, scion.explain(byPosition)).toBe(202)
     const positioned = await settleOperation(scion, byPosition.body.operation_id, tokens.member)
     expect(positioned.status, JSON.stringify(positioned)).toBe("completed")
     expect(await branchRows(positioned.result.branch_url, "select count(*)::int as n from public.vouchers where code = 'LATE-3'")).toEqual([{ n: 1 }])
@@ -403,13 +403,13 @@ describe("freshness of branches", () => {
       return connector.branching_engine_status === "degraded" && quarantineId !== ""
     }, 60_000)
     const refused = await createBranch({ name: "refused" })
-    expect(refused.status, JSON.stringify(refused.body)).toBe(422)
+    expect(refused.status, scion.explain(refused)).toBe(422)
     expect(typeof refused.body.detail).toBe("string")
     expect(refused.body.detail).toContain(quarantineId)
     expect(refused.body.detail).toContain("allow_stale")
 
     const stale = await createBranch({ name: "stale-ok", allow_stale: true })
-    expect(stale.status, JSON.stringify(stale.body)).toBe(202)
+    expect(stale.status, scion.explain(stale)).toBe(202)
     const staleDone = await settleOperation(scion, stale.body.operation_id, tokens.member)
     expect(staleDone.status, JSON.stringify(staleDone)).toBe("completed")
     expect(await branchRows(staleDone.result.branch_url, "select pct from public.vouchers where code = 'CLASH'")).toEqual([{ pct: 1 }])
@@ -434,7 +434,7 @@ describe("POST /v1/connectors/{id}/reset", () => {
     // Drift only a re-copy repairs: a row the source does not have.
     await queryEngine(scion, connectorId, "insert into public.vouchers values ('MIRROR-ONLY', 9)")
     const started = await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: tokens.member })
-    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.status, scion.explain(started)).toBe(202)
     expect(started.body).toMatchObject({ resource_id: connectorId, type: "connector_reset", status: "pending" })
     const again = await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: tokens.member })
     expect(again.status).toBe(409)
@@ -463,7 +463,7 @@ describe("POST /v1/connectors/{id}/reset", () => {
     expect((await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: strangerToken })).status).toBe(404)
     const idle = await createPostgresConnector(scion, { token: tokens.member, orgId, details: source.details(), extra: { name: "never set up" } })
     const refused = await scion.request("POST", `/v1/connectors/${idle}/reset`, { token: tokens.member })
-    expect(refused.status, JSON.stringify(refused.body)).toBe(422)
+    expect(refused.status, scion.explain(refused)).toBe(422)
     expect(refused.body.detail).toMatch(/never set up/)
   })
 })
@@ -471,7 +471,7 @@ describe("POST /v1/connectors/{id}/reset", () => {
 describe("deleting the last capturing connector", () => {
   it("leaves no capture objects on the source", async () => {
     const removed = await scion.request("DELETE", `/v1/connectors/${connectorId}`, { token: tokens.admin })
-    expect(removed.status, JSON.stringify(removed.body)).toBe(202)
+    expect(removed.status, scion.explain(removed)).toBe(202)
     expect((await settleOperation(scion, removed.body.operation_id, tokens.admin)).status).toBe("completed")
     const left = await source.query(
       "select (select count(*) from pg_event_trigger)::int as triggers, (select count(*) from pg_namespace where nspname = 'scion')::int as schemas, (select count(*) from pg_publication)::int as publications"

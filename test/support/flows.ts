@@ -6,7 +6,7 @@ export type RoleKey = "viewer" | "member" | "admin" | "owner"
 
 export const createOrg = async (scion: Scion, token: string, name: string) => {
   const response = await scion.request("POST", "/v1/orgs", { token, body: { name } })
-  expect(response.status, JSON.stringify(response.body)).toBe(201)
+  expect(response.status, scion.explain(response)).toBe(201)
   return response.body as { org_id: string; name: string }
 }
 
@@ -14,15 +14,15 @@ export const createOrg = async (scion: Scion, token: string, name: string) => {
 export const addMember = async (scion: Scion, ownerToken: string, orgId: string, role: RoleKey, label: string = role) => {
   const user = await signUp(scion, label)
   const invite = await scion.request("POST", `/v1/orgs/${orgId}/invite`, { token: ownerToken, body: { email: user.email, role_key: role } })
-  expect(invite.status, JSON.stringify(invite.body)).toBe(200)
+  expect(invite.status, scion.explain(invite)).toBe(200)
   const accept = await scion.request("POST", `/v1/invites/${invite.body.invite_token}/accept`, { token: user.token })
-  expect(accept.status, JSON.stringify(accept.body)).toBe(200)
+  expect(accept.status, scion.explain(accept)).toBe(200)
   return user
 }
 
 export const createApiKey = async (scion: Scion, token: string, orgId: string, body: Record<string, unknown> = {}) => {
   const response = await scion.request("POST", `/v1/orgs/${orgId}/api-keys`, { token, body: { name: "key", role_id: "role_org_member", ...body } })
-  expect(response.status, JSON.stringify(response.body)).toBe(201)
+  expect(response.status, scion.explain(response)).toBe(201)
   return response.body as { api_key_id: string; secret: string; [k: string]: unknown }
 }
 
@@ -30,7 +30,7 @@ export const createApiKey = async (scion: Scion, token: string, orgId: string, b
 export const settleOperation = async (scion: Scion, operationId: string, token: string, timeoutMillis = 120_000) => {
   for (let i = 0; i < Math.ceil(timeoutMillis / 10_000); i++) {
     const response = await scion.request("GET", `/v1/operations/${operationId}?wait=10`, { token })
-    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    expect(response.status, scion.explain(response)).toBe(200)
     if (response.body.status === "completed" || response.body.status === "failed") return response.body
   }
   throw new Error(`operation ${operationId} did not end`)
@@ -83,6 +83,6 @@ export const createPostgresConnector = async (
     token: input.token,
     body: { org_id: input.orgId, service_name: "postgresql", connection_details: input.details, ...input.extra }
   })
-  expect(response.status, JSON.stringify(response.body)).toBe(200)
+  expect(response.status, scion.explain(response)).toBe(200)
   return response.body.connector_id as string
 }

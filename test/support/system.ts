@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process"
 import { randomBytes, randomInt } from "node:crypto"
-import { appendFileSync } from "node:fs"
+import { appendFileSync, mkdirSync } from "node:fs"
 import { mkdir, readdir, readFile, rm } from "node:fs/promises"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
@@ -94,7 +94,9 @@ export const startUnit = (name: string, script: string, env: Record<string, stri
   })
   let output = ""
   // SCION_TEST_LOG_DIR keeps every unit's output in a file too, for reading after a failed run.
-  const logFile = process.env.SCION_TEST_LOG_DIR ? join(process.env.SCION_TEST_LOG_DIR, `${name}-${child.pid ?? "x"}.log`) : undefined
+  const logDir = process.env.SCION_TEST_LOG_DIR
+  if (logDir !== undefined && logDir !== "") mkdirSync(logDir, { recursive: true })
+  const logFile = logDir ? join(logDir, `${name}-${child.pid ?? "x"}.log`) : undefined
   const keep = (chunk: Buffer) => {
     output += chunk
     if (logFile !== undefined) appendFileSync(logFile, chunk)
@@ -163,6 +165,11 @@ export interface Scion {
   /** SERVICE_CREDENTIAL of this deployment: what a worker presents to identity for a service principal. */
   readonly serviceCredential: string
   readonly request: <T = any>(method: string, path: string, options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }) => Promise<ApiResponse<T>>
+  /**
+   * A response for an assertion's message: its body, and for a 5xx what the units logged last,
+   * so a failure in CI says why without a second run.
+   */
+  readonly explain: (response: Pick<ApiResponse, "status" | "body">) => string
   readonly stop: () => Promise<void>
   /** GET /metrics of a process by unit name ("gateway", "branch", "operation-1", …), when started with `metrics`. */
   readonly metricsUrl: (unit: string) => string
@@ -275,7 +282,15 @@ export const startScion = async (options: StartOptions = {}): Promise<Scion> => 
     await database.drop()
     throw new Error(`${String(error)}\n${units.map((unit) => `--- ${unit.name} ---\n${unit.output()}`).join("\n")}`)
   }
+  // Units log at Warning and above here: their last lines are the story behind a 5xx.
+  const explain = (response: Pick<ApiResponse, "status" | "body">) => {
+    const body = JSON.stringify(response.body)
+    if (response.status < 500) return body
+    const tails = units.map((unit) => `--- ${unit.name} ---\n${unit.output().trimEnd().split("\n").slice(-15).join("\n")}`)
+    return `${body}\n${tails.join("\n")}`
+  }
   return {
+    explain,
     metricsUrl: (unit: string) => {
       const port = metricsPorts.get(unit)
       if (port === undefined) throw new Error(`no metrics port for ${unit}: start the system with { metrics: true }`)
