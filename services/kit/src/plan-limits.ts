@@ -1,6 +1,6 @@
 import type { Transport } from "@connectrpc/connect"
 import { BillingService, Resource } from "@scion/proto/scion/billing/v1/billing_pb"
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import { Code, type WireEntry } from "./errors.js"
 import { makeEffectClient } from "./connect-client.js"
 import type { RpcError } from "./errors.js"
@@ -45,6 +45,9 @@ export const planLimitWireErrors = {
   BillingUnavailable: { code: Code.Unavailable, reason: "BILLING_UNAVAILABLE" } satisfies WireEntry<BillingUnavailable>
 }
 
+/** How long one entitlement check may take; a healthy one takes a few milliseconds. */
+export const PLAN_CHECK_DEADLINE = Duration.seconds(5)
+
 /**
  * Billing's CheckEntitlement over a Connect transport: may the org hold one more `resource`,
  * given it holds `inUse` now? Asked with `principalToken` (the creating unit's own service
@@ -58,6 +61,8 @@ export const planLimitCheck = (transport: Transport, principalToken: Effect.Effe
       const answer = yield* Effect.flatMap(principalToken, (token) =>
         billing.checkEntitlement({ orgId, resource: resources[resource], inUse }).pipe(withPrincipalToken(token))
       ).pipe(
+        // Creating units check under their org lock (see their READMEs): a stuck billing must not hold it.
+        Effect.timeoutFail({ duration: PLAN_CHECK_DEADLINE, onTimeout: () => new BillingUnavailable({ cause: `DEADLINE_EXCEEDED: no answer within ${Duration.format(PLAN_CHECK_DEADLINE)}` }) }),
         Effect.catchTag("RpcError", (error) =>
           Effect.zipRight(
             Effect.logWarning("billing could not check an entitlement").pipe(Effect.annotateLogs({ code: error.codeName, reason: error.reason })),

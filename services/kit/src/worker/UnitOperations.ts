@@ -1,6 +1,6 @@
 import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import { randomBytes } from "node:crypto"
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { hasReason, type RpcError } from "../errors.js"
 import { asService, ServiceIdentity } from "../service-identity.js"
 import { OperationClient } from "./Worker.js"
@@ -76,6 +76,13 @@ export interface UnitOperations<T extends OperationTypeName, E> {
 }
 
 /**
+ * How long one call may take. Units make these calls while they hold the row lock of the resource
+ * they start work on (see their READMEs): the deadline bounds how long a stuck operation unit can
+ * hold that lock and a pooled connection. A healthy call takes a few milliseconds.
+ */
+export const OPERATION_CALL_DEADLINE = Duration.seconds(5)
+
+/**
  * The client: creates operations of the unit's types and reads their state. The user's
  * permission was checked when the work started, so the unit's service principal asks; the
  * operation unit being unavailable becomes the unit's own error through `unavailable`.
@@ -85,11 +92,16 @@ export const makeUnitOperations = <T extends OperationTypeName, E>(unavailable: 
     const client = yield* OperationClient
     const service = yield* ServiceIdentity
     const failure = (error: RpcError) => unavailable(`${error.codeName}: ${error.reason}`)
+    const deadline = Effect.timeoutFail({
+      duration: OPERATION_CALL_DEADLINE,
+      onTimeout: () => unavailable(`DEADLINE_EXCEEDED: no answer within ${Duration.format(OPERATION_CALL_DEADLINE)}`)
+    })
     return {
       create: ({ id, orgId, resourceId, type }) =>
         asService(client.createOperation({ id, orgId, type: operationTypes[type], resourceId })).pipe(
           Effect.asVoid,
           Effect.mapError(failure),
+          deadline,
           Effect.provideService(ServiceIdentity, service)
         ),
       status: (operationId) =>
@@ -97,6 +109,7 @@ export const makeUnitOperations = <T extends OperationTypeName, E>(unavailable: 
           Effect.map((r) => Option.fromNullable(r.operation === undefined ? undefined : (states as Partial<Record<OperationStatus, OperationState>>)[r.operation.status])),
           Effect.catchIf((e) => hasReason(e, "OPERATION_NOT_FOUND"), () => Effect.succeed(Option.none<OperationState>())),
           Effect.mapError(failure),
+          deadline,
           Effect.provideService(ServiceIdentity, service)
         )
     } satisfies UnitOperations<T, E>
