@@ -216,7 +216,7 @@ const unitTimings = (scion: Scion) => {
   const show = (label: string, v: ReadonlyArray<number>) => (v.length > 0 ? `${label} p50 ${ms(p50(v))}` : `${label} n/a`)
   out(`    from the client:             POST → 202 p50 ${ms(p50(phases.accepted))}; → completed p50 ${ms(p50(phases.completed))}; → connected and queried p50 ${ms(p50(phases.connected))}`)
   out(
-    `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("reported", values("branch ready", "reported_ms"))}; ${show("copied", values("branch ready", "copied_ms"))}; ${show("stamped", values("branch ready", "copy_ms"))}; ${show("sequences", values("branch ready", "sequences_ms"))}; ${show("role", values("branch ready", "role_ms"))}; ${show("grant", values("branch ready", "grant_ms"))} (cumulative)`
+    `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("reported", values("branch ready", "reported_ms"))}; ${show("copied", values("branch ready", "copied_ms"))}; ${show("recorded", values("branch ready", "recorded_ms"))}; ${show("connected", values("branch ready", "connected_ms"))}; ${show("stamped", values("branch ready", "copy_ms"))}; ${show("sequences", values("branch ready", "sequences_ms"))}; ${show("grant", values("branch ready", "grant_ms"))} (cumulative); ${show("role, beside the copy", values("branch ready", "role_ms"))}`
   )
   out(
     `    the copier's batches:        ${show("subscriptions paused at", values("template copies done", "paused_at_ms"))}; ${show("mirror free at", values("template copies done", "free_at_ms"))}; ${show("copied at", values("template copies done", "copied_at_ms"))}; ${show("resumed at", values("template copies done", "pause_ms"))}`

@@ -1,6 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { JobFailed, type JobHandler, type OperationEnded, type RpcError, PostgresPools } from "@scion/kit"
-import { Effect, Option, Redacted, Schema } from "effect"
+import { Effect, Fiber, Option, Redacted, Schema } from "effect"
 import { BranchesRepo } from "../BranchesRepo.js"
 import { CREATE_JOB, DELETE_JOB, RESET_JOB } from "../Branches.js"
 import type { SecretStoreFailure } from "../domain/errors.js"
@@ -27,7 +27,7 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
  * redelivery (a crashed or killed worker) resumes where the last one stopped: the template copy
  * (with the subscriptions paused, shared with every create waiting on the engine), the sequences
  * moved past the copied rows (sequences_aligned_at), the role's password sealed before the role
- * exists, the role, the grants (read_ready_at, write_ready_at), masking (masked_ready_at), then
+ * exists and the role (both made while the copy runs), the grants (read_ready_at, write_ready_at), masking (masked_ready_at), then
  * active with the URLs. A create that cannot finish (JobFailed, or the last attempt) drops what
  * it made on the engine and marks the branch failed: nothing is left behind. An active branch
  * always has a branch_url.
@@ -84,105 +84,130 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
         const mark = (step: string) => Effect.sync(() => void (timings[step] = Date.now() - t0))
         let { branch } = yield* load
         const { envelope } = yield* load
-        if (branch.copiedAt === null && (branch.consistentWithSource || branch.minSourceLsn !== null)) {
-          // Read-your-writes: the copy waits until the mirror has what the source had written.
-          const target = branch.minSourceLsn ?? (yield* engines.sourcePosition(branch.connectorId))
-          yield* job.report({ stage: "catch_up", stageLabel: `Waiting for the mirror to apply the source up to ${target}`, progress: 5 })
-          yield* waitForSourcePosition(engine, target, freshness.catchUpTimeout).pipe(Effect.mapError((e) => new JobFailed({ message: `The branch could not be made consistent with the source: ${e.message}` })))
-          yield* mark("catch_up_ms")
-        }
-        if (branch.copiedAt === null && branch.snapshotId !== null) {
-          // From a snapshot: its template database, no pause of the mirror; its stamp is the branch's.
-          const snapshot = yield* snapshots.find(branch.snapshotId)
-          if (Option.isNone(snapshot) || snapshot.value.status !== "ready") {
-            return yield* new JobFailed({ message: `Snapshot ${branch.snapshotId} is ${Option.match(snapshot, { onNone: () => "gone", onSome: (s) => s.status })}, not ready` })
+        // The role needs nothing from the copy: made beside it (on an admin session of its own),
+        // it costs the create no time. Its password is sealed on the row before the role exists.
+        // Joined after the copy; when a step fails first, it is awaited before abandon drops both.
+        const initial = branch
+        const roleMade = yield* Effect.fork(
+          Effect.scoped(
+            Effect.gen(function* () {
+              let sealed = Option.getOrNull(envelope)
+              if (sealed === null) {
+                const claimed = yield* repo.claimEnvelope(branchId, yield* passwords.seal(generatePassword(), branchId))
+                if (Option.isNone(claimed)) return yield* new JobFailed({ message: `Branch ${branchId} no longer exists` })
+                sealed = claimed.value
+              }
+              const password = yield* passwords.open(sealed, branchId)
+              if (initial.roleCreatedAt === null) {
+                yield* ensureRole(yield* adminSession(engine), initial.roleName, password)
+                yield* repo.update(branchId, { role_created_at: new Date() })
+              }
+              yield* mark("role_ms")
+              return password
+            })
+          )
+        )
+        // Whatever fails meanwhile, the role step settles before abandon drops what was made.
+        return yield* Effect.gen(function* () {
+          if (branch.copiedAt === null && (branch.consistentWithSource || branch.minSourceLsn !== null)) {
+            // Read-your-writes: the copy waits until the mirror has what the source had written.
+            const target = branch.minSourceLsn ?? (yield* engines.sourcePosition(branch.connectorId))
+            yield* job.report({ stage: "catch_up", stageLabel: `Waiting for the mirror to apply the source up to ${target}`, progress: 5 })
+            yield* waitForSourcePosition(engine, target, freshness.catchUpTimeout).pipe(Effect.mapError((e) => new JobFailed({ message: `The branch could not be made consistent with the source: ${e.message}` })))
+            yield* mark("catch_up_ms")
           }
-          yield* job.report({ stage: "copy", stageLabel: `Copying snapshot ${snapshot.value.name}`, progress: 10 })
-          yield* copyFromSnapshot(engine, snapshot.value.databaseName, branch.databaseName)
-          yield* mark("copied_ms")
+          if (branch.copiedAt === null && branch.snapshotId !== null) {
+            // From a snapshot: its template database, no pause of the mirror; its stamp is the branch's.
+            const snapshot = yield* snapshots.find(branch.snapshotId)
+            if (Option.isNone(snapshot) || snapshot.value.status !== "ready") {
+              return yield* new JobFailed({ message: `Snapshot ${branch.snapshotId} is ${Option.match(snapshot, { onNone: () => "gone", onSome: (s) => s.status })}, not ready` })
+            }
+            yield* job.report({ stage: "copy", stageLabel: `Copying snapshot ${snapshot.value.name}`, progress: 10 })
+            yield* copyFromSnapshot(engine, snapshot.value.databaseName, branch.databaseName)
+            yield* mark("copied_ms")
+            yield* repo.update(branchId, {
+              copied_at: new Date(),
+              engine_host: engine.host,
+              engine_port: engine.port,
+              source_lsn: snapshot.value.sourceLsn,
+              data_as_of: snapshot.value.dataAsOf
+            })
+            ;({ branch } = yield* load)
+          }
+          // What runs beside the copy and the first session: settled before the copy is changed.
+          let copyRecorded: Effect.Effect<void, OperationEnded | RpcError> = Effect.void
+          if (branch.copiedAt === null) {
+            // The stage report travels while the copy runs; a report refused (the operation ended)
+            // still fails the job, once the copy is done.
+            const reported = yield* Effect.fork(Effect.zipRight(job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 10 }), mark("reported_ms")))
+            const copied = yield* copier.copy(engine, branch.databaseName)
+            yield* mark("copied_ms")
+            // Recorded while the new database's first session opens (the steps below read none of
+            // it), and before anything inside the copy changes: a redelivery finds the copy made.
+            const recorded = yield* Effect.fork(
+              repo.update(branchId, { copied_at: new Date(), engine_host: engine.host, engine_port: engine.port, ...(copied.sourceLsn !== null ? { source_lsn: copied.sourceLsn } : {}) })
+            )
+            copyRecorded = Effect.zipRight(Fiber.join(reported), Fiber.join(recorded))
+          }
+          // One session on the new database serves every step that works inside it: the first
+          // connection to a fresh copy is the expensive one (its caches are built from the catalog).
+          const password = yield* Effect.scoped(
+            Effect.gen(function* () {
+              const session = yield* connectEngine(engine, branch.databaseName)
+              yield* mark("connected_ms")
+              yield* copyRecorded
+              yield* mark("recorded_ms")
+              // The steps before the grant commit without waiting for their WAL flush; the grant's
+              // commit waits for it (WAL is one sequence), so everything is durable before the
+              // branch can be reported ready.
+              yield* session.query("durability", "set synchronous_commit = off")
+              if (branch.dataAsOf === null && branch.snapshotId === null) {
+                const dataAsOf = yield* stampBranch(session, branch.connectorId)
+                if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
+              }
+              yield* mark("copy_ms")
+              if (branch.sequencesAlignedAt === null) {
+                // Replication carries no sequence values: the copy's sequences are moved past the data
+                // it holds before its role exists, so nobody can insert before they are. Only forward,
+                // so a redelivery that repeats it (crashed before the record) moves nothing back.
+                yield* alignSequences(session)
+                yield* repo.update(branchId, { sequences_aligned_at: new Date() })
+              }
+              yield* mark("sequences_ms")
+              const password = yield* Fiber.join(roleMade)
+              const admin = yield* adminSession(engine)
+              yield* session.query("durability", "set synchronous_commit = on")
+              if (branch.writeReadyAt === null) {
+                yield* grantBranch(admin, session, branch.databaseName, branch.roleName)
+                const now = new Date()
+                yield* repo.update(branchId, { read_ready_at: now, write_ready_at: now })
+              }
+              yield* mark("grant_ms")
+              const rules = yield* repo.maskingRules(branch.connectorId)
+              if (rules.length > 0 && branch.maskedReadyAt === null) {
+                yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
+                const outcome = yield* applyMasking(session, rules)
+                yield* Effect.logInfo("branch masked").pipe(Effect.annotateLogs({ branch_id: branchId, applied: outcome.applied.length, skipped: outcome.skipped.join(", ") }))
+                yield* repo.update(branchId, { masked_ready_at: new Date() })
+              }
+              return password
+            })
+          )
+          const pooler = Option.getOrNull(engine.pooler)
           yield* repo.update(branchId, {
-            copied_at: new Date(),
             engine_host: engine.host,
             engine_port: engine.port,
-            source_lsn: snapshot.value.sourceLsn,
-            data_as_of: snapshot.value.dataAsOf
+            pooler_host: pooler?.host ?? null,
+            pooler_port: pooler?.port ?? null
           })
           ;({ branch } = yield* load)
-        }
-        if (branch.copiedAt === null) {
-          yield* job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 10 })
-          yield* mark("reported_ms")
-          const copied = yield* copier.copy(engine, branch.databaseName)
-          yield* mark("copied_ms")
-          yield* repo.update(branchId, { copied_at: new Date(), engine_host: engine.host, engine_port: engine.port, ...(copied.sourceLsn !== null ? { source_lsn: copied.sourceLsn } : {}) })
-          ;({ branch } = yield* load)
-        }
-        // One session on the new database serves every step that works inside it: the first
-        // connection to a fresh copy is the expensive one (its caches are built from the catalog).
-        const password = yield* Effect.scoped(
-          Effect.gen(function* () {
-            const session = yield* connectEngine(engine, branch.databaseName)
-            // The steps before the grant commit without waiting for their WAL flush; the grant's
-            // commit waits for it (WAL is one sequence), so everything is durable before the
-            // branch can be reported ready.
-            yield* session.query("durability", "set synchronous_commit = off")
-            if (branch.dataAsOf === null && branch.snapshotId === null) {
-              const dataAsOf = yield* stampBranch(session, branch.connectorId)
-              if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
-            }
-            yield* mark("copy_ms")
-            if (branch.sequencesAlignedAt === null) {
-              // Replication carries no sequence values: the copy's sequences are moved past the data
-              // it holds before its role exists, so nobody can insert before they are. Only forward,
-              // so a redelivery that repeats it (crashed before the record) moves nothing back.
-              yield* alignSequences(session)
-              yield* repo.update(branchId, { sequences_aligned_at: new Date() })
-            }
-            yield* mark("sequences_ms")
-            let sealed = Option.getOrNull(envelope)
-            if (sealed === null) {
-              const claimed = yield* repo.claimEnvelope(branchId, yield* passwords.seal(generatePassword(), branchId))
-              if (Option.isNone(claimed)) return yield* new JobFailed({ message: `Branch ${branchId} no longer exists` })
-              sealed = claimed.value
-            }
-            const password = yield* passwords.open(sealed, branchId)
-            const admin = yield* adminSession(engine)
-            if (branch.roleCreatedAt === null) {
-              yield* ensureRole(admin, branch.roleName, password)
-              yield* repo.update(branchId, { role_created_at: new Date() })
-            }
-            yield* mark("role_ms")
-            yield* session.query("durability", "set synchronous_commit = on")
-            if (branch.writeReadyAt === null) {
-              yield* grantBranch(admin, session, branch.databaseName, branch.roleName)
-              const now = new Date()
-              yield* repo.update(branchId, { read_ready_at: now, write_ready_at: now })
-            }
-            yield* mark("grant_ms")
-            const rules = yield* repo.maskingRules(branch.connectorId)
-            if (rules.length > 0 && branch.maskedReadyAt === null) {
-              yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
-              const outcome = yield* applyMasking(session, rules)
-              yield* Effect.logInfo("branch masked").pipe(Effect.annotateLogs({ branch_id: branchId, applied: outcome.applied.length, skipped: outcome.skipped.join(", ") }))
-              yield* repo.update(branchId, { masked_ready_at: new Date() })
-            }
-            return password
-          })
-        )
-        const pooler = Option.getOrNull(engine.pooler)
-        yield* repo.update(branchId, {
-          engine_host: engine.host,
-          engine_port: engine.port,
-          pooler_host: pooler?.host ?? null,
-          pooler_port: pooler?.port ?? null
-        })
-        ;({ branch } = yield* load)
-        const urls = urlsOf(branch, Redacted.value(password))
-        if (urls.branchUrl === null || urls.branchUrl === "") return yield* new JobFailed({ message: "The branch has no connection URL (the engine has no address)" })
-        if (!(yield* repo.activate(branchId))) return yield* new JobFailed({ message: `Branch ${branchId} was deleted before it was ready` })
-        yield* mark("total_ms")
-        yield* Effect.logInfo("branch ready").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: branch.connectorId, ...timings }))
-        return branchResult({ branch: { ...branch, status: "active" }, urls })
+          const urls = urlsOf(branch, Redacted.value(password))
+          if (urls.branchUrl === null || urls.branchUrl === "") return yield* new JobFailed({ message: "The branch has no connection URL (the engine has no address)" })
+          if (!(yield* repo.activate(branchId))) return yield* new JobFailed({ message: `Branch ${branchId} was deleted before it was ready` })
+          yield* mark("total_ms")
+          yield* Effect.logInfo("branch ready").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: branch.connectorId, ...timings }))
+          return branchResult({ branch: { ...branch, status: "active" }, urls })
+        }).pipe(Effect.ensuring(Fiber.await(roleMade)))
       })
 
       return yield* steps.pipe(
