@@ -377,6 +377,12 @@ describe("branches of a ready engine", () => {
     const [opA, opB] = await Promise.all([a!, b!].map((r) => settleOperation(scion, r.body.operation_id, member.token)))
     psql(opA!.result.branch_url, "update customers set name = 'changed'")
     expect(psql(opB!.result.branch_url, "select count(*) from customers where name = 'changed'")).toBe("0")
+    // A branch's credentials open that branch only: not another branch, not the mirror.
+    const elsewhere = (url: string, database: string) => Object.assign(new URL(url), { pathname: `/${database}` }).toString()
+    const databaseB = new URL(opB!.result.branch_url).pathname.slice(1)
+    expect(() => psql(elsewhere(opA!.result.branch_url, databaseB), "select 1")).toThrow(/permission denied for database/)
+    const [{ mirror_database: mirror }] = await queryMetadata(scion, "select mirror_database from connector.engines where connector_id = $1", [connectorId])
+    expect(() => psql(elsewhere(opA!.result.branch_url, mirror), "select 1")).toThrow(/permission denied for database/)
     const deleted = await scion.request("DELETE", `/v1/branches/${opA!.result.branch_id}`, { token: member.token })
     expect(deleted.status).toBe(202)
     expect(deleted.body).toMatchObject({ type: "branch_delete", resource_id: opA!.result.branch_id })

@@ -216,6 +216,9 @@ const provisionEngine = (run: SetupRun, pipeline: PipelineNames) =>
         const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) })
         const [exists] = yield* admin.query("select 1 from pg_database where datname = $1", [pipeline.mirrorDatabase])
         if (exists === undefined) yield* admin.query(`create database ${quoteIdent(pipeline.mirrorDatabase)}`)
+        // Branch roles log in to this engine with passwords their users hold: the mirror (the
+        // org's whole selection) is not theirs to open, so PUBLIC's default CONNECT and TEMP go.
+        yield* admin.query(`revoke all on database ${quoteIdent(pipeline.mirrorDatabase)} from public`)
       })
     ).pipe(Effect.mapError((e) => stepFailed("engine", e)))
     return engine
