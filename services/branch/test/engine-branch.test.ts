@@ -226,6 +226,9 @@ describe("branches on a real engine", () => {
     expect(outcome.copies).toBe(6)
     // The first copy starts a batch alone; the five that arrive while it runs share the next pause.
     expect(outcome.pauses).toBeLessThanOrEqual(2)
+    // Copied closed: no role of the engine but the superuser may connect before any grant.
+    const open = await query(engine, "postgres", `select datname from pg_database where datname in (${outcome.names.map((n) => `'${n}'`).join(", ")}) and has_database_privilege('public', oid, 'CONNECT')`)
+    expect(open).toEqual([])
     for (const name of outcome.names) await query(engine, "postgres", `drop database "${name}"`)
     expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
   }, 120_000)

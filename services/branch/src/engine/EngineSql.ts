@@ -107,6 +107,15 @@ export const databaseExists = (client: EngineClient, name: string) =>
 export const roleExists = (client: EngineClient, name: string) =>
   Effect.map(client.query<{ one: number }>("inspect", "select 1 as one from pg_roles where rolname = $1", [name]), (rows) => rows.length > 0)
 
+/**
+ * A new database takes PUBLIC's default CONNECT and TEMP, and every branch role on the engine is
+ * PUBLIC: revoked in the statement after the copy, not only in the grant a hundred milliseconds
+ * later. Without waiting for its WAL flush (one round trip, inside the pause); the grant revokes
+ * again and its commit is flushed.
+ */
+const closeToPublic = (client: EngineClient, name: string) =>
+  client.query("copy", `begin; set local synchronous_commit = off; revoke all on database ${quoteIdent(name)} from public; commit`)
+
 /** CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY, reflinking when the engine can. */
 export const copyDatabase = (client: EngineClient, engine: BranchingEngine, name: string) =>
   Effect.gen(function* () {
@@ -114,6 +123,7 @@ export const copyDatabase = (client: EngineClient, engine: BranchingEngine, name
     yield* client.query("copy", `create database ${quoteIdent(name)} template ${quoteIdent(engine.mirrorDatabase)} strategy file_copy`).pipe(
       Effect.ensuring(engine.fileCopyClone ? Effect.ignore(client.query("copy", "reset file_copy_method")) : Effect.void)
     )
+    yield* closeToPublic(client, name)
   }).pipe(Effect.withSpan("EngineSql.copyDatabase", { attributes: { database: name, clone: engine.fileCopyClone } }))
 
 /** The branch's login role with the password's SCRAM verifier; an existing role gets the verifier again. */
@@ -358,5 +368,6 @@ export const copyFromSnapshot = (engine: BranchingEngine, snapshotDatabase: stri
       yield* admin.query("copy", `create database ${quoteIdent(database)} template ${quoteIdent(snapshotDatabase)} strategy file_copy`).pipe(
         Effect.ensuring(engine.fileCopyClone ? Effect.ignore(admin.query("copy", "reset file_copy_method")) : Effect.void)
       )
+      yield* closeToPublic(admin, database)
     })
   ).pipe(Effect.withSpan("EngineSql.copyFromSnapshot", { attributes: { database, snapshotDatabase } }))

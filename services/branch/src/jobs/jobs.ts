@@ -168,7 +168,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
               yield* mark("copy_ms")
               if (branch.sequencesAlignedAt === null) {
                 // Replication carries no sequence values: the copy's sequences are moved past the data
-                // it holds before its role exists, so nobody can insert before they are. Only forward,
+                // it holds before the grant lets its role in, so nobody can insert before they are. Only forward,
                 // so a redelivery that repeats it (crashed before the record) moves nothing back.
                 yield* alignSequences(session)
                 yield* repo.update(branchId, { sequences_aligned_at: new Date() })
