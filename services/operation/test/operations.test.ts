@@ -2,13 +2,13 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { OperationConfig, Operations, staleMessage, sweepOnce } from "../src/index.js"
-import { apiKeyPrincipal, newOperationId, newOrgId, operationTestLayer, sessionPrincipal } from "./support.js"
+import { newApiKey, newOperationId, newOrg, newOrgId, newUser, newWorker, operationTestLayer } from "./support.js"
 
-const setup = (type: "branch_create" | "connector_engine_setup" = "branch_create") =>
+/** An operation a unit's worker created, as units do, with its service principal. */
+const setup = (type: "branch_create" | "connector_engine_setup" = "branch_create", orgId = newOrgId()) =>
   Effect.gen(function* () {
     const operations = yield* Operations
-    const orgId = newOrgId()
-    const principal = apiKeyPrincipal(orgId)
+    const { principal } = yield* newWorker()
     const { operation } = yield* operations.create(principal, { id: newOperationId(), orgId, type, resourceId: "br_1" })
     return { operations, orgId, principal, operation, id: operation.id }
   })
@@ -19,7 +19,7 @@ describe("operations", () => {
       Effect.gen(function* () {
         const operations = yield* Operations
         const orgId = newOrgId()
-        const principal = apiKeyPrincipal(orgId)
+        const { principal } = yield* newWorker()
         const id = newOperationId()
         const first = yield* operations.create(principal, { id, orgId, type: "branch_create", resourceId: "br_a" })
         expect(first.created).toBe(true)
@@ -40,23 +40,30 @@ describe("operations", () => {
     it.effect("validates input and refuses orgs the caller is not in", () =>
       Effect.gen(function* () {
         const operations = yield* Operations
-        const orgId = newOrgId()
-        const principal = apiKeyPrincipal(orgId)
+        const org = yield* newOrg()
+        const orgId = org.orgId
+        const key = yield* newApiKey(org)
+        const principal = key.principal
         for (const id of ["", "op_", "branch_1", "op_has space", `op_${"x".repeat(121)}`]) {
-          expect(yield* Effect.flip(operations.create(principal, { id, orgId, type: "branch_create", resourceId: "br" }))).toMatchObject({ _tag: "InvalidArgument", field: "id" })
+          expect(yield* Effect.flip(key.as(operations.create(principal, { id, orgId, type: "branch_create", resourceId: "br" })))).toMatchObject({ _tag: "InvalidArgument", field: "id" })
         }
-        expect(yield* Effect.flip(operations.create(principal, { id: newOperationId(), orgId, type: "branch_create", resourceId: "" }))).toMatchObject({
+        expect(yield* Effect.flip(key.as(operations.create(principal, { id: newOperationId(), orgId, type: "branch_create", resourceId: "" })))).toMatchObject({
           _tag: "InvalidArgument",
           field: "resource_id"
         })
-        const other = newOrgId()
-        expect(yield* Effect.flip(operations.create(principal, { id: newOperationId(), orgId: other, type: "branch_create", resourceId: "br" }))).toMatchObject({
+        const other = (yield* newOrg("Other")).orgId
+        expect(yield* Effect.flip(key.as(operations.create(principal, { id: newOperationId(), orgId: other, type: "branch_create", resourceId: "br" })))).toMatchObject({
           _tag: "NotAMember",
           orgId: other
         })
-        const session = sessionPrincipal([orgId])
-        const created = yield* operations.create(session, { id: newOperationId(), orgId, type: "connector_discovery", resourceId: "con_1" })
+        // Identity answers for a session: its owner is a member, a user of no org is not.
+        const created = yield* org.owner.as(operations.create(org.owner.principal, { id: newOperationId(), orgId, type: "connector_discovery", resourceId: "con_1" }))
         expect(created.operation.status).toBe("pending")
+        const outsider = yield* newUser("outsider")
+        expect(yield* Effect.flip(outsider.as(operations.create(outsider.principal, { id: newOperationId(), orgId, type: "connector_discovery", resourceId: "con_1" })))).toMatchObject({
+          _tag: "NotAMember",
+          orgId
+        })
       })
     )
 
@@ -164,16 +171,21 @@ describe("operations", () => {
 
     it.effect("another org's operation is not found, for reads and reports alike", () =>
       Effect.gen(function* () {
-        const { operations, orgId, id } = yield* setup()
-        const stranger = apiKeyPrincipal(newOrgId())
-        expect(yield* Effect.flip(operations.get(stranger, id, 0))).toMatchObject({ _tag: "OperationNotFound", operationId: id })
-        expect(yield* Effect.flip(operations.report(stranger, { id, status: "running" }))).toMatchObject({ _tag: "OperationNotFound" })
-        expect(yield* Effect.flip(operations.get(sessionPrincipal([newOrgId()]), id, 0))).toMatchObject({ _tag: "OperationNotFound" })
-        expect((yield* operations.get(sessionPrincipal([orgId]), id, 0)).id).toBe(id)
-        expect(yield* Effect.flip(operations.get(stranger, newOperationId(), 0))).toMatchObject({ _tag: "OperationNotFound" })
-        expect(yield* Effect.flip(operations.get(stranger, id, 11))).toMatchObject({ _tag: "InvalidArgument", field: "wait_seconds" })
-        expect(yield* Effect.flip(operations.list(stranger, orgId, "br_1"))).toMatchObject({ _tag: "NotAMember" })
-        const listed = yield* operations.list(sessionPrincipal([orgId]), orgId, "br_1")
+        const org = yield* newOrg()
+        const { operations, orgId, id } = yield* setup("branch_create", org.orgId)
+        const otherOrg = yield* newOrg("Other")
+        const stranger = yield* newApiKey(otherOrg)
+        const get = (caller: typeof stranger, operationId: string, wait: number) => caller.as(operations.get(caller.principal, operationId, wait))
+        expect(yield* Effect.flip(get(stranger, id, 0))).toMatchObject({ _tag: "OperationNotFound", operationId: id })
+        expect(yield* Effect.flip(stranger.as(operations.report(stranger.principal, { id, status: "running" })))).toMatchObject({ _tag: "OperationNotFound" })
+        expect(yield* Effect.flip(get(otherOrg.owner, id, 0))).toMatchObject({ _tag: "OperationNotFound" })
+        expect((yield* get(org.owner, id, 0)).id).toBe(id)
+        expect((yield* get(yield* newApiKey(org), id, 0)).id).toBe(id)
+        expect(yield* Effect.flip(get(stranger, newOperationId(), 0))).toMatchObject({ _tag: "OperationNotFound" })
+        expect(yield* Effect.flip(get(stranger, id, 11))).toMatchObject({ _tag: "InvalidArgument", field: "wait_seconds" })
+        expect(yield* Effect.flip(stranger.as(operations.list(stranger.principal, orgId, "br_1")))).toMatchObject({ _tag: "NotAMember" })
+        expect(yield* Effect.flip(otherOrg.owner.as(operations.list(otherOrg.owner.principal, orgId, "br_1")))).toMatchObject({ _tag: "NotAMember" })
+        const listed = yield* org.owner.as(operations.list(org.owner.principal, orgId, "br_1"))
         expect(listed.map((o) => o.id)).toEqual([id])
       })
     )
