@@ -1,65 +1,67 @@
 /**
- * The real OrgAccess policy over a scripted identity: how identity's answers become billing's
- * errors, and what service principals and API keys of other orgs may do.
+ * The real OrgAccess policy over the identity unit itself: how identity's answers become billing's
+ * errors, and what service principals and API keys of other orgs may do without asking it.
  */
-import { create } from "@bufbuild/protobuf"
-import { describe, expect, it } from "@effect/vitest"
-import { Code, Principal, RpcError } from "@scion/kit"
-import { AuthorizeResponseSchema, GetVerificationKeysResponseSchema } from "@scion/proto/scion/auth/v1/auth_pb"
-import { Effect, Layer, Logger, LogLevel } from "effect"
+import { describe, expect, layer } from "@effect/vitest"
+import { ApiKeys, Auth, ROLES } from "@scion/identity"
+import { grpcTransport, InMemoryBus, Principal, withPrincipalToken } from "@scion/kit"
+import { Effect, Layer } from "effect"
 import { IdentityClient, OrgAccess } from "../src/index.js"
+import { billingTestLayer, newOrg, newUser } from "./support.js"
 
-/** Identity's answer per permission: granted, or the error identity would send. */
-const identitySays = new Map<string, RpcError | "granted">()
-const asked: Array<string> = []
+/** OrgAccess.live with identity unreachable: what it decides without asking shows here. */
+const withIdentityDown = <A, E, R>(self: Effect.Effect<A, E, R | OrgAccess>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      // A port nothing listens on: any question to identity fails as unavailable.
+      const transport = yield* grpcTransport("http://127.0.0.1:9")
+      const access = OrgAccess.live.pipe(Layer.provide(IdentityClient.fromTransport(transport)), Layer.provide(InMemoryBus.layer))
+      return yield* Effect.provide(self, access)
+    })
+  )
 
-const ScriptedIdentity = Layer.succeed(IdentityClient, {
-  authorize: (request) => {
-    asked.push(`${request.orgId}:${request.permission}`)
-    const answer = identitySays.get(request.permission ?? "") ?? "granted"
-    return answer === "granted" ? Effect.succeed(create(AuthorizeResponseSchema, { roleKey: "owner", permissions: [] })) : Effect.fail(answer)
-  },
-  getVerificationKeys: () => Effect.succeed(create(GetVerificationKeysResponseSchema, {})),
-  // Every question reaches identity here: the cache has tests of its own (kit).
-  grants: null
-})
-
-const TestAccess = OrgAccess.live.pipe(Layer.provide(ScriptedIdentity), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.None)))
-
-const principal = (kind: "user_session" | "api_key" | "service", orgId: string | null = null) =>
-  new Principal({ kind, userId: kind === "user_session" ? "usr_1" : null, sessionId: null, apiKeyId: kind === "api_key" ? "key_1" : null, orgId, roleKey: null, permissions: [], exp: 4_000_000_000 })
-
-const rpcError = (code: Code, reason: string) => new RpcError({ code, reason, message: reason, metadata: {} })
+const service = (permissions: ReadonlyArray<string>) =>
+  new Principal({ kind: "service", userId: null, sessionId: null, apiKeyId: null, orgId: null, roleKey: null, permissions, exp: 4_000_000_000 })
 
 describe("OrgAccess.live", () => {
-  it.effect("maps identity's refusals: NOT_A_MEMBER, PERMISSION_DENIED, UNAUTHENTICATED, unavailable", () =>
-    Effect.gen(function* () {
-      const access = yield* OrgAccess
-      const user = principal("user_session")
-      identitySays.set("billing.read", "granted")
-      yield* access.require(user, "org_1", "billing.read")
-      identitySays.set("billing.manage", rpcError(Code.PermissionDenied, "PERMISSION_DENIED"))
-      expect(yield* Effect.flip(access.require(user, "org_1", "billing.manage"))).toMatchObject({ _tag: "PermissionDenied", permission: "billing.manage" })
-      identitySays.set("billing.manage", rpcError(Code.PermissionDenied, "NOT_A_MEMBER"))
-      expect(yield* Effect.flip(access.require(user, "org_1", "billing.manage"))).toMatchObject({ _tag: "NotAMember", orgId: "org_1" })
-      identitySays.set("billing.manage", rpcError(Code.Unauthenticated, "UNAUTHENTICATED"))
-      expect(yield* Effect.flip(access.require(user, "org_1", "billing.manage"))).toMatchObject({ _tag: "Unauthenticated" })
-      identitySays.set("billing.manage", rpcError(Code.Unavailable, ""))
-      expect(yield* Effect.flip(access.require(user, "org_1", "billing.manage"))).toMatchObject({ _tag: "IdentityUnavailable" })
-    }).pipe(Effect.provide(TestAccess))
-  )
+  layer(billingTestLayer(), { excludeTestServices: true, timeout: "120 seconds" })((it) => {
+    it.effect("maps identity's answers: granted, PERMISSION_DENIED, NOT_A_MEMBER, UNAUTHENTICATED", () =>
+      Effect.gen(function* () {
+        const access = yield* OrgAccess
+        const { orgId, owner, member } = yield* newOrg()
+        yield* access.require(member, orgId, "billing.read")
+        yield* access.require(owner, orgId, "billing.manage")
+        expect(yield* Effect.flip(access.require(member, orgId, "billing.manage"))).toMatchObject({ _tag: "PermissionDenied", permission: "billing.manage" })
+        const stranger = (yield* newOrg("Other")).owner
+        expect(yield* Effect.flip(access.require(stranger, orgId, "billing.read"))).toMatchObject({ _tag: "NotAMember", orgId })
+        // A session that ended: its token still verifies, identity refuses it.
+        const leaving = yield* newUser("leaving")
+        yield* (yield* Auth).logOut(leaving.principal)
+        expect(yield* Effect.flip(access.require(leaving.principal, orgId, "billing.read"))).toMatchObject({ _tag: "Unauthenticated" })
+      })
+    )
 
-  it.effect("service principals may read but never manage; an API key of another org is not a member (identity not asked)", () =>
-    Effect.gen(function* () {
-      const access = yield* OrgAccess
-      asked.length = 0
-      yield* access.require(principal("service"), "org_1", "billing.read")
-      expect(yield* Effect.flip(access.require(principal("service"), "org_1", "billing.manage"))).toMatchObject({ _tag: "PermissionDenied" })
-      expect(yield* Effect.flip(access.require(principal("api_key", "org_2"), "org_1", "billing.read"))).toMatchObject({ _tag: "NotAMember", orgId: "org_1" })
-      expect(asked).toEqual([])
-      identitySays.set("billing.read", "granted")
-      yield* access.require(principal("api_key", "org_1"), "org_1", "billing.read")
-      expect(asked).toEqual(["org_1:billing.read"])
-    }).pipe(Effect.provide(TestAccess))
-  )
+    it.effect("an API key acts in its own org; identity unreachable is IdentityUnavailable", () =>
+      Effect.gen(function* () {
+        const { orgId, owner } = yield* newOrg()
+        const created = yield* (yield* ApiKeys).createApiKey(owner, { orgId, name: "ci", roleId: ROLES.member.id, scopes: [], expiresAt: null, mode: "live" })
+        const key = yield* (yield* Auth).authenticate(created.secret)
+        yield* withPrincipalToken(key.token)(Effect.flatMap(OrgAccess, (access) => access.require(key.principal, orgId, "billing.read")))
+        const down = yield* Effect.flip(withIdentityDown(withPrincipalToken(key.token)(Effect.flatMap(OrgAccess, (access) => access.require(key.principal, orgId, "billing.read")))))
+        expect(down).toMatchObject({ _tag: "IdentityUnavailable" })
+      })
+    )
+
+    it.effect("service principals may read but never manage, and an API key of another org is not a member: decided without identity", () =>
+      withIdentityDown(
+        Effect.gen(function* () {
+          const access = yield* OrgAccess
+          yield* access.require(service(["billing.read"]), "org_1", "billing.read")
+          expect(yield* Effect.flip(access.require(service(["billing.read"]), "org_1", "billing.manage"))).toMatchObject({ _tag: "PermissionDenied" })
+          const foreignKey = new Principal({ kind: "api_key", userId: null, sessionId: null, apiKeyId: "key_1", orgId: "org_2", roleKey: "owner", permissions: [], exp: 4_000_000_000 })
+          expect(yield* Effect.flip(access.require(foreignKey, "org_1", "billing.read"))).toMatchObject({ _tag: "NotAMember", orgId: "org_1" })
+        })
+      )
+    )
+  })
 })

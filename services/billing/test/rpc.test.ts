@@ -1,18 +1,14 @@
 /**
  * BillingService over a real HTTP/2 port: proto mapping, the wire table (code + reason +
- * metadata), and the principal check. Identity is faked (see support.ts).
+ * metadata), and the principal check, with identity's own principal tokens and answers (see
+ * support.ts).
  */
-import { generateKeyPairSync } from "node:crypto"
 import { describe, expect, layer } from "@effect/vitest"
-import { Code, grpcTransport, makeEffectClient, type Principal, PrincipalSigner, PrincipalVerifier, serveHttp2, withPrincipalToken } from "@scion/kit"
+import { Code, grpcTransport, makeEffectClient, serveHttp2 } from "@scion/kit"
 import { BillingService, Resource, SubscriptionStatus } from "@scion/proto/scion/billing/v1/billing_pb"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { billingRoutes, Subscriptions } from "../src/index.js"
-import { billingTestLayer, newOrgId, orgCreated, userIn } from "./support.js"
-
-const signer = PrincipalSigner.fromPrivateKey(generateKeyPairSync("ed25519").privateKey)
-const Verifier = Layer.succeed(PrincipalVerifier, PrincipalVerifier.fromPublicKeys([{ keyId: signer.keyId, publicKeyDer: signer.publicKeyDer }]))
-const as = (principal: Principal) => withPrincipalToken(signer.sign(principal))
+import { as, billingTestLayer, newOrg, orgCreated } from "./support.js"
 
 const client = Effect.gen(function* () {
   const served = yield* serveHttp2({ port: 0, host: "127.0.0.1", routes: yield* billingRoutes })
@@ -20,14 +16,12 @@ const client = Effect.gen(function* () {
 })
 
 describe("BillingService over a real port", () => {
-  layer(Layer.merge(billingTestLayer(), Verifier), { excludeTestServices: true, timeout: "120 seconds" })((it) => {
+  layer(billingTestLayer(), { excludeTestServices: true, timeout: "120 seconds" })((it) => {
     it.scoped("maps subscriptions, plans and errors to the wire", () =>
       Effect.gen(function* () {
         const billing = yield* client
-        const orgId = newOrgId()
+        const { orgId, owner, member } = yield* newOrg()
         yield* (yield* Subscriptions).setUpOrg(orgCreated(orgId), `org.created.${orgId}`)
-        const owner = userIn(orgId, "owner")
-        const member = userIn(orgId, "member")
 
         const plans = yield* billing.listPlans({})
         expect(plans.plans.map((p) => p.id)).toEqual(["free", "pro", "team"])
@@ -58,10 +52,10 @@ describe("BillingService over a real port", () => {
         expect(canceled.subscription).toMatchObject({ status: SubscriptionStatus.CANCELED, planId: "free" })
         expect(canceled.subscription?.canceledAt).toBeDefined()
 
-        const stranger = userIn(newOrgId(), "owner")
+        const stranger = (yield* newOrg("Other")).owner
         expect(yield* Effect.flip(as(stranger)(billing.getSubscription({ orgId })))).toMatchObject({ code: Code.PermissionDenied, reason: "NOT_A_MEMBER" })
-        const unknown = newOrgId()
-        expect(yield* Effect.flip(as(userIn(unknown, "owner"))(billing.getSubscription({ orgId: unknown })))).toMatchObject({
+        const unknown = yield* newOrg("Not set up")
+        expect(yield* Effect.flip(as(unknown.owner)(billing.getSubscription({ orgId: unknown.orgId })))).toMatchObject({
           code: Code.NotFound,
           reason: "SUBSCRIPTION_NOT_FOUND"
         })

@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { makeStripeProvider, PaymentProvider, PLANS, Subscriptions } from "../src/index.js"
-import { billingTestLayer, newOrgId, orgCreated, userIn } from "./support.js"
+import { billingTestLayer, newOrg, orgCreated } from "./support.js"
 
 const API_KEY = "sk_test_fake_123"
 
@@ -88,9 +88,8 @@ describe("stripe checkout", () => {
     it.effect("a paid plan opens a Checkout Session; the plan applies once Stripe says it is complete", () =>
       Effect.gen(function* () {
         const subscriptions = yield* Subscriptions
-        const orgId = newOrgId()
+        const { orgId, owner } = yield* newOrg()
         yield* subscriptions.setUpOrg(orgCreated(orgId), `org.created.${orgId}`)
-        const owner = userIn(orgId, "owner")
         const pending = yield* subscriptions.selectPlan(owner, orgId, "pro")
         expect(pending).toMatchObject({ planId: "free", status: "pending_checkout", pendingPlanId: "pro" })
         expect(pending.checkoutUrl).toMatch(/^https:\/\/checkout\.stripe\.com\/c\/pay\/cs_test_/)
@@ -119,9 +118,8 @@ describe("stripe checkout", () => {
     it.effect("an expired checkout leaves the org as it was; a provider failure is retryable and changes nothing", () =>
       Effect.gen(function* () {
         const subscriptions = yield* Subscriptions
-        const orgId = newOrgId()
+        const { orgId, owner } = yield* newOrg()
         yield* subscriptions.setUpOrg(orgCreated(orgId), `org.created.${orgId}`)
-        const owner = userIn(orgId, "owner")
         stripe.failNext = true
         expect(yield* Effect.flip(subscriptions.selectPlan(owner, orgId, "team"))).toMatchObject({ _tag: "PaymentProviderUnavailable" })
         expect(yield* subscriptions.get(owner, orgId)).toMatchObject({ planId: "free", status: "active" })

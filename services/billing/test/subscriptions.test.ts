@@ -2,14 +2,14 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { addMonth, FREE_PLAN, PLANS, settle, Subscriptions, type SubscriptionRecord } from "../src/index.js"
-import { billingTestLayer, newOrgId, orgCreated, userIn } from "./support.js"
+import { billingTestLayer, newOrg, newOrgId, orgCreated } from "./support.js"
 
-/** An org billing has set up, with an owner and a plain member. */
+/** An org identity made and billing has set up, with its owner and a plain member. */
 const setUp = Effect.gen(function* () {
   const subscriptions = yield* Subscriptions
-  const orgId = newOrgId()
+  const { orgId, owner, member } = yield* newOrg()
   yield* subscriptions.setUpOrg(orgCreated(orgId), `org.created.${orgId}`)
-  return { subscriptions, orgId, owner: userIn(orgId, "owner"), member: userIn(orgId, "member") }
+  return { subscriptions, orgId, owner, member }
 })
 
 describe("subscriptions", () => {
@@ -18,7 +18,7 @@ describe("subscriptions", () => {
       Effect.gen(function* () {
         const subscriptions = yield* Subscriptions
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
+        const { orgId, member } = yield* newOrg()
         expect(yield* subscriptions.setUpOrg(orgCreated(orgId), `org.created.${orgId}`)).toBe(true)
         // The same event again, and the same org under another message id: nothing changes.
         expect(yield* subscriptions.setUpOrg(orgCreated(orgId), `org.created.${orgId}`)).toBe(false)
@@ -27,7 +27,7 @@ describe("subscriptions", () => {
         const credits = yield* sql<{ n: number; sum: number }>`select count(*)::int as n, sum(amount_cents)::int as sum from credit_ledger where org_id = ${orgId}`
         expect(customers[0]?.n).toBe(1)
         expect(credits[0]).toEqual({ n: 1, sum: FREE_PLAN.includedCredits })
-        const view = yield* subscriptions.get(userIn(orgId, "member"), orgId)
+        const view = yield* subscriptions.get(member, orgId)
         expect(view).toMatchObject({ orgId, planId: "free", status: "active", cancelAtPeriodEnd: false, canceledAt: null, creditsBalance: 1_000, checkoutUrl: null })
         expect(view.currentPeriodEnd.getTime()).toBe(addMonth(view.currentPeriodStart).getTime())
       })
@@ -47,13 +47,13 @@ describe("subscriptions", () => {
     it.effect("reads need membership, changes need billing.manage; unknown orgs are not set up", () =>
       Effect.gen(function* () {
         const { subscriptions, orgId, member } = yield* setUp
-        const stranger = userIn(newOrgId(), "owner")
+        const stranger = (yield* newOrg("Other")).owner
         expect(yield* Effect.flip(subscriptions.get(stranger, orgId))).toMatchObject({ _tag: "NotAMember" })
         expect(yield* Effect.flip(subscriptions.selectPlan(member, orgId, "pro"))).toMatchObject({ _tag: "PermissionDenied", permission: "billing.manage" })
         expect(yield* Effect.flip(subscriptions.cancel(member, orgId, true))).toMatchObject({ _tag: "PermissionDenied" })
         expect(yield* Effect.flip(subscriptions.update(member, orgId, { cancelNow: true }))).toMatchObject({ _tag: "PermissionDenied" })
-        const notYet = newOrgId()
-        expect(yield* Effect.flip(subscriptions.get(userIn(notYet, "owner"), notYet))).toMatchObject({ _tag: "SubscriptionNotFound", orgId: notYet })
+        const notYet = yield* newOrg("Not yet")
+        expect(yield* Effect.flip(subscriptions.get(notYet.owner, notYet.orgId))).toMatchObject({ _tag: "SubscriptionNotFound", orgId: notYet.orgId })
       })
     )
 
@@ -113,8 +113,8 @@ describe("subscriptions", () => {
         expect(yield* subscriptions.checkEntitlement(member, orgId, "projects", 10_000)).toEqual({ allowed: true, limit: null, planId: "team" })
         yield* subscriptions.cancel(owner, orgId, true)
         expect((yield* subscriptions.checkEntitlement(member, orgId, "connectors", 3)).planId).toBe("free")
-        const fresh = newOrgId()
-        expect(yield* subscriptions.checkEntitlement(userIn(fresh, "member"), fresh, "projects", 0)).toEqual({ allowed: true, limit: 10, planId: "free" })
+        const fresh = yield* newOrg("Fresh")
+        expect(yield* subscriptions.checkEntitlement(fresh.member, fresh.orgId, "projects", 0)).toEqual({ allowed: true, limit: 10, planId: "free" })
         expect(yield* Effect.flip(subscriptions.checkEntitlement(member, orgId, "projects", -1))).toMatchObject({ _tag: "InvalidArgument", field: "in_use" })
       })
     )
