@@ -626,7 +626,7 @@ describe("branches of a ready engine", () => {
     }
   })
 
-  it("snapshots count against the plan's branch limit with the branches: at the limit both are refused (403) until one goes", async () => {
+  it("snapshots count against the plan's branch limit with the branches: a burst past the room gets exactly the room; at the limit both are refused (403) until one goes", async () => {
     const [{ n: inUse }] = await queryMetadata(
       scion,
       `select (select count(*) from branch.branches where org_id = $1 and status in ('creating', 'active', 'deleting'))::int
@@ -637,11 +637,23 @@ describe("branches of a ready engine", () => {
     const plans = await scion.request("GET", "/v1/billing/plans")
     expect(plans.body.plans.find((p: { plan_id: string }) => p.plan_id === "free").limits.branches).toBe(limit)
     expect(inUse).toBeLessThan(limit)
-    const taken = await Promise.all(
-      Array.from({ length: limit - inUse }, (_, i) => scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: `fill-${i}` } }))
+    // Three more than the room, all at once, branches among the snapshots: exactly the room gets in.
+    const room = limit - inUse
+    const burst = await Promise.all(
+      Array.from({ length: room + 3 }, (_, i) =>
+        i % 8 === 0
+          ? create(member.token, { connector_id: connectorId, name: `burst-${i}`, service_type: "postgres" })
+          : scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: `fill-${i}` } })
+      )
     )
-    for (const t of taken) expect(t.status, scion.explain(t)).toBe(202)
-    for (const t of taken) expect((await settleOperation(scion, t.body.operation_id, member.token)).status).toBe("completed")
+    const accepted = burst.filter((r) => r.status === 202)
+    for (const refused of burst.filter((r) => r.status !== 202)) expect(refused.status, scion.explain(refused)).toBe(403)
+    expect(accepted).toHaveLength(room)
+    const settled = await Promise.all(accepted.map((r) => settleOperation(scion, r.body.operation_id, member.token)))
+    for (const done of settled) expect(done.status).toBe("completed")
+    const burstBranches = settled.filter((done) => done.type === "branch_create").map((done) => done.result.branch_id as string)
+    const taken = accepted.filter((r) => r.body.type === "snapshot_create")
+    expect(taken.length).toBeGreaterThan(0)
     const snapshotOver = await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: "one-too-many" } })
     expect(snapshotOver.status, scion.explain(snapshotOver)).toBe(403)
     expect(snapshotOver.body.detail).toMatch(/free plan allows 25 branches/)
@@ -655,7 +667,7 @@ describe("branches of a ready engine", () => {
     const made = await settleOperation(scion, fits.body.operation_id, member.token)
     // The rest go, so the file's other tests keep their room.
     const removals = await Promise.all([
-      scion.request("DELETE", `/v1/branches/${made.result.branch_id}`, { token: member.token }),
+      ...[made.result.branch_id, ...burstBranches].map((id) => scion.request("DELETE", `/v1/branches/${id}`, { token: member.token })),
       ...taken.slice(1).map((t) => scion.request("DELETE", `/v1/snapshots/${t.body.resource_id}`, { token: member.token }))
     ])
     for (const r of removals) expect((await settleOperation(scion, r.body.operation_id, member.token)).status).toBe("completed")

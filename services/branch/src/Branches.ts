@@ -160,6 +160,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             return yield* new BranchNameTaken({ connectorId: valid.connectorId, name: valid.name })
           }
           // The plan's branch limit counts the org's live branches (creating, active, deleting) and snapshots.
+          // Under the org's lock, held to commit: the count and the insert are one step for every create.
+          yield* repo.lockOrgLimit(orgId)
           yield* limits.requireBranchRoom(orgId, (yield* repo.liveInOrg(orgId)) + (yield* snapshotsRepo.liveInOrg(orgId)))
           const branchId = yield* makeId("br")
           const operationId = newOperationId("brc")

@@ -211,6 +211,13 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
         (rows) => Option.fromNullable(rows[0])
       ).pipe(Effect.orDie)
 
+    /**
+     * Serialises, until the transaction ends, everyone counting the org's branches and snapshots
+     * against its plan: two creates at the last place cannot both see it free.
+     */
+    const lockOrgLimit = (orgId: string) =>
+      sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-limit:${orgId}`}))`.pipe(Effect.asVoid, Effect.orDie)
+
     /** Serialises, until the transaction ends, everyone deciding whether a name is free on a connector (create, rename). */
     const lockName = (connectorId: string, name: string) =>
       sql`select pg_advisory_xact_lock(hashtext(${`scion-branch-name:${connectorId}:${name}`}))`.pipe(Effect.asVoid, Effect.orDie)
@@ -261,6 +268,6 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
 
     const insert = (row: NewBranchRow) => sql`insert into branches ${sql.insert({ ...row, status: "creating" })}`.pipe(Effect.asVoid, Effect.orDie)
 
-    return { lockIdempotencyKey, purgeExpiredKeys, findKey, insertKey, liveByName, insert, countsByStatus, liveInOrg, find, findWithEnvelope, claimEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
+    return { lockIdempotencyKey, lockOrgLimit, purgeExpiredKeys, findKey, insertKey, liveByName, insert, countsByStatus, liveInOrg, find, findWithEnvelope, claimEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
   })
 }) {}

@@ -69,6 +69,8 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
         Effect.gen(function* () {
           yield* repo.lockName(connectorId, name)
           if (yield* repo.nameTaken(connectorId, name)) return yield* new SnapshotNameTaken({ connectorId, name })
+          // The branches' org lock: snapshots and branches share the plan's limit.
+          yield* branches.lockOrgLimit(engine.orgId)
           yield* limits.requireBranchRoom(engine.orgId, (yield* branches.liveInOrg(engine.orgId)) + (yield* repo.liveInOrg(engine.orgId)))
           const snapshotId = yield* makeId("snap")
           const operationId = newOperationId("snc")
