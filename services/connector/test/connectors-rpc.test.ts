@@ -3,18 +3,14 @@
  * codes with ErrorInfo reasons, and a failed gate carries the whole report in its metadata (what
  * the gateway answers as 422). One throwaway source cluster without logical WAL.
  */
-import { generateKeyPairSync } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, layer } from "@effect/vitest"
-import { Code, grpcTransport, makeEffectClient, type Principal, PrincipalSigner, PrincipalVerifier, serveHttp2, withPrincipalToken } from "@scion/kit"
+import { Code, grpcTransport, makeEffectClient, serveHttp2 } from "@scion/kit"
 import { ConnectorService, PreflightCheckStatus } from "@scion/proto/scion/connector/v1/connector_pb"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { startSourceCluster, type SourceCluster } from "../../../test/support/sourceCluster.js"
 import { connectorRoutes } from "../src/index.js"
-import { connectorTestLayer, newOrgId, session } from "./support.js"
+import { as, connectorTestLayer, newOrgId, session } from "./support.js"
 
-const signer = PrincipalSigner.fromPrivateKey(generateKeyPairSync("ed25519").privateKey)
-const Verifier = Layer.succeed(PrincipalVerifier, PrincipalVerifier.fromPublicKeys([{ keyId: signer.keyId, publicKeyDer: signer.publicKeyDer }]))
-const as = (principal: Principal) => withPrincipalToken(signer.sign(principal))
 
 let replica: SourceCluster
 beforeAll(async () => {
@@ -30,13 +26,13 @@ const client = Effect.gen(function* () {
 })
 
 describe("ConnectorService over a real port", () => {
-  layer(Layer.merge(connectorTestLayer(), Verifier), { excludeTestServices: true, timeout: "120 seconds" })((it) => {
+  layer(connectorTestLayer(), { excludeTestServices: true, timeout: "120 seconds" })((it) => {
     it.scoped("serves every RPC with typed errors, reasons and metadata", () =>
       Effect.gen(function* () {
         const connectors = yield* client
-        const orgId = newOrgId()
-        const member = session({ [orgId]: "member" })
-        const viewer = session({ [orgId]: "viewer" })
+        const orgId = (yield* newOrgId())
+        const member = yield* session({ [orgId]: "member" })
+        const viewer = yield* session({ [orgId]: "viewer" })
         const details = replica.details() as Record<string, string | number>
 
         expect(yield* Effect.flip(connectors.listConnectors({ orgId }))).toMatchObject({ code: Code.Unauthenticated })
@@ -66,7 +62,7 @@ describe("ConnectorService over a real port", () => {
         expect((yield* as(viewer)(connectors.getConnector({ connectorId: id }))).connector).toMatchObject({ connectorId: id, canUpdate: false, needsReindex: false })
         expect((yield* as(member)(connectors.getConnectionDetails({ connectorId: id }))).connectionDetails).toEqual({ ...details, databases: ["postgres"] })
         expect(yield* Effect.flip(as(viewer)(connectors.getConnectionDetails({ connectorId: id })))).toMatchObject({ code: Code.PermissionDenied })
-        const stranger = session({ [newOrgId()]: "owner" })
+        const stranger = yield* session({ [(yield* newOrgId())]: "owner" })
         expect(yield* Effect.flip(as(stranger)(connectors.getConnector({ connectorId: id })))).toMatchObject({ code: Code.NotFound, reason: "CONNECTOR_NOT_FOUND", metadata: { connector_id: id } })
         expect((yield* as(member)(connectors.updateConnector({ connectorId: id, name: "renamed" }))).connector?.name).toBe("renamed")
         expect((yield* as(viewer)(connectors.listConnectors({ orgId, connectorCategory: "database" }))).connectors.map((c) => c.connectorId)).toEqual([id])

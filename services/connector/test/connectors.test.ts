@@ -1,5 +1,5 @@
 /**
- * Connectors on a fresh metadata database (fake identity and billing, real secret store) against
+ * Connectors on a fresh metadata database (the real identity unit, a fake billing, real secret store) against
  * real throwaway source clusters: one with wal_level=logical, one with replica. Preflight checks,
  * the create gate (nothing stored when it fails), self_managed and code-host skips, reads,
  * updates that re-test, decrypted details, and only ciphertext at rest.
@@ -77,8 +77,8 @@ describe("preflight and connectors", () => {
     it.effect("a logical source passes every check as superuser; a table without a key is a warning", () =>
       Effect.gen(function* () {
         const connectors = yield* Connectors
-        const orgId = newOrgId()
-        const report = yield* connectors.preflight(session({ [orgId]: "member" }), { orgId, serviceName: "postgresql", connectionDetails: details(logical.details()) })
+        const orgId = (yield* newOrgId())
+        const report = yield* connectors.preflight(yield* session({ [orgId]: "member" }), { orgId, serviceName: "postgresql", connectionDetails: details(logical.details()) })
         expect(report.preflight_pass).toBe(true)
         expect(report.provider).toBe("vanilla")
         expect(statusOf(report)).toEqual({
@@ -103,8 +103,8 @@ describe("preflight and connectors", () => {
     it.effect("wal_level=replica fails the wal_level check with a remedy", () =>
       Effect.gen(function* () {
         const connectors = yield* Connectors
-        const orgId = newOrgId()
-        const report = yield* connectors.preflight(session({ [orgId]: "member" }), { orgId, serviceName: "postgresql", connectionDetails: details(replica.details()) })
+        const orgId = (yield* newOrgId())
+        const report = yield* connectors.preflight(yield* session({ [orgId]: "member" }), { orgId, serviceName: "postgresql", connectionDetails: details(replica.details()) })
         expect(report.preflight_pass).toBe(false)
         const wal = report.checks.find((c) => c.id === "wal_level")!
         expect(wal).toMatchObject({ status: "fail", message: "wal_level is replica; logical replication needs logical" })
@@ -115,8 +115,8 @@ describe("preflight and connectors", () => {
     it.effect("wrong password fails authentication; a closed port fails reachable; the password is never in the report", () =>
       Effect.gen(function* () {
         const connectors = yield* Connectors
-        const orgId = newOrgId()
-        const member = session({ [orgId]: "member" })
+        const orgId = (yield* newOrgId())
+        const member = yield* session({ [orgId]: "member" })
         const wrong = yield* connectors.preflight(member, { orgId, serviceName: "postgresql", connectionDetails: details(logical.details({ password: "not-the-password" })) })
         expect(wrong.preflight_pass).toBe(false)
         expect(statusOf(wrong)).toEqual({ reachable: "pass", authentication: "fail" })
@@ -130,8 +130,8 @@ describe("preflight and connectors", () => {
     it.effect("a role without replication or full SELECT fails those checks", () =>
       Effect.gen(function* () {
         const connectors = yield* Connectors
-        const orgId = newOrgId()
-        const report = yield* connectors.preflight(session({ [orgId]: "member" }), {
+        const orgId = (yield* newOrgId())
+        const report = yield* connectors.preflight(yield* session({ [orgId]: "member" }), {
           orgId,
           serviceName: "postgresql",
           connectionDetails: details(logical.details({ username: "reader", password: "reader-pw" }))
@@ -148,8 +148,8 @@ describe("preflight and connectors", () => {
       Effect.gen(function* () {
         const connectors = yield* Connectors
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const member = session({ [orgId]: "member" })
+        const orgId = (yield* newOrgId())
+        const member = yield* session({ [orgId]: "member" })
         const refused = yield* Effect.flip(connectors.create(member, { orgId, serviceName: "postgresql", connectionDetails: details(replica.details()), useEnvironment: false }))
         expect(refused).toMatchObject({ _tag: "PreflightFailed" })
         if (refused._tag !== "PreflightFailed") throw new Error("unexpected")
@@ -174,8 +174,8 @@ describe("preflight and connectors", () => {
     it.effect("self_managed skips the gate; a code host skips it too; the plan limit refuses the next create", () =>
       Effect.gen(function* () {
         const connectors = yield* Connectors
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
         const self = yield* connectors.create(owner, { orgId, serviceName: "postgresql", connectionDetails: details(replica.details()), byoc: "self_managed", useEnvironment: false })
         expect(self.connector).toMatchObject({ byoc: "self_managed", sourceProvider: null })
         expect(self.access).toEqual({ canUpdate: true, canDelete: true })
@@ -196,10 +196,10 @@ describe("preflight and connectors", () => {
     it.effect("permissions and visibility: viewers read, members create and update, other orgs see nothing", () =>
       Effect.gen(function* () {
         const connectors = yield* Connectors
-        const orgId = newOrgId()
-        const member = session({ [orgId]: "member" })
-        const viewer = session({ [orgId]: "viewer" })
-        const stranger = session({ [newOrgId()]: "owner" })
+        const orgId = (yield* newOrgId())
+        const member = yield* session({ [orgId]: "member" })
+        const viewer = yield* session({ [orgId]: "viewer" })
+        const stranger = yield* session({ [(yield* newOrgId())]: "owner" })
         const github = { organization: "scion-dev", access_token: "ghp_secret" }
         expect(yield* Effect.flip(connectors.preflight(viewer, { orgId, serviceName: "github", connectionDetails: details(github) }))).toMatchObject({ _tag: "PermissionDenied", permission: "connectors.create" })
         const created = yield* connectors.create(member, { orgId, serviceName: "github", connectionDetails: details(github), useEnvironment: false })
@@ -210,9 +210,9 @@ describe("preflight and connectors", () => {
         expect(yield* Effect.flip(connectors.get(stranger, id))).toMatchObject({ _tag: "ConnectorNotFound" })
         expect(yield* Effect.flip(connectors.connectionDetails(stranger, id))).toMatchObject({ _tag: "ConnectorNotFound" })
         expect(yield* Effect.flip(connectors.list(stranger, { orgId }))).toMatchObject({ _tag: "NotAMember" })
-        expect(yield* Effect.flip(connectors.get(apiKey(newOrgId(), ["connectors.read"]), id))).toMatchObject({ _tag: "ConnectorNotFound" })
+        expect(yield* Effect.flip(connectors.get(yield* apiKey((yield* newOrgId()), ["connectors.read"]), id))).toMatchObject({ _tag: "ConnectorNotFound" })
         // An API key acts in its own org without naming it.
-        expect((yield* connectors.list(apiKey(orgId, ["connectors.read"]), { orgId: "" })).map((v) => v.connector.id)).toEqual([id])
+        expect((yield* connectors.list(yield* apiKey(orgId, ["connectors.read"]), { orgId: "" })).map((v) => v.connector.id)).toEqual([id])
       })
     )
 
@@ -220,8 +220,8 @@ describe("preflight and connectors", () => {
       Effect.gen(function* () {
         const connectors = yield* Connectors
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const member = session({ [orgId]: "member" })
+        const orgId = (yield* newOrgId())
+        const member = yield* session({ [orgId]: "member" })
         const created = yield* connectors.create(member, { orgId, serviceName: "postgresql", connectionDetails: details(logical.details()), useEnvironment: false })
         const id = created.connector.id
         yield* sql`update connectors set indexing_status = 'indexed' where id = ${id}`
@@ -241,8 +241,8 @@ describe("preflight and connectors", () => {
       Effect.gen(function* () {
         const connectors = yield* Connectors
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const member = session({ [orgId]: "member" })
+        const orgId = (yield* newOrgId())
+        const member = yield* session({ [orgId]: "member" })
         const github = (organization: string) => details({ organization, access_token: "ghp_tamper" })
         const a = yield* connectors.create(member, { orgId, serviceName: "github", connectionDetails: github("a-org"), useEnvironment: false })
         const b = yield* connectors.create(member, { orgId, serviceName: "github", connectionDetails: github("b-org"), useEnvironment: false })

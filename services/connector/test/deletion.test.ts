@@ -1,6 +1,6 @@
 /**
  * The deletion lock, connector deletion and the project-deletion path on a fresh metadata
- * database (fake identity, billing and operation unit; real secret store) against one real
+ * database (the real identity unit; fake billing and operation unit; real secret store) against one real
  * throwaway source cluster with logical WAL: the job drops the connector's publication and
  * replication slot there, purges the secret and deletes the row.
  */
@@ -80,11 +80,11 @@ describe("deletion", () => {
         const connectors = yield* Connectors
         const deletion = yield* Deletion
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
-        const member = session({ [orgId]: "member" })
-        const viewer = session({ [orgId]: "viewer" })
-        const stranger = session({ [newOrgId()]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
+        const member = yield* session({ [orgId]: "member" })
+        const viewer = yield* session({ [orgId]: "viewer" })
+        const stranger = yield* session({ [(yield* newOrgId())]: "owner" })
         const created = yield* connectors.create(owner, { orgId, serviceName: "postgresql", connectionDetails: details(source.details()), useEnvironment: false })
         const id = created.connector.id
         expect(created.connector.deletionLocked).toBe(false)
@@ -144,8 +144,8 @@ describe("deletion", () => {
         const connectors = yield* Connectors
         const deletion = yield* Deletion
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
         // self_managed skips the gate, so a source nobody listens on can be stored.
         const created = yield* connectors.create(owner, {
           orgId,
@@ -180,8 +180,8 @@ describe("deletion", () => {
       Effect.gen(function* () {
         const connectors = yield* Connectors
         const deletion = yield* Deletion
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
         const projectId = `prj_${Date.now().toString(36)}`
         const make = (projectId?: string) =>
           Effect.map(

@@ -1,5 +1,5 @@
 /**
- * Discovery and selection on a fresh metadata database (fake identity, billing and operation
+ * Discovery and selection on a fresh metadata database (the real identity unit; fake billing and operation
  * unit; real secret store) against one real throwaway source cluster with two databases, a few
  * schemas, a table without a primary key, foreign keys, an enum and a replica identity index.
  * The job handler runs as the worker runs it, with a recording report.
@@ -79,10 +79,10 @@ describe("discovery and selection", () => {
         const connectors = yield* Connectors
         const discovery = yield* Discovery
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
-        const viewer = session({ [orgId]: "viewer" })
-        const stranger = session({ [newOrgId()]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
+        const viewer = yield* session({ [orgId]: "viewer" })
+        const stranger = yield* session({ [(yield* newOrgId())]: "owner" })
         const created = yield* connectors.create(owner, { orgId, serviceName: "postgresql", connectionDetails: details(source.details()), useEnvironment: false })
         const id = created.connector.id
 
@@ -116,8 +116,8 @@ describe("discovery and selection", () => {
         const connectors = yield* Connectors
         const discovery = yield* Discovery
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
         const before = operations.size
         const outboxCount = Effect.map(sql<{ n: number }>`select count(*)::int as n from outbox`, (rows) => rows[0]!.n)
         const outboxBefore = yield* outboxCount
@@ -158,8 +158,8 @@ describe("discovery and selection", () => {
       Effect.gen(function* () {
         const connectors = yield* Connectors
         const discovery = yield* Discovery
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
         const created = yield* connectors.create(owner, {
           orgId,
           serviceName: "postgresql",
@@ -235,8 +235,8 @@ describe("discovery and selection", () => {
       Effect.gen(function* () {
         const connectors = yield* Connectors
         const discovery = yield* Discovery
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
         const created = yield* connectors.create(owner, {
           orgId,
           serviceName: "postgresql",
@@ -257,11 +257,11 @@ describe("discovery and selection", () => {
       Effect.gen(function* () {
         const connectors = yield* Connectors
         const discovery = yield* Discovery
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
-        const admin = session({ [orgId]: "admin" })
-        const member = session({ [orgId]: "member" })
-        const stranger = session({ [newOrgId()]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
+        const admin = yield* session({ [orgId]: "admin" })
+        const member = yield* session({ [orgId]: "member" })
+        const stranger = yield* session({ [(yield* newOrgId())]: "owner" })
         const created = yield* connectors.create(owner, { orgId, serviceName: "postgresql", connectionDetails: details(source.details()), useEnvironment: false })
         const id = created.connector.id
 
@@ -324,9 +324,9 @@ describe("discovery and selection", () => {
         const connectors = yield* Connectors
         const discovery = yield* Discovery
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
-        const member = session({ [orgId]: "member" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
+        const member = yield* session({ [orgId]: "member" })
         const created = yield* connectors.create(owner, { orgId, serviceName: "postgresql", connectionDetails: details(source.details()), useEnvironment: false })
         const id = created.connector.id
         expect(yield* Effect.flip(discovery.decide(owner, { connectorId: id, decisions: {} }))).toMatchObject({ _tag: "InvalidArgument", field: "decisions" })
@@ -428,10 +428,10 @@ describe("discovery and selection", () => {
         const connectors = yield* Connectors
         const discovery = yield* Discovery
         const probe = yield* SourceProbe
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
-        const viewer = session({ [orgId]: "viewer" })
-        const stranger = session({ [newOrgId()]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
+        const viewer = yield* session({ [orgId]: "viewer" })
+        const stranger = yield* session({ [(yield* newOrgId())]: "owner" })
         yield* Effect.promise(() => source.query("create role scion_repl login password 'repl-pw'"))
         const replDetails = source.details({ username: "scion_repl", password: "repl-pw" })
         // self_managed: a role without grants cannot pass the create gate, which is the point.

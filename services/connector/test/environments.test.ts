@@ -12,8 +12,8 @@ describe("environments", () => {
     it.effect("creates and lists environments; names unique per org; private links active", () =>
       Effect.gen(function* () {
         const envs = yield* Environments
-        const orgId = newOrgId()
-        const admin = session({ [orgId]: "admin" })
+        const orgId = (yield* newOrgId())
+        const admin = yield* session({ [orgId]: "admin" })
         const prod = yield* create(admin, orgId, "  Production  ")
         expect(prod).toMatchObject({ orgId, name: "Production", cloud: "aws", region: "us-east-1", privateLinkId: null, privateLinkStatus: null, awsAccountConnection: null, dbProviderApiKey: null })
         expect(prod.id).toMatch(/^env_/)
@@ -30,10 +30,10 @@ describe("environments", () => {
     it.effect("permissions: read for every member, manage for admins; other orgs' environments are not found", () =>
       Effect.gen(function* () {
         const envs = yield* Environments
-        const orgId = newOrgId()
-        const owner = session({ [orgId]: "owner" })
-        const member = session({ [orgId]: "member" })
-        const stranger = session({ [newOrgId()]: "owner" })
+        const orgId = (yield* newOrgId())
+        const owner = yield* session({ [orgId]: "owner" })
+        const member = yield* session({ [orgId]: "member" })
+        const stranger = yield* session({ [(yield* newOrgId())]: "owner" })
         const env = yield* create(owner, orgId)
         expect(yield* envs.list(member, orgId)).toHaveLength(1)
         expect(yield* Effect.flip(create(member, orgId, "m"))).toMatchObject({ _tag: "PermissionDenied", permission: "environments.manage" })
@@ -42,9 +42,9 @@ describe("environments", () => {
         expect(yield* Effect.flip(envs.get(stranger, env.id))).toMatchObject({ _tag: "EnvironmentNotFound" })
         expect(yield* Effect.flip(envs.createAwsSetupLink(stranger, { environmentId: env.id, awsAccountId: "123456789012" }))).toMatchObject({ _tag: "EnvironmentNotFound" })
         expect(yield* Effect.flip(envs.rotateDbProviderApiKey(stranger, { environmentId: env.id, apiKey: Redacted.make("secret-key-1") }))).toMatchObject({ _tag: "EnvironmentNotFound" })
-        const otherKey = apiKey(newOrgId(), ["environments.read", "environments.manage"])
+        const otherKey = yield* apiKey((yield* newOrgId()), ["environments.read", "environments.manage"])
         expect(yield* Effect.flip(envs.get(otherKey, env.id))).toMatchObject({ _tag: "EnvironmentNotFound" })
-        const readKey = apiKey(orgId, ["environments.read"])
+        const readKey = yield* apiKey(orgId, ["environments.read"])
         expect(yield* envs.get(readKey, env.id)).toMatchObject({ id: env.id })
         expect(yield* Effect.flip(create(readKey, orgId, "k"))).toMatchObject({ _tag: "PermissionDenied" })
       })
@@ -52,9 +52,9 @@ describe("environments", () => {
 
     it.effect("the plan's environment limit refuses the next create", () =>
       Effect.gen(function* () {
-        const orgId = newOrgId()
+        const orgId = (yield* newOrgId())
         environmentLimits.set(orgId, 1)
-        const owner = session({ [orgId]: "owner" })
+        const owner = yield* session({ [orgId]: "owner" })
         yield* create(owner, orgId, "one")
         expect(yield* Effect.flip(create(owner, orgId, "two"))).toMatchObject({ _tag: "PlanLimitReached", limit: 1, planId: "free" })
       })
@@ -63,8 +63,8 @@ describe("environments", () => {
     it.effect("AWS setup link and account connection: link shape, ARN, account and external id checks", () =>
       Effect.gen(function* () {
         const envs = yield* Environments
-        const orgId = newOrgId()
-        const admin = session({ [orgId]: "admin" })
+        const orgId = (yield* newOrgId())
+        const admin = yield* session({ [orgId]: "admin" })
         const env = yield* envs.create(admin, { orgId, name: "aws", cloud: "aws", region: "eu-west-2" })
         const link = yield* envs.createAwsSetupLink(admin, { environmentId: env.id, awsAccountId: "123456789012" })
         const url = new URL(link.url)
@@ -96,7 +96,7 @@ describe("environments", () => {
         expect(yield* Effect.flip(envs.updateAwsAccountConnection(admin, { connectionId: id, roleArn: good, externalId: link.externalId }))).toMatchObject({
           _tag: "AwsAccountConnectionNotFound"
         })
-        const stranger = session({ [newOrgId()]: "owner" })
+        const stranger = yield* session({ [(yield* newOrgId())]: "owner" })
         expect(
           yield* Effect.flip(envs.updateAwsAccountConnection(stranger, { connectionId: again.connection.id, roleArn: "arn:aws:iam::210987654321:role/x", externalId: again.externalId }))
         ).toMatchObject({ _tag: "AwsAccountConnectionNotFound" })
@@ -114,8 +114,8 @@ describe("environments", () => {
       Effect.gen(function* () {
         const envs = yield* Environments
         const sql = yield* SqlClient.SqlClient
-        const orgId = newOrgId()
-        const admin = session({ [orgId]: "admin" })
+        const orgId = (yield* newOrgId())
+        const admin = yield* session({ [orgId]: "admin" })
         const env = yield* create(admin, orgId, "keys")
         const first = yield* envs.rotateDbProviderApiKey(admin, { environmentId: env.id, apiKey: Redacted.make("dbp_first_key_AAAA") })
         expect(first.info).toMatchObject({ last4: "AAAA", fingerprint: expect.stringMatching(/^[0-9a-f]{16}$/) })

@@ -1,14 +1,10 @@
-import { generateKeyPairSync } from "node:crypto"
 import { describe, expect, layer } from "@effect/vitest"
-import { Code, grpcTransport, makeEffectClient, type Principal, PrincipalSigner, PrincipalVerifier, serveHttp2, withPrincipalToken } from "@scion/kit"
+import { Code, grpcTransport, makeEffectClient, serveHttp2 } from "@scion/kit"
 import { AwsAccountConnectionStatus, CloudProvider, EnvironmentService, PrivateLinkStatus } from "@scion/proto/scion/connector/v1/environment_pb"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { connectorRoutes } from "../src/index.js"
-import { apiKey, connectorTestLayer, newOrgId, session } from "./support.js"
+import { apiKey, as, connectorTestLayer, newOrgId, session } from "./support.js"
 
-const signer = PrincipalSigner.fromPrivateKey(generateKeyPairSync("ed25519").privateKey)
-const Verifier = Layer.succeed(PrincipalVerifier, PrincipalVerifier.fromPublicKeys([{ keyId: signer.keyId, publicKeyDer: signer.publicKeyDer }]))
-const as = (principal: Principal) => withPrincipalToken(signer.sign(principal))
 
 const client = Effect.gen(function* () {
   const served = yield* serveHttp2({ port: 0, host: "127.0.0.1", routes: yield* connectorRoutes })
@@ -16,13 +12,13 @@ const client = Effect.gen(function* () {
 })
 
 describe("EnvironmentService over a real port", () => {
-  layer(Layer.merge(connectorTestLayer(), Verifier), { excludeTestServices: true, timeout: "120 seconds" })((it) => {
+  layer(connectorTestLayer(), { excludeTestServices: true, timeout: "120 seconds" })((it) => {
     it.scoped("serves every RPC with typed errors, reasons and metadata", () =>
       Effect.gen(function* () {
         const environments = yield* client
-        const orgId = newOrgId()
-        const admin = session({ [orgId]: "admin" })
-        const viewer = session({ [orgId]: "viewer" })
+        const orgId = (yield* newOrgId())
+        const admin = yield* session({ [orgId]: "admin" })
+        const viewer = yield* session({ [orgId]: "viewer" })
 
         expect(yield* Effect.flip(environments.listEnvironments({ orgId }))).toMatchObject({ code: Code.Unauthenticated, reason: "UNAUTHENTICATED" })
 
@@ -46,7 +42,7 @@ describe("EnvironmentService over a real port", () => {
           metadata: { permission: "environments.manage", org_id: orgId }
         })
         expect((yield* as(viewer)(environments.getEnvironment({ environmentId: id }))).environment?.privateLinkStatus).toBe(PrivateLinkStatus.ACTIVE)
-        const stranger = apiKey(newOrgId(), ["environments.read"])
+        const stranger = yield* apiKey((yield* newOrgId()), ["environments.read"])
         expect(yield* Effect.flip(as(stranger)(environments.getEnvironment({ environmentId: id })))).toMatchObject({ code: Code.NotFound, reason: "ENVIRONMENT_NOT_FOUND" })
         expect(yield* Effect.flip(as(stranger)(environments.listEnvironments({ orgId })))).toMatchObject({ code: Code.PermissionDenied, reason: "NOT_A_MEMBER" })
 
