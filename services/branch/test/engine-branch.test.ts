@@ -2,7 +2,9 @@
  * The branch create and delete jobs against a REAL engine: two local Postgres 18 clusters from
  * the connector's LocalEngineProvisioner (TLS only, SCRAM), one as the source with a publication,
  * one as the engine with a mirror database subscribed to it. A branch is created through
- * Branches.create and the create job, then used with real psql over TLS.
+ * Branches.create and the create job, then used with real psql over TLS. Access is the identity
+ * unit's answer (its services on a database of their own, over HTTP/2 gRPC); the connector's
+ * engine lookup and the operation unit are stand-ins here (the e2e tests run them for real).
  */
 import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -11,7 +13,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type Engine, EngineProvisioner, LocalEngineProvisionerLive } from "@scion/connector"
-import { type Job, JobFailed, Principal, PostgresPools } from "@scion/kit"
+import { Auth, IdentityServices, identityRoutes, Orgs, RecordingMailer } from "@scion/identity"
+import { grpcTransport, IdentityClient, InMemoryBus, type Job, JobFailed, type Principal, PostgresPools, serveHttp2, withPrincipalToken } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import pg from "pg"
@@ -29,7 +32,6 @@ import {
   FreshnessConfig,
   deleteJob,
   Engines,
-  NotAMember,
   OrgAccess,
   Passwords,
   PlanLimits
@@ -38,7 +40,6 @@ import {
 const dataDir = join(tmpdir(), `scion-branch-test-${randomBytes(5).toString("hex")}`)
 const sourceId = `con_src${randomBytes(4).toString("hex")}`
 const engineId = `con_eng${randomBytes(4).toString("hex")}`
-const ORG = "org_test"
 
 const provisioner = LocalEngineProvisionerLive.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["ENGINE_DATA_DIR", dataDir]])))))
 const runProvisioner = <A, E>(effect: Effect.Effect<A, E, EngineProvisioner>) => Effect.runPromise(Effect.provide(effect, provisioner))
@@ -59,10 +60,40 @@ let source: Engine
 let engine: Engine
 let branching: BranchingEngine
 
-const user = new Principal({ kind: "user_session", userId: "usr_a", sessionId: "s", apiKeyId: null, orgId: null, roleKey: null, permissions: [], exp: 2e9 })
-const stranger = new Principal({ kind: "user_session", userId: "usr_b", sessionId: "s", apiKeyId: null, orgId: null, roleKey: null, permissions: [], exp: 2e9 })
+/** The org's owner, who branches here, and a user of no org; both made by identity in beforeAll. */
+let orgId: string
+let user: Principal
+let stranger: Principal
 
-const FakeAccess = Layer.succeed(OrgAccess, OrgAccess.of({ require: (p, orgId) => (p.userId === "usr_a" ? Effect.void : Effect.fail(new NotAMember({ orgId }))) }))
+/** The identity unit itself, on a database of its own, served over HTTP/2 gRPC. */
+const SERVICE_CREDENTIAL = randomBytes(24).toString("base64url")
+const Identity = Layer.unwrapScoped(
+  Effect.map(freshDatabase("branch_identity"), (url) =>
+    IdentityServices.pipe(Layer.provideMerge(RecordingMailer), Layer.provide(withConfig({ DATABASE_URL: url, SERVICE_CREDENTIAL })))
+  )
+)
+const IdentityOverTheWire = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const served = yield* serveHttp2({ port: 0, host: "127.0.0.1", routes: yield* identityRoutes })
+    return IdentityClient.fromTransport(yield* grpcTransport(served.url))
+  })
+).pipe(Layer.provide(InMemoryBus.layer))
+/** The token identity gave each caller: the RPC handler would have put it in the fiber. */
+const tokens = new WeakMap<Principal, string>()
+const AccessAsHandled = Layer.effect(
+  OrgAccess,
+  Effect.map(OrgAccess, (live) =>
+    OrgAccess.of({ require: (principal, org, permission) => withPrincipalToken(tokens.get(principal) ?? "")(live.require(principal, org, permission)) })
+  )
+).pipe(Layer.provide(OrgAccess.live), Layer.provide(IdentityOverTheWire))
+const signUp = (name: string) =>
+  Effect.gen(function* () {
+    const auth = yield* Auth
+    const grant = yield* auth.signUp({ email: `${name}-${randomBytes(4).toString("hex")}@example.com`, password: "correct-horse-battery", fullName: name })
+    const authenticated = yield* auth.authenticate(grant.sessionToken)
+    tokens.set(authenticated.principal, authenticated.token)
+    return authenticated.principal
+  })
 const FakeEngines = Layer.succeed(Engines, Engines.of({ get: () => Effect.sync(() => branching), sourcePosition: () => Effect.succeed("0/0") }))
 const FakeOperations = Layer.succeed(BranchOperations, BranchOperations.of({ create: () => Effect.void, status: () => Effect.succeed(Option.some("pending" as const)) }))
 const key = randomBytes(32).toString("base64")
@@ -71,16 +102,16 @@ const runtime = ManagedRuntime.make(
   Layer.unwrapScoped(
     Effect.map(freshDatabase("branch_test"), (url) =>
       Layer.mergeAll(BranchServices, Copier.layerConfig, FreshnessConfig.layerConfig).pipe(
-        Layer.provideMerge(Layer.mergeAll(FakeAccess, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie), PostgresPools.layer)),
+        Layer.provideMerge(Layer.mergeAll(AccessAsHandled, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie), PostgresPools.layer)),
         Layer.provide(withConfig({ DATABASE_URL: url, SECRET_KEYS: `t1:${key}` }))
       )
     )
-  ).pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
+  ).pipe(Layer.provideMerge(Identity), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
 )
 
 const jobOf = (operationId: string, branchId: string, attempt = 1): Job<{ branch_id: string }> => ({
   operationId,
-  orgId: ORG,
+  orgId,
   payload: { branch_id: branchId },
   attempt,
   maxAttempts: 3,
@@ -99,6 +130,13 @@ const createBranch = (name: string) =>
   )
 
 beforeAll(async () => {
+  ;({ orgId, user, stranger } = await runtime.runPromise(
+    Effect.gen(function* () {
+      const owner = yield* signUp("owner")
+      const org = yield* (yield* Orgs).createOrg(owner, { name: "Branching" })
+      return { orgId: org.orgId, user: owner, stranger: yield* signUp("stranger") }
+    })
+  ))
   ;[source, engine] = await runProvisioner(Effect.all([EngineProvisioner.pipe(Effect.flatMap((p) => p.provision(sourceId))), EngineProvisioner.pipe(Effect.flatMap((p) => p.provision(engineId)))]))
   const ddl = `create table customers (id bigint primary key, email text not null, name text);
     create table orders (id bigint primary key, customer_id bigint references customers(id), total numeric not null, customer_email text);`
@@ -126,7 +164,7 @@ beforeAll(async () => {
   }
   branching = {
     connectorId: engineId,
-    orgId: ORG,
+    orgId,
     status: "ready",
     host: engine.host,
     port: engine.port,
@@ -296,7 +334,8 @@ describe("branches on a real engine", () => {
     const gone = await runtime.runPromise(Effect.flip(Effect.flatMap(Branches, (b) => b.get(user, handle.branchId))))
     expect(gone._tag).toBe("BranchNotFound")
 
-    const service = new Principal({ kind: "service", service: "connector", userId: null, sessionId: null, apiKeyId: null, orgId: null, roleKey: null, permissions: [], exp: 2e9 })
+    // The connector unit's worker, with the service principal identity issues it.
+    const { principal: service } = await runtime.runPromise(Effect.flatMap(Auth, (auth) => auth.issueServiceToken("connector", SERVICE_CREDENTIAL)))
     const deleted = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.removeConnectorBranches(service, engineId)))
     expect(deleted).toBeGreaterThanOrEqual(3)
     expect(await runtime.runPromise(Effect.flatMap(Branches, (b) => b.removeConnectorBranches(service, engineId)))).toBe(0)
