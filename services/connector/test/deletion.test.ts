@@ -1,6 +1,6 @@
 /**
  * The deletion lock, connector deletion and the project-deletion path on a fresh metadata
- * database (the real identity unit; fake billing and operation unit; real secret store) against one real
+ * database (the real identity and operation units; a fake billing; real secret store) against one real
  * throwaway source cluster with logical WAL: the job drops the connector's publication and
  * replication slot there, purges the secret and deletes the row.
  */
@@ -10,7 +10,7 @@ import type { ProgressUpdate } from "@scion/kit"
 import { Effect, Fiber, Redacted } from "effect"
 import { startSourceCluster, type SourceCluster } from "../../../test/support/sourceCluster.js"
 import { ConnectorBranches, Connectors, deleteJob, Deletion, handleProjectEvent, PROJECT_DELETED, publicationName, secretPurgeJob, SourceCleaner } from "../src/index.js"
-import { connectorTestLayer, newOrgId, operations, session } from "./support.js"
+import { connectorTestLayer, moveOperation, newOrgId, operationOf, operationsOf, session } from "./support.js"
 
 let source: SourceCluster
 
@@ -26,7 +26,7 @@ const details = (value: unknown) => Redacted.make<unknown>(value)
 
 /**
  * The worker of `jobs.connector.secret_purge`, as the runtime would be: runs the purge job the
- * delete job put in the outbox and marks its operation completed (or failed) in the stand-in
+ * delete job put in the outbox and reports its operation completed (or failed) to the
  * operation unit.
  */
 const purgeWorker = Effect.gen(function* () {
@@ -41,8 +41,8 @@ const purgeWorker = Effect.gen(function* () {
       const exit = yield* Effect.exit(
         secretPurgeJob.run({ operationId: row.msg_id, orgId: "org_x", payload: row.payload.payload, attempt: 1, maxAttempts: 3, report: () => Effect.void })
       )
-      const known = operations.get(row.msg_id)
-      if (known !== undefined) operations.set(row.msg_id, { ...known, status: exit._tag === "Success" ? "completed" : "failed" })
+      // What the worker runtime does next: the operation ends as the job did.
+      yield* moveOperation(row.msg_id, exit._tag === "Success" ? "completed" : "failed")
     }
     yield* Effect.sleep("50 millis")
   }
@@ -109,14 +109,14 @@ describe("deletion", () => {
         const started = yield* deletion.delete(owner, { connectorId: id, force: false })
         expect(started).toMatchObject({ connectorId: id, status: "pending" })
         expect(started.operationId).toMatch(/^op_del/)
-        expect(operations.get(started.operationId)).toMatchObject({ orgId, connectorId: id, status: "pending" })
+        expect(yield* operationOf(started.operationId)).toMatchObject({ orgId, connectorId: id, status: "pending" })
         const outbox = yield* sql<{ subject: string; payload: unknown }>`select subject, payload from outbox where msg_id = ${started.operationId}`
         expect(outbox).toEqual([{ subject: "jobs.connector.delete", payload: { operation_id: started.operationId, org_id: orgId, payload: { connector_id: id, force: false }, traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/) } }])
 
         // While it is pending or running: another delete, a lock and an unlock are 409.
         expect(yield* Effect.flip(deletion.delete(owner, { connectorId: id, force: true }))).toMatchObject({ _tag: "DeleteInProgress", operationId: started.operationId })
         expect(yield* Effect.flip(deletion.lock(owner, id))).toMatchObject({ _tag: "DeleteInProgress" })
-        operations.get(started.operationId)!.status = "running"
+        yield* moveOperation(started.operationId, "running")
         expect(yield* Effect.flip(deletion.unlock(owner, id))).toMatchObject({ _tag: "DeleteInProgress" })
 
         const { result, reports } = yield* runJob(started.operationId, id, false)
@@ -129,7 +129,7 @@ describe("deletion", () => {
           steps: [{ type: "connector_secret_purge", operation_id: expect.stringMatching(/^op_prg/), status: "completed", secrets_purged: 1 }]
         })
         expect(reports.map((r) => r.stage)).toEqual(["engine_pause", "source", "engine", "secrets"])
-        operations.get(started.operationId)!.status = "completed"
+        yield* moveOperation(started.operationId, "completed")
         expect(yield* Effect.promise(() => count(`select count(*) as n from pg_publication where pubname = '${pub}'`))).toBe(0)
         expect(yield* Effect.promise(() => count(`select count(*) as n from pg_replication_slots where slot_name = '${pub}'`))).toBe(0)
         expect(yield* sql`select 1 from secrets where owner_id = ${id}`).toEqual([])
@@ -161,7 +161,7 @@ describe("deletion", () => {
         expect(failed._tag).toBe("JobFailed")
         expect((failed as { message: string }).message).toMatch(/^The source could not be cleaned up \(database postgres: .+\); the connector was not deleted\. .*force=true/)
         expect((failed as { message: string }).message).not.toContain(source.password)
-        operations.get(first.operationId)!.status = "failed"
+        yield* moveOperation(first.operationId, "failed")
         // Still there, unchanged, its secret kept; it can be locked again now that no delete runs.
         expect((yield* connectors.get(owner, id)).connector).toMatchObject({ id, deletionLocked: false })
         expect((yield* sql`select 1 from secrets where owner_id = ${id}`).length).toBe(1)
@@ -202,16 +202,18 @@ describe("deletion", () => {
           working: Effect.void
         }
         yield* handleProjectEvent(delivery)
-        const started = [...operations.entries()].filter(([, o]) => o.connectorId === a || o.connectorId === b)
-        expect(started.map(([, o]) => o.connectorId).sort()).toEqual([a, b].sort())
+        const deletesOf = (connectorId: string) => Effect.map(operationsOf(orgId, connectorId), (ops) => ops.map((o) => ({ ...o, connectorId })))
+        const started = [...(yield* deletesOf(a)), ...(yield* deletesOf(b))]
+        expect(started.map((o) => o.connectorId).sort()).toEqual([a, b].sort())
+        expect(yield* operationsOf(orgId, other)).toEqual([])
         // Again (a redelivery): the deletes in progress are kept, none is added.
         yield* handleProjectEvent(delivery)
-        expect([...operations.values()].filter((o) => o.connectorId === a || o.connectorId === b).length).toBe(2)
+        expect([...(yield* deletesOf(a)), ...(yield* deletesOf(b))]).toHaveLength(2)
 
-        for (const [operationId, o] of started) {
-          const { result } = yield* runJob(operationId, o.connectorId, true)
+        for (const o of started) {
+          const { result } = yield* runJob(o.id, o.connectorId, true)
           expect(result).toMatchObject({ connector_id: o.connectorId, deleted: true, force: true, source_cleanup: { status: "cleaned" } })
-          o.status = "completed"
+          yield* moveOperation(o.id, "completed")
         }
         expect(yield* Effect.flip(connectors.get(owner, a))).toMatchObject({ _tag: "ConnectorNotFound" })
         expect(yield* Effect.flip(connectors.get(owner, b))).toMatchObject({ _tag: "ConnectorNotFound" })

@@ -1,6 +1,6 @@
 /**
- * Discovery and selection on a fresh metadata database (the real identity unit; fake billing and operation
- * unit; real secret store) against one real throwaway source cluster with two databases, a few
+ * Discovery and selection on a fresh metadata database (the real identity and operation units, a
+ * fake billing, a real secret store) against one real throwaway source cluster with two databases, a few
  * schemas, a table without a primary key, foreign keys, an enum and a replica identity index.
  * The job handler runs as the worker runs it, with a recording report.
  */
@@ -24,7 +24,7 @@ import {
   tablesOf,
   validateDetails
 } from "../src/index.js"
-import { connectorTestLayer, newOrgId, operations, session } from "./support.js"
+import { connectorTestLayer, moveOperation, newOrgId, operationOf, operationsOf, session } from "./support.js"
 
 let source: SourceCluster
 
@@ -67,8 +67,7 @@ const runJob = (operationId: string, connectorId: string) =>
       report: (update) => Effect.sync(() => void reports.push(update))
     })
     // What the worker runtime does next: the operation completes.
-    const operation = operations.get(operationId)
-    if (operation !== undefined) operation.status = "completed"
+    yield* moveOperation(operationId, "completed")
     return { result, reports }
   }).pipe(Effect.provideService(SourceIntrospector, SourceIntrospector.make({ connectTimeout: "2 seconds", queryTimeout: "10 seconds" })))
 
@@ -93,7 +92,7 @@ describe("discovery and selection", () => {
         expect(first).toMatchObject({ connectorId: id, status: "pending", joined: false, databases: ["postgres"] })
         expect(first.operationId).toMatch(/^op_/)
         expect(first.prerequisites.map((c) => [c.id, c.status])).toEqual([["service", "pass"], ["credentials", "pass"], ["reachable", "pass"]])
-        expect(operations.get(first.operationId)).toEqual({ orgId, connectorId: id, status: "pending" })
+        expect(yield* operationOf(first.operationId)).toEqual({ orgId, connectorId: id, status: "pending" })
         const outbox = yield* sql<{ subject: string; payload: { operation_id: string; org_id: string; payload: unknown } }>`
           select subject, payload from outbox where msg_id = ${first.operationId}`
         expect(outbox).toEqual([{ subject: "jobs.connector.discovery", payload: { operation_id: first.operationId, org_id: orgId, payload: { connector_id: id }, traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/) } }])
@@ -101,10 +100,10 @@ describe("discovery and selection", () => {
         // Concurrent calls agree on the running operation.
         const joined = yield* Effect.all([discovery.discover(owner, id), discovery.discover(owner, id)], { concurrency: 2 })
         expect(joined.map((j) => [j.operationId, j.joined])).toEqual([[first.operationId, true], [first.operationId, true]])
-        operations.get(first.operationId)!.status = "running"
+        yield* moveOperation(first.operationId, "running")
         expect((yield* discovery.discover(owner, id)).operationId).toBe(first.operationId)
         // Once it ended, a discover starts a new one.
-        operations.get(first.operationId)!.status = "completed"
+        yield* moveOperation(first.operationId, "completed")
         const second = yield* discovery.discover(owner, id)
         expect(second.joined).toBe(false)
         expect(second.operationId).not.toBe(first.operationId)
@@ -118,7 +117,6 @@ describe("discovery and selection", () => {
         const sql = yield* SqlClient.SqlClient
         const orgId = (yield* newOrgId())
         const owner = yield* session({ [orgId]: "owner" })
-        const before = operations.size
         const outboxCount = Effect.map(sql<{ n: number }>`select count(*)::int as n from outbox`, (rows) => rows[0]!.n)
         const outboxBefore = yield* outboxCount
 
@@ -149,7 +147,8 @@ describe("discovery and selection", () => {
         if (undecryptable._tag !== "DiscoveryPrerequisitesFailed") throw new Error(`unexpected ${undecryptable._tag}`)
         expect(undecryptable.checks.map((c) => [c.id, c.status])).toEqual([["service", "pass"], ["credentials", "fail"]])
 
-        expect(operations.size).toBe(before)
+        // No operation was started for any of them.
+        for (const connector of [github, wrong, good]) expect(yield* operationsOf(orgId, connector.connector.id)).toEqual([])
         expect(yield* outboxCount).toBe(outboxBefore)
       })
     )
@@ -218,7 +217,7 @@ describe("discovery and selection", () => {
         expect((yield* runJob(started.operationId, id)).result).toEqual(result)
         // Another discovery with nothing changed (row counts do not count) keeps the version.
         yield* Effect.promise(() => source.query("insert into public.events (payload) select '{}'::jsonb from generate_series(1, 100); analyze public.events"))
-        const unchanged = (yield* runJob("op_test_unchanged" + id, id)).result as JsonObject
+        const unchanged = (yield* runJob((yield* discovery.discover(owner, id)).operationId, id)).result as JsonObject
         expect(unchanged).toMatchObject({ schema_version: 1, changed: false })
         const again = (yield* connectors.get(owner, id)).connector
         expect(tablesOf(again.schemaStructure as unknown as SchemaStructure).find((t) => t.path === "postgres.public.events")!.estimated_rows).toBe(100)
@@ -226,7 +225,7 @@ describe("discovery and selection", () => {
 
         // A new column is a new version.
         yield* Effect.promise(() => source.query("alter table public.daily add column bounces int", "analytics"))
-        expect((yield* runJob("op_test_changed" + id, id)).result).toMatchObject({ schema_version: 2, changed: true })
+        expect((yield* runJob((yield* discovery.discover(owner, id)).operationId, id)).result).toMatchObject({ schema_version: 2, changed: true })
         yield* Effect.promise(() => source.query("alter table public.daily drop column bounces", "analytics"))
       })
     )

@@ -1,7 +1,19 @@
 import { ApiKeys, Auth, IdentityServices, identityRoutes, Invites, Orgs, RecordingMailer, ROLES, type RoleKey } from "@scion/identity"
-import { grpcTransport, InMemoryBus, type Principal as PrincipalType, serveHttp2, withPrincipalToken } from "@scion/kit"
+import type { Transport } from "@connectrpc/connect"
+import {
+  asService,
+  grpcTransport,
+  InMemoryBus,
+  OperationClient,
+  type Principal as PrincipalType,
+  serveHttp2,
+  ServiceIdentity,
+  withPrincipalToken
+} from "@scion/kit"
+import { OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
+import { OperationStatus } from "@scion/proto/scion/operation/v1/operation_pb"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
-import { Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import { Context, Effect, Either, Layer, Logger, LogLevel, Redacted } from "effect"
 import {
   CloudAccounts,
   ConnectorEngines,
@@ -17,21 +29,48 @@ import {
   PlanLimitReached,
   SecretStore,
   SourceProbe,
-  type StartedStatus
 } from "../src/index.js"
+
+/** What the deployment gives identity and its units' workers (IssueServiceToken). */
+const SERVICE_CREDENTIAL = "connector-test-service-credential"
 
 /** The identity unit itself, on a fresh database of its own (no plan limits, mail recorded). */
 const Identity = Layer.unwrapScoped(
-  Effect.map(freshDatabase("connector_identity"), (url) => IdentityServices.pipe(Layer.provideMerge(RecordingMailer), Layer.provide(withConfig({ DATABASE_URL: url }))))
+  Effect.map(freshDatabase("connector_identity"), (url) =>
+    IdentityServices.pipe(Layer.provideMerge(RecordingMailer), Layer.provide(withConfig({ DATABASE_URL: url, SERVICE_CREDENTIAL })))
+  )
 )
 
-/** Identity served over HTTP/2 gRPC on a free port, and the client this unit asks it with. */
-const IdentityOverTheWire = Layer.unwrapScoped(
+/** Identity served over HTTP/2 gRPC on a free port: the transport every unit here asks it over. */
+class IdentityWire extends Context.Tag("test/IdentityWire")<IdentityWire, Transport>() {}
+const IdentityWireLive = Layer.scoped(
+  IdentityWire,
   Effect.gen(function* () {
     const served = yield* serveHttp2({ port: 0, host: "127.0.0.1", routes: yield* identityRoutes })
-    return IdentityClient.fromTransport(yield* grpcTransport(served.url))
+    return yield* grpcTransport(served.url)
   })
-).pipe(Layer.provide(InMemoryBus.layer))
+)
+const IdentityOverTheWire = Layer.unwrapEffect(Effect.map(IdentityWire, (transport) => IdentityClient.fromTransport(transport))).pipe(Layer.provide(InMemoryBus.layer))
+
+/**
+ * The operation unit itself, on a database of its own, asking identity over the wire and served
+ * over HTTP/2 gRPC; this unit reaches it as production does, with the service principal identity
+ * issues it (ConnectorOperations.live), and so do the helpers below that stand for the workers.
+ */
+const OperationUnit = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const url = yield* freshDatabase("connector_operation")
+    const unit = yield* Layer.build(
+      OperationLive.pipe(Layer.provide(Layer.merge(IdentityOverTheWire, OperationChanges.inMemory)), Layer.provide(withConfig({ DATABASE_URL: url })))
+    )
+    const served = yield* Effect.provide(
+      Effect.flatMap(operationRoutes, (routes) => serveHttp2({ port: 0, host: "127.0.0.1", routes })),
+      unit
+    )
+    const service = yield* ServiceIdentity.make("connector", yield* IdentityWire, Redacted.make(SERVICE_CREDENTIAL))
+    return Layer.merge(OperationClient.fromTransport(yield* grpcTransport(served.url)), Layer.succeed(ServiceIdentity, service))
+  })
+)
 
 /** The signed token identity gave each caller the helpers below made. */
 const tokens = new WeakMap<PrincipalType, string>()
@@ -67,22 +106,12 @@ const FakeEntitlements = Layer.succeed(
   })
 )
 
-/** Operations discovery created, by id, with a status tests move on (the operation unit's stand-in). */
-export const operations = new Map<string, { orgId: string; connectorId: string; status: StartedStatus }>()
-const FakeOperations = Layer.succeed(
-  ConnectorOperations,
-  ConnectorOperations.of({
-    create: ({ id, orgId, resourceId }) => Effect.sync(() => void operations.set(id, { orgId, connectorId: resourceId, status: "pending" })),
-    status: (id) => Effect.sync(() => Option.map(Option.fromNullable(operations.get(id)), (o) => o.status))
-  })
-)
-
 export const testKeys = `t1:${generateSecretKey("t1").split(":")[1]}`
 const Secrets = Layer.effect(SecretStore, SecretStore.make(Either.getOrThrow(parseSecretKeys(testKeys)), "t1")).pipe(Layer.orDie)
 
 /**
  * The connector services on a fresh database, with the real identity unit (its services stay in
- * the context), a fake billing and operation unit, real secrets and the offline cloud adapter.
+ * the context) and operation unit, a fake billing, real secrets and the offline cloud adapter.
  */
 export const connectorTestLayer = () =>
   Layer.unwrapScoped(
@@ -95,7 +124,7 @@ export const connectorTestLayer = () =>
           Layer.mergeAll(
             AccessAsHandled,
             FakeEntitlements,
-            FakeOperations,
+            ConnectorOperations.live,
             Secrets,
             CloudAccounts.offline({ templateUrl: "https://example.com/role.yaml", scionAwsAccountId: "111122223333" }),
             // Short timeouts: unreachable sources in tests should fail fast.
@@ -105,7 +134,12 @@ export const connectorTestLayer = () =>
         Layer.provide(withConfig({ DATABASE_URL: url }))
       )
     )
-  ).pipe(Layer.provideMerge(Identity), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
+  ).pipe(
+    Layer.provideMerge(OperationUnit),
+    Layer.provideMerge(IdentityWireLive),
+    Layer.provideMerge(Identity),
+    Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning))
+  )
 
 let counter = 0
 const unique = () => `${Date.now().toString(36)}${(counter++).toString(36)}`
@@ -157,3 +191,44 @@ export const apiKey = (orgId: string, permissions: ReadonlyArray<string>) =>
 
 /** Runs `self` with the caller's principal token, as a client calling this unit over the wire would. */
 export const as = (principal: PrincipalType) => withPrincipalToken(tokens.get(principal) ?? "")
+
+type OperationState = "pending" | "running" | "completed" | "failed"
+const states: Partial<Record<OperationStatus, OperationState>> = {
+  [OperationStatus.PENDING]: "pending",
+  [OperationStatus.RUNNING]: "running",
+  [OperationStatus.COMPLETED]: "completed",
+  [OperationStatus.FAILED]: "failed"
+}
+
+/** An operation as the operation unit holds it, asked as this unit's service principal. */
+export const operationOf = (id: string) =>
+  Effect.gen(function* () {
+    const client = yield* OperationClient
+    const { operation } = yield* asService(client.getOperation({ id, waitSeconds: 0 }))
+    return { orgId: operation!.orgId, connectorId: operation!.resourceId, status: states[operation!.status] }
+  }).pipe(Effect.orDie)
+
+/** The operations of a resource (a connector), oldest first. */
+export const operationsOf = (orgId: string, resourceId: string) =>
+  Effect.gen(function* () {
+    const client = yield* OperationClient
+    const { operations } = yield* asService(client.listOperations({ orgId, resourceId }))
+    return operations.map((o) => ({ id: o.id, status: states[o.status] }))
+  }).pipe(Effect.orDie)
+
+/** What the worker runtime reports: the operation moves to `status` (running first when it was pending). */
+export const moveOperation = (id: string, status: Exclude<OperationState, "pending">) =>
+  Effect.gen(function* () {
+    const client = yield* OperationClient
+    const current = yield* operationOf(id)
+    // Already over (a redelivered job ran again): nothing to report.
+    if (current.status === "completed" || current.status === "failed") return
+    if (current.status === "pending" && status !== "running") yield* asService(client.reportOperation({ id, status: OperationStatus.RUNNING }))
+    if (status === "running") {
+      if (current.status === "pending") yield* asService(client.reportOperation({ id, status: OperationStatus.RUNNING }))
+      return
+    }
+    yield* asService(
+      client.reportOperation(status === "failed" ? { id, status: OperationStatus.FAILED, error: "failed in the test" } : { id, status: OperationStatus.COMPLETED, result: {} })
+    )
+  }).pipe(Effect.asVoid, Effect.orDie)

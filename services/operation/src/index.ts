@@ -20,7 +20,7 @@ const OperationCounts = refreshWhileServingMetrics(
 
 /**
  * The operation services and the sweeper, given an OrgAccess policy and an OperationChanges
- * adapter. Tests provide a fake OrgAccess here.
+ * adapter (OrgAccess.live over identity in production, embedded and tests).
  */
 export const OperationServices: Layer.Layer<Operations | OperationsRepo | OperationConfig | Draining, never, OrgAccess | OperationChanges> = Layer.mergeAll(
   Operations.Default,
