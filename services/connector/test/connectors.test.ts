@@ -1,5 +1,5 @@
 /**
- * Connectors on a fresh metadata database (the real identity unit, a fake billing, real secret store) against
+ * Connectors on a fresh metadata database (the real identity and billing units, a real secret store) against
  * real throwaway source clusters: one with wal_level=logical, one with replica. Preflight checks,
  * the create gate (nothing stored when it fails), self_managed and code-host skips, reads,
  * updates that re-test, decrypted details, and only ciphertext at rest.
@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { startSourceCluster, type SourceCluster } from "../../../test/support/sourceCluster.js"
 import { Connectors, detectProvider, validateDetails } from "../src/index.js"
-import { apiKey, connectorLimits, connectorTestLayer, newOrgId, session } from "./support.js"
+import { apiKey, connectorTestLayer, newOrgId, session } from "./support.js"
 
 let logical: SourceCluster
 let replica: SourceCluster
@@ -174,7 +174,8 @@ describe("preflight and connectors", () => {
     it.effect("self_managed skips the gate; a code host skips it too; the plan limit refuses the next create", () =>
       Effect.gen(function* () {
         const connectors = yield* Connectors
-        const orgId = (yield* newOrgId())
+        // On billing's free plan: three connectors.
+        const orgId = yield* newOrgId("free")
         const owner = yield* session({ [orgId]: "owner" })
         const self = yield* connectors.create(owner, { orgId, serviceName: "postgresql", connectionDetails: details(replica.details()), byoc: "self_managed", useEnvironment: false })
         expect(self.connector).toMatchObject({ byoc: "self_managed", sourceProvider: null })
@@ -184,11 +185,12 @@ describe("preflight and connectors", () => {
         expect((yield* connectors.list(owner, { orgId, connectorCategory: "code_host" })).map((v) => v.connector.id)).toEqual([github.connector.id])
         expect((yield* connectors.list(owner, { orgId, serviceName: "postgresql" })).map((v) => v.connector.id)).toEqual([self.connector.id])
         expect(yield* Effect.flip(connectors.create(owner, { orgId, serviceName: "postgresql", connectionDetails: details(replica.details()), byoc: "cloud", useEnvironment: false }))).toMatchObject({ _tag: "InvalidArgument", field: "byoc" })
-        connectorLimits.set(orgId, 2)
+        yield* connectors.create(owner, { orgId, serviceName: "github", connectionDetails: details({ organization: "third", access_token: "t" }), useEnvironment: false })
         expect(yield* Effect.flip(connectors.create(owner, { orgId, serviceName: "github", connectionDetails: details({ organization: "x", access_token: "t" }), useEnvironment: false }))).toMatchObject({
           _tag: "PlanLimitReached",
           resource: "connectors",
-          limit: 2
+          limit: 3,
+          planId: "free"
         })
       })
     )

@@ -1,6 +1,6 @@
 /**
  * The deletion lock, connector deletion and the project-deletion path on a fresh metadata
- * database (the real identity and operation units; a fake billing; real secret store) against one real
+ * database (the real identity, operation and billing units; a real secret store) against one real
  * throwaway source cluster with logical WAL: the job drops the connector's publication and
  * replication slot there, purges the secret and deletes the row.
  */

@@ -1,6 +1,6 @@
 /**
- * Discovery and selection on a fresh metadata database (the real identity and operation units, a
- * fake billing, a real secret store) against one real throwaway source cluster with two databases, a few
+ * Discovery and selection on a fresh metadata database (the real identity, operation and
+ * billing units, a real secret store) against one real throwaway source cluster with two databases, a few
  * schemas, a table without a primary key, foreign keys, an enum and a replica identity index.
  * The job handler runs as the worker runs it, with a recording report.
  */

@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Option, Redacted } from "effect"
 import { Environments, parseRoleArn } from "../src/index.js"
-import { apiKey, connectorTestLayer, environmentLimits, newOrgId, session } from "./support.js"
+import { apiKey, connectorTestLayer, newOrgId, session } from "./support.js"
 
 const create = (principal: Parameters<Environments["create"]>[0], orgId: string, name = "prod", extra: { privateLinkId?: string } = {}) =>
   Effect.flatMap(Environments, (envs) => envs.create(principal, { orgId, name, cloud: "aws", region: "us-east-1", ...extra }))
@@ -52,8 +52,8 @@ describe("environments", () => {
 
     it.effect("the plan's environment limit refuses the next create", () =>
       Effect.gen(function* () {
-        const orgId = (yield* newOrgId())
-        environmentLimits.set(orgId, 1)
+        // On billing's free plan: one environment.
+        const orgId = yield* newOrgId("free")
         const owner = yield* session({ [orgId]: "owner" })
         yield* create(owner, orgId, "one")
         expect(yield* Effect.flip(create(owner, orgId, "two"))).toMatchObject({ _tag: "PlanLimitReached", limit: 1, planId: "free" })

@@ -11,6 +11,14 @@ import {
   withPrincipalToken
 } from "@scion/kit"
 import { OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
+import {
+  BillingServices,
+  billingRoutes,
+  OrgAccess as BillingAccess,
+  PaymentProvider,
+  Subscriptions,
+  VerifierFromIdentity as BillingVerifier
+} from "@scion/billing"
 import { OperationStatus } from "@scion/proto/scion/operation/v1/operation_pb"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { Context, Effect, Either, Layer, Logger, LogLevel, Redacted } from "effect"
@@ -26,7 +34,6 @@ import {
   IdentityClient,
   OrgAccess,
   parseSecretKeys,
-  PlanLimitReached,
   SecretStore,
   SourceProbe,
 } from "../src/index.js"
@@ -72,6 +79,43 @@ const OperationUnit = Layer.unwrapScoped(
   })
 )
 
+/** Billing as the helpers below use it: an org set up (as its org.created consumer does) and a plan chosen. */
+class BillingDesk extends Context.Tag("test/BillingDesk")<
+  BillingDesk,
+  {
+    readonly setUp: (orgId: string) => Effect.Effect<void>
+    readonly selectPlan: (owner: PrincipalType, orgId: string, planId: string) => Effect.Effect<void>
+  }
+>() {}
+
+/**
+ * The billing unit itself, on a database of its own (the local payment provider: checkout completes
+ * at once), asking identity over the wire and served over HTTP/2 gRPC; this unit checks plan limits
+ * with it as production does (Entitlements.billing, with the service principal identity issues).
+ */
+const BillingUnit = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const url = yield* freshDatabase("connector_billing")
+    const unit = yield* Layer.build(
+      Layer.merge(BillingServices, BillingVerifier).pipe(
+        Layer.provide(Layer.merge(BillingAccess.live, PaymentProvider.local)),
+        Layer.provide(IdentityOverTheWire),
+        Layer.provide(withConfig({ DATABASE_URL: url }))
+      )
+    )
+    const served = yield* Effect.provide(
+      Effect.flatMap(billingRoutes, (routes) => serveHttp2({ port: 0, host: "127.0.0.1", routes })),
+      unit
+    )
+    const subscriptions = Context.get(unit, Subscriptions)
+    const desk = BillingDesk.of({
+      setUp: (orgId) => Effect.asVoid(subscriptions.setUpOrg({ org_id: orgId, created_at: new Date().toISOString() }, `org.created.${orgId}`)),
+      selectPlan: (owner, orgId, planId) => Effect.orDie(Effect.asVoid(withPrincipalToken(tokens.get(owner) ?? "")(subscriptions.selectPlan(owner, orgId, planId))))
+    })
+    return Layer.merge(Entitlements.billing(yield* grpcTransport(served.url)), Layer.succeed(BillingDesk, desk))
+  })
+)
+
 /** The signed token identity gave each caller the helpers below made. */
 const tokens = new WeakMap<PrincipalType, string>()
 
@@ -92,26 +136,12 @@ const AccessAsHandled = Layer.effect(
   )
 ).pipe(Layer.provide(OrgAccess.live), Layer.provide(IdentityOverTheWire))
 
-/** Orgs whose plan allows this many environments (others: unlimited). */
-export const environmentLimits = new Map<string, number>()
-/** Orgs whose plan allows this many connectors (others: unlimited). */
-export const connectorLimits = new Map<string, number>()
-const FakeEntitlements = Layer.succeed(
-  Entitlements,
-  Entitlements.of({
-    requireRoom: (orgId, resource, inUse) => {
-      const limit = (resource === "connectors" ? connectorLimits : environmentLimits).get(orgId)
-      return limit !== undefined && inUse >= limit ? Effect.fail(new PlanLimitReached({ orgId, resource, limit, planId: "free" })) : Effect.void
-    }
-  })
-)
-
 export const testKeys = `t1:${generateSecretKey("t1").split(":")[1]}`
 const Secrets = Layer.effect(SecretStore, SecretStore.make(Either.getOrThrow(parseSecretKeys(testKeys)), "t1")).pipe(Layer.orDie)
 
 /**
  * The connector services on a fresh database, with the real identity unit (its services stay in
- * the context) and operation unit, a fake billing, real secrets and the offline cloud adapter.
+ * the context), operation unit and billing unit, real secrets and the offline cloud adapter.
  */
 export const connectorTestLayer = () =>
   Layer.unwrapScoped(
@@ -123,7 +153,6 @@ export const connectorTestLayer = () =>
         Layer.provideMerge(
           Layer.mergeAll(
             AccessAsHandled,
-            FakeEntitlements,
             ConnectorOperations.live,
             Secrets,
             CloudAccounts.offline({ templateUrl: "https://example.com/role.yaml", scionAwsAccountId: "111122223333" }),
@@ -135,6 +164,7 @@ export const connectorTestLayer = () =>
       )
     )
   ).pipe(
+    Layer.provideMerge(BillingUnit),
     Layer.provideMerge(OperationUnit),
     Layer.provideMerge(IdentityWireLive),
     Layer.provideMerge(Identity),
@@ -157,12 +187,18 @@ const newUser = (name: string) =>
     return { principal: authenticated.principal, email }
   })
 
-/** A new org at identity, made by a new user, its owner. */
-export const newOrgId = () =>
+/**
+ * A new org at identity, made by a new user, its owner, and set up at billing on `plan` (team by
+ * default: room for what the tests make; the limit tests ask for free).
+ */
+export const newOrgId = (plan: "free" | "team" = "team") =>
   Effect.gen(function* () {
     const owner = yield* newUser("owner")
     const { orgId } = yield* (yield* Orgs).createOrg(owner.principal, { name: "Acme" })
     owners.set(orgId, owner.principal)
+    const billing = yield* BillingDesk
+    yield* billing.setUp(orgId)
+    if (plan !== "free") yield* billing.selectPlan(owner.principal, orgId, plan)
     return orgId
   })
 
