@@ -3,8 +3,9 @@
  * the connector's LocalEngineProvisioner (TLS only, SCRAM), one as the source with a publication,
  * one as the engine with a mirror database subscribed to it. A branch is created through
  * Branches.create and the create job, then used with real psql over TLS. Access is the identity
- * unit's answer (its services on a database of their own, over HTTP/2 gRPC); the connector's
- * engine lookup and the operation unit are stand-ins here (the e2e tests run them for real).
+ * unit's answer and operations are the operation unit's (each on a database of its own, over
+ * HTTP/2 gRPC: test/support/units.ts); the connector's engine lookup is a stand-in here (the e2e
+ * tests run it for real).
  */
 import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -13,11 +14,11 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type Engine, EngineProvisioner, LocalEngineProvisionerLive } from "@scion/connector"
-import { Auth, IdentityServices, identityRoutes, Orgs, RecordingMailer } from "@scion/identity"
-import { grpcTransport, IdentityClient, InMemoryBus, type Job, JobFailed, type Principal, PostgresPools, serveHttp2, withPrincipalToken } from "@scion/kit"
+import { type Job, JobFailed, type Principal, PostgresPools } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import pg from "pg"
+import { answeredForCaller, IdentityOverTheWire, IdentityUnit, IdentityWireLive, newOrg, newUser, newWorker, OperationUnitOverTheWire } from "../../../test/support/units.js"
 import {
   BranchOperations,
   Branches,
@@ -65,48 +66,23 @@ let orgId: string
 let user: Principal
 let stranger: Principal
 
-/** The identity unit itself, on a database of its own, served over HTTP/2 gRPC. */
-const SERVICE_CREDENTIAL = randomBytes(24).toString("base64url")
-const Identity = Layer.unwrapScoped(
-  Effect.map(freshDatabase("branch_identity"), (url) =>
-    IdentityServices.pipe(Layer.provideMerge(RecordingMailer), Layer.provide(withConfig({ DATABASE_URL: url, SERVICE_CREDENTIAL })))
-  )
-)
-const IdentityOverTheWire = Layer.unwrapScoped(
-  Effect.gen(function* () {
-    const served = yield* serveHttp2({ port: 0, host: "127.0.0.1", routes: yield* identityRoutes })
-    return IdentityClient.fromTransport(yield* grpcTransport(served.url))
-  })
-).pipe(Layer.provide(InMemoryBus.layer))
-/** The token identity gave each caller: the RPC handler would have put it in the fiber. */
-const tokens = new WeakMap<Principal, string>()
+/** OrgAccess.live with the caller's token in the fiber, as the RPC handler would have put it. */
 const AccessAsHandled = Layer.effect(
   OrgAccess,
-  Effect.map(OrgAccess, (live) =>
-    OrgAccess.of({ require: (principal, org, permission) => withPrincipalToken(tokens.get(principal) ?? "")(live.require(principal, org, permission)) })
-  )
+  Effect.map(OrgAccess, (live) => OrgAccess.of({ require: answeredForCaller(live.require) }))
 ).pipe(Layer.provide(OrgAccess.live), Layer.provide(IdentityOverTheWire))
-const signUp = (name: string) =>
-  Effect.gen(function* () {
-    const auth = yield* Auth
-    const grant = yield* auth.signUp({ email: `${name}-${randomBytes(4).toString("hex")}@example.com`, password: "correct-horse-battery", fullName: name })
-    const authenticated = yield* auth.authenticate(grant.sessionToken)
-    tokens.set(authenticated.principal, authenticated.token)
-    return authenticated.principal
-  })
 const FakeEngines = Layer.succeed(Engines, Engines.of({ get: () => Effect.sync(() => branching), sourcePosition: () => Effect.succeed("0/0") }))
-const FakeOperations = Layer.succeed(BranchOperations, BranchOperations.of({ create: () => Effect.void, status: () => Effect.succeed(Option.some("pending" as const)) }))
 const key = randomBytes(32).toString("base64")
 
 const runtime = ManagedRuntime.make(
   Layer.unwrapScoped(
     Effect.map(freshDatabase("branch_test"), (url) =>
       Layer.mergeAll(BranchServices, Copier.layerConfig, FreshnessConfig.layerConfig).pipe(
-        Layer.provideMerge(Layer.mergeAll(AccessAsHandled, FakeEngines, FakeOperations, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie), PostgresPools.layer)),
+        Layer.provideMerge(Layer.mergeAll(AccessAsHandled, FakeEngines, BranchOperations.live, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie), PostgresPools.layer)),
         Layer.provide(withConfig({ DATABASE_URL: url, SECRET_KEYS: `t1:${key}` }))
       )
     )
-  ).pipe(Layer.provideMerge(Identity), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
+  ).pipe(Layer.provideMerge(OperationUnitOverTheWire("branch")), Layer.provideMerge(IdentityWireLive), Layer.provideMerge(IdentityUnit), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
 )
 
 const jobOf = (operationId: string, branchId: string, attempt = 1): Job<{ branch_id: string }> => ({
@@ -132,9 +108,8 @@ const createBranch = (name: string) =>
 beforeAll(async () => {
   ;({ orgId, user, stranger } = await runtime.runPromise(
     Effect.gen(function* () {
-      const owner = yield* signUp("owner")
-      const org = yield* (yield* Orgs).createOrg(owner, { name: "Branching" })
-      return { orgId: org.orgId, user: owner, stranger: yield* signUp("stranger") }
+      const org = yield* newOrg("Branching")
+      return { orgId: org.orgId, user: org.owner, stranger: (yield* newUser("stranger")).principal }
     })
   ))
   ;[source, engine] = await runProvisioner(Effect.all([EngineProvisioner.pipe(Effect.flatMap((p) => p.provision(sourceId))), EngineProvisioner.pipe(Effect.flatMap((p) => p.provision(engineId)))]))
@@ -335,7 +310,7 @@ describe("branches on a real engine", () => {
     expect(gone._tag).toBe("BranchNotFound")
 
     // The connector unit's worker, with the service principal identity issues it.
-    const { principal: service } = await runtime.runPromise(Effect.flatMap(Auth, (auth) => auth.issueServiceToken("connector", SERVICE_CREDENTIAL)))
+    const service = await runtime.runPromise(newWorker("connector"))
     const deleted = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.removeConnectorBranches(service, engineId)))
     expect(deleted).toBeGreaterThanOrEqual(3)
     expect(await runtime.runPromise(Effect.flatMap(Branches, (b) => b.removeConnectorBranches(service, engineId)))).toBe(0)

@@ -1,26 +1,8 @@
-import { ApiKeys, Auth, IdentityServices, identityRoutes, Orgs, RecordingMailer, ROLES } from "@scion/identity"
-import { grpcTransport, InMemoryBus, type Principal, serveHttp2, withPrincipalToken } from "@scion/kit"
+import type { Principal } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { Effect, Layer, Logger, LogLevel } from "effect"
-import { IdentityClient, OperationChanges, OperationServices, OrgAccess } from "../src/index.js"
-
-/** What the deployment gives identity and its units' workers (IssueServiceToken). */
-const SERVICE_CREDENTIAL = "operation-test-service-credential"
-
-/** The identity unit itself, on a fresh database of its own (no plan limits, mail recorded). */
-const Identity = Layer.unwrapScoped(
-  Effect.map(freshDatabase("operation_identity"), (url) =>
-    IdentityServices.pipe(Layer.provideMerge(RecordingMailer), Layer.provide(withConfig({ DATABASE_URL: url, SERVICE_CREDENTIAL })))
-  )
-)
-
-/** Identity served over HTTP/2 gRPC on a free port, and the client the operation unit asks it with. */
-const IdentityOverTheWire = Layer.unwrapScoped(
-  Effect.gen(function* () {
-    const served = yield* serveHttp2({ port: 0, host: "127.0.0.1", routes: yield* identityRoutes })
-    return IdentityClient.fromTransport(yield* grpcTransport(served.url))
-  })
-).pipe(Layer.provide(InMemoryBus.layer))
+import { IdentityOverTheWire, IdentityUnit, IdentityWireLive, asCaller, newApiKey as apiKeyOf, newOrg as orgOf, newUser as userOf, newWorker as workerOf } from "../../../test/support/units.js"
+import { OperationChanges, OperationServices, OrgAccess } from "../src/index.js"
 
 /**
  * The operation services on a fresh database, in-memory change announcements, and the real
@@ -36,7 +18,7 @@ export const operationTestLayer = (config: Record<string, string> = {}) =>
         Layer.provide(withConfig({ DATABASE_URL: url, ...config }))
       )
     )
-  ).pipe(Layer.provideMerge(Identity), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Error)))
+  ).pipe(Layer.provideMerge(IdentityWireLive), Layer.provideMerge(IdentityUnit), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Error)))
 
 let counter = 0
 const unique = () => `${Date.now().toString(36)}${(counter++).toString(36)}`
@@ -51,34 +33,17 @@ export interface Caller {
   readonly as: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
-/** What identity answered for a credential: the principal and its signed token. */
-const callerOf = (authenticated: { readonly principal: Principal; readonly token: string }): Caller => ({
-  principal: authenticated.principal,
-  as: withPrincipalToken(authenticated.token)
-})
+const callerOf = (principal: Principal): Caller => ({ principal, as: asCaller(principal) })
 
 /** A new user with a live session. */
-export const newUser = (name = "user") =>
-  Effect.gen(function* () {
-    const auth = yield* Auth
-    const grant = yield* auth.signUp({ email: `${name}-${unique()}@example.com`, password: "correct-horse-battery", fullName: `Test ${name}` })
-    return callerOf(yield* auth.authenticate(grant.sessionToken))
-  })
+export const newUser = (name = "user") => Effect.map(userOf(name), (user) => callerOf(user.principal))
 
 /** A new org made by a new user, its owner. */
-export const newOrg = (name = "Acme") =>
-  Effect.gen(function* () {
-    const owner = yield* newUser("owner")
-    const org = yield* (yield* Orgs).createOrg(owner.principal, { name })
-    return { orgId: org.orgId, owner }
-  })
+export const newOrg = (name = "Acme") => Effect.map(orgOf(name), (org) => ({ orgId: org.orgId, owner: callerOf(org.owner) }))
 
 /** A new API key of the org (role member: it holds operations.read), made by its owner. */
 export const newApiKey = (org: { readonly orgId: string; readonly owner: Caller }) =>
-  Effect.gen(function* () {
-    const created = yield* (yield* ApiKeys).createApiKey(org.owner.principal, { orgId: org.orgId, name: "ci", roleId: ROLES.member.id, scopes: [], expiresAt: null, mode: "live" })
-    return callerOf(yield* (yield* Auth).authenticate(created.secret))
-  })
+  Effect.map(apiKeyOf({ orgId: org.orgId, owner: org.owner.principal }, "member"), callerOf)
 
 /** A unit's worker, with the service principal identity issues for the deployment's credential. */
-export const newWorker = (serviceName = "branch") => Effect.map(Effect.flatMap(Auth, (auth) => auth.issueServiceToken(serviceName, SERVICE_CREDENTIAL)), callerOf)
+export const newWorker = (serviceName = "branch") => Effect.map(workerOf(serviceName), callerOf)
