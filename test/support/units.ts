@@ -7,11 +7,11 @@
  */
 import type { Transport } from "@connectrpc/connect"
 import { BillingServices, billingRoutes, OrgAccess as BillingAccess, PaymentProvider, Subscriptions, VerifierFromIdentity as BillingVerifier } from "@scion/billing"
-import { ApiKeys, Auth, IdentityServices, identityRoutes, Invites, Orgs, RecordingMailer, ROLES, type RoleKey } from "@scion/identity"
-import { grpcTransport, IdentityClient, InMemoryBus, OperationClient, type Principal, serveHttp2, ServiceIdentity, withPrincipalToken } from "@scion/kit"
+import { ApiKeys, Auth, Entitlements, IdentityServices, identityRoutes, identityServices, Invites, Orgs, RecordingMailer, ROLES, type RoleKey } from "@scion/identity"
+import { grpcTransport, IdentityClient, InMemoryBus, listenHttp2, OperationClient, type Principal, serveHttp2, ServiceIdentity, withPrincipalToken } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 
 /** What the deployment gives identity and its units' workers (IssueServiceToken). */
 export const SERVICE_CREDENTIAL = "unit-test-service-credential"
@@ -93,6 +93,40 @@ export const BillingUnitOverTheWire = Layer.scoped(
       setUp: (orgId) => Effect.asVoid(subscriptions.setUpOrg({ org_id: orgId, created_at: new Date().toISOString() }, `org.created.${orgId}`)),
       selectPlan: (owner, orgId, planId) => Effect.orDie(Effect.asVoid(asCaller(owner)(subscriptions.selectPlan(owner, orgId, planId))))
     })
+  })
+)
+
+/**
+ * Identity with its plan limits from the billing unit, and billing asking identity for access, as in
+ * production. Billing's server listens first (UNAVAILABLE until its routes are installed, as a
+ * starting unit answers), so identity is built with its address; then billing is built against the
+ * served identity and installed. Provides identity's services.
+ */
+export const IdentityWithBilling = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const billingServer = yield* listenHttp2({ port: 0, host: "127.0.0.1" })
+    const identity = yield* Layer.build(
+      identityServices(Entitlements.billing(yield* grpcTransport(billingServer.url))).pipe(
+        Layer.provideMerge(RecordingMailer),
+        Layer.provide(withConfig({ DATABASE_URL: yield* freshDatabase("identity_for_tests"), SERVICE_CREDENTIAL }))
+      )
+    )
+    const served = yield* Effect.provide(
+      Effect.flatMap(identityRoutes, (routes) => serveHttp2({ port: 0, host: "127.0.0.1", routes })),
+      identity
+    )
+    const billing = yield* Layer.build(
+      Layer.merge(BillingServices, BillingVerifier).pipe(
+        Layer.provide(Layer.merge(BillingAccess.live, PaymentProvider.local)),
+        Layer.provide(IdentityClient.fromTransport(yield* grpcTransport(served.url)).pipe(Layer.provide(InMemoryBus.layer))),
+        Layer.provide(withConfig({ DATABASE_URL: yield* freshDatabase("billing_for_tests") }))
+      )
+    )
+    yield* Effect.provide(
+      Effect.flatMap(billingRoutes, (routes) => billingServer.install(routes, Option.none())),
+      billing
+    )
+    return Layer.succeedContext(identity)
   })
 )
 

@@ -1,7 +1,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Logger, LogLevel } from "effect"
-import { Entitlements, identityServices, PlanLimitReached, Projects, RecordingMailer, ROLES } from "../src/index.js"
-import { freshDatabase, withConfig } from "@scion/kit/testing"
+import { Projects, ROLES } from "../src/index.js"
+import { IdentityWithBilling } from "../../../test/support/units.js"
 import { addMember, createKey, createOrg, identityTestLayer, outboxRows, signUp } from "./support.js"
 
 describe("projects", () => {
@@ -101,28 +101,18 @@ describe("projects", () => {
     )
   })
 
-  // A plan that allows one project: the second create is refused with the limit and the plan.
-  const onePerOrg = Layer.succeed(
-    Entitlements,
-    Entitlements.of({
-      requireRoom: (orgId, resource, inUse) => (inUse < 1 ? Effect.void : Effect.fail(new PlanLimitReached({ orgId, resource, limit: 1, planId: "tiny" })))
-    })
-  )
-  const limitedLayer = Layer.unwrapScoped(
-    Effect.map(freshDatabase("identity_test"), (url) =>
-      identityServices(onePerOrg).pipe(Layer.provideMerge(RecordingMailer), Layer.provide(withConfig({ DATABASE_URL: url })))
-    )
-  ).pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
+  // Plan limits from the billing unit itself: an org billing has not set up yet is on free.
+  const limitedLayer = IdentityWithBilling.pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
   layer(limitedLayer, { excludeTestServices: true, timeout: "120 seconds" })((it) => {
-    it.effect("a create beyond the plan's limit fails with PLAN_LIMIT_REACHED", () =>
+    it.effect("a create beyond the plan's limit fails with PLAN_LIMIT_REACHED: billing's free plan, ten projects", () =>
       Effect.gen(function* () {
         const projects = yield* Projects
         const { principal } = yield* signUp("limited")
         const org = yield* createOrg(principal, "Limited")
-        yield* projects.create(principal, { orgId: org.orgId, name: "One" })
-        const refused = yield* Effect.flip(projects.create(principal, { orgId: org.orgId, name: "Two" }))
-        expect(refused).toMatchObject({ _tag: "PlanLimitReached", limit: 1, planId: "tiny", resource: "projects" })
-        expect(refused.message).toContain("tiny")
+        for (let n = 1; n <= 10; n++) yield* projects.create(principal, { orgId: org.orgId, name: `Project ${n}` })
+        const refused = yield* Effect.flip(projects.create(principal, { orgId: org.orgId, name: "Eleven" }))
+        expect(refused).toMatchObject({ _tag: "PlanLimitReached", limit: 10, planId: "free", resource: "projects" })
+        expect(refused.message).toContain("free")
       })
     )
   })
