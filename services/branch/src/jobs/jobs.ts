@@ -27,8 +27,8 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
  * redelivery (a crashed or killed worker) resumes where the last one stopped: the template copy
  * (with the subscriptions paused, shared with every create waiting on the engine), the sequences
  * moved past the copied rows (sequences_aligned_at), the role's password sealed before the role
- * exists and the role (both made while the copy runs), the grants (read_ready_at, write_ready_at), masking (masked_ready_at), then
- * active with the URLs. A create that cannot finish (JobFailed, or the last attempt) drops what
+ * exists and the role (both made while the copy runs), the grants (read_ready_at,
+ * write_ready_at), masking (masked_ready_at), then active with the URLs. A create that cannot finish (JobFailed, or the last attempt) drops what
  * it made on the engine and marks the branch failed: nothing is left behind. An active branch
  * always has a branch_url.
  */
@@ -167,9 +167,9 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
               }
               yield* mark("copy_ms")
               if (branch.sequencesAlignedAt === null) {
-                // Replication carries no sequence values: the copy's sequences are moved past the data
-                // it holds before the grant lets its role in, so nobody can insert before they are. Only forward,
-                // so a redelivery that repeats it (crashed before the record) moves nothing back.
+                // Replication carries no sequence values: the copy's sequences are moved past the
+                // data it holds before the grant lets its role in, so nobody can insert before they
+                // are. Only forward, so a redelivery that repeats it moves nothing back.
                 yield* alignSequences(session)
                 yield* repo.update(branchId, { sequences_aligned_at: new Date() })
               }
