@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, newOperationId, type Principal, transactional, PostgresPools } from "@scion/kit"
-import { Clock, Effect, Option, Redacted } from "effect"
+import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools } from "@scion/kit"
+import { Clock, Effect, Fiber, Option, Redacted } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
 import { BranchesRepo } from "./BranchesRepo.js"
@@ -130,6 +130,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       const engine = yield* visibleConnector(principal, valid.connectorId, "branches.create")
       const orgId = engine.orgId
       const fingerprint = fingerprintOf(valid)
+      // The plan's allowance travels while the transaction decides everything else.
+      const allowance = yield* Effect.fork(limits.branchAllowance(orgId))
       return yield* transaction(
         Effect.gen(function* () {
           if (valid.idempotencyKey !== null) {
@@ -162,7 +164,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           // The plan's branch limit counts the org's live branches (creating, active, deleting) and snapshots.
           // Under the org's lock, held to commit: the count and the insert are one step for every create.
           yield* repo.lockOrgLimit(orgId)
-          yield* limits.requireBranchRoom(orgId, (yield* repo.liveInOrg(orgId)) + (yield* snapshotsRepo.liveInOrg(orgId)))
+          yield* requireWithin(yield* Fiber.join(allowance), (yield* repo.liveInOrg(orgId)) + (yield* snapshotsRepo.liveInOrg(orgId)))
           const branchId = yield* makeId("br")
           const operationId = newOperationId("brc")
           const names = engineNamesOf(branchId)

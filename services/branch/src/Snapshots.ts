@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, newOperationId, type Principal, transactional, PostgresPools } from "@scion/kit"
-import { Effect, Option } from "effect"
+import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools } from "@scion/kit"
+import { Effect, Fiber, Option } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
 import { BranchesRepo } from "./BranchesRepo.js"
@@ -65,13 +65,15 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
       if (!isBranchable(engine, { allowStale: false })) {
         return yield* new EngineNotReady({ connectorId, status: engine.status, ...Option.match(engine.quarantine, { onNone: () => ({}), onSome: (quarantine) => ({ quarantine }) }) })
       }
+      // The plan's allowance travels while the transaction takes the name.
+      const allowance = yield* Effect.fork(limits.branchAllowance(engine.orgId))
       return yield* transaction(
         Effect.gen(function* () {
           yield* repo.lockName(connectorId, name)
           if (yield* repo.nameTaken(connectorId, name)) return yield* new SnapshotNameTaken({ connectorId, name })
           // The branches' org lock: snapshots and branches share the plan's limit.
           yield* branches.lockOrgLimit(engine.orgId)
-          yield* limits.requireBranchRoom(engine.orgId, (yield* branches.liveInOrg(engine.orgId)) + (yield* repo.liveInOrg(engine.orgId)))
+          yield* requireWithin(yield* Fiber.join(allowance), (yield* branches.liveInOrg(engine.orgId)) + (yield* repo.liveInOrg(engine.orgId)))
           const snapshotId = yield* makeId("snap")
           const operationId = newOperationId("snc")
           yield* repo.insert({ id: snapshotId, orgId: engine.orgId, connectorId, name, databaseName: snapshotDatabaseOf(snapshotId), createOperationId: operationId })

@@ -73,3 +73,39 @@ export const planLimitCheck = (transport: Transport, principalToken: Effect.Effe
       if (!answer.allowed) return yield* new PlanLimitReached({ orgId, resource, limit: answer.limit ?? inUse, planId: answer.planId })
     }).pipe(Effect.withSpan("planLimitCheck", { attributes: { orgId, resource, inUse } }))
 }
+
+/** What an org's plan allows of one resource: `limit` null is unlimited. */
+export interface PlanAllowance {
+  readonly orgId: string
+  readonly resource: PlanLimitedResource
+  readonly limit: number | null
+  readonly planId: string
+}
+
+/**
+ * Billing's answer for an org and a resource, asked before the creating unit takes its lock, so the
+ * call is not inside the lock's hold; the count is compared under the lock with `requireWithin`.
+ * A plan changed in between applies from the next create.
+ */
+export const planAllowance = (transport: Transport, principalToken: Effect.Effect<string, RpcError>) => {
+  const billing = makeEffectClient(BillingService, transport)
+  return (orgId: string, resource: PlanLimitedResource): Effect.Effect<PlanAllowance, BillingUnavailable> =>
+    Effect.flatMap(principalToken, (token) => billing.checkEntitlement({ orgId, resource: resources[resource], inUse: 0 }).pipe(withPrincipalToken(token))).pipe(
+      Effect.timeoutFail({ duration: PLAN_CHECK_DEADLINE, onTimeout: () => new BillingUnavailable({ cause: `DEADLINE_EXCEEDED: no answer within ${Duration.format(PLAN_CHECK_DEADLINE)}` }) }),
+      Effect.catchTag("RpcError", (error) =>
+        Effect.zipRight(
+          Effect.logWarning("billing could not answer a plan's allowance").pipe(Effect.annotateLogs({ code: error.codeName, reason: error.reason })),
+          Effect.fail(new BillingUnavailable({ cause: `${error.codeName}: ${error.reason}` }))
+        )
+      ),
+      Effect.map((answer): PlanAllowance => ({ orgId, resource, limit: answer.limit ?? null, planId: answer.planId })),
+      Effect.withSpan("planAllowance", { attributes: { orgId, resource } })
+    )
+}
+
+/** Room for one more, given `inUse` now, under the allowance billing gave. */
+export const requireWithin = (allowance: PlanAllowance, inUse: number): Effect.Effect<void, PlanLimitReached> =>
+  allowance.limit !== null && inUse >= allowance.limit
+    ? Effect.fail(new PlanLimitReached({ orgId: allowance.orgId, resource: allowance.resource, limit: allowance.limit, planId: allowance.planId }))
+    : Effect.void
+

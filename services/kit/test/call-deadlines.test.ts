@@ -8,6 +8,7 @@ import {
   listenHttp2,
   makeUnitOperations,
   OperationClient,
+  planAllowance,
   planLimitCheck,
   type Routes,
   ServiceIdentity
@@ -65,11 +66,14 @@ describe("calls units make while they hold a lock", () => {
           const checked = yield* Effect.flip(planLimitCheck(transport, Effect.succeed("principal"))("org_1", "branches", 1))
           expect(checked).toBeInstanceOf(BillingUnavailable)
           expect((checked as BillingUnavailable).cause).toContain("DEADLINE_EXCEEDED")
+          const allowance = yield* Effect.flip(planAllowance(transport, Effect.succeed("principal"))("org_1", "branches"))
+          expect(allowance).toBeInstanceOf(BillingUnavailable)
+          expect(allowance.cause).toContain("DEADLINE_EXCEEDED")
           // The peer saw each call end: nothing is left running on either side.
           yield* Effect.sleep("200 millis")
-          expect(peer.aborted()).toBe(3)
+          expect(peer.aborted()).toBe(4)
         })
       ),
-    30_000
+    40_000
   )
 })
