@@ -48,32 +48,6 @@ export const planLimitWireErrors = {
 /** How long one entitlement check may take; a healthy one takes a few milliseconds. */
 export const PLAN_CHECK_DEADLINE = Duration.seconds(5)
 
-/**
- * Billing's CheckEntitlement over a Connect transport: may the org hold one more `resource`,
- * given it holds `inUse` now? Asked with `principalToken` (the creating unit's own service
- * principal: the caller's permission was checked already, and a key scoped to projects only would
- * lack billing.read).
- */
-export const planLimitCheck = (transport: Transport, principalToken: Effect.Effect<string, RpcError>) => {
-  const billing = makeEffectClient(BillingService, transport)
-  return (orgId: string, resource: PlanLimitedResource, inUse: number): Effect.Effect<void, PlanLimitReached | BillingUnavailable> =>
-    Effect.gen(function* () {
-      const answer = yield* Effect.flatMap(principalToken, (token) =>
-        billing.checkEntitlement({ orgId, resource: resources[resource], inUse }).pipe(withPrincipalToken(token))
-      ).pipe(
-        // Creating units check under their org lock (see their READMEs): a stuck billing must not hold it.
-        Effect.timeoutFail({ duration: PLAN_CHECK_DEADLINE, onTimeout: () => new BillingUnavailable({ cause: `DEADLINE_EXCEEDED: no answer within ${Duration.format(PLAN_CHECK_DEADLINE)}` }) }),
-        Effect.catchTag("RpcError", (error) =>
-          Effect.zipRight(
-            Effect.logWarning("billing could not check an entitlement").pipe(Effect.annotateLogs({ code: error.codeName, reason: error.reason })),
-            Effect.fail(new BillingUnavailable({ cause: `${error.codeName}: ${error.reason}` }))
-          )
-        )
-      )
-      if (!answer.allowed) return yield* new PlanLimitReached({ orgId, resource, limit: answer.limit ?? inUse, planId: answer.planId })
-    }).pipe(Effect.withSpan("planLimitCheck", { attributes: { orgId, resource, inUse } }))
-}
-
 /** What an org's plan allows of one resource: `limit` null is unlimited. */
 export interface PlanAllowance {
   readonly orgId: string
@@ -83,9 +57,11 @@ export interface PlanAllowance {
 }
 
 /**
- * Billing's answer for an org and a resource, asked before the creating unit takes its lock, so the
- * call is not inside the lock's hold; the count is compared under the lock with `requireWithin`.
- * A plan changed in between applies from the next create.
+ * Billing's answer for an org and a resource (its limit and plan), asked as the service principal
+ * `principalToken` gives. A unit may ask before it takes its lock, so the call overlaps its other
+ * steps, and compare the count under the lock with `requireWithin`; a plan changed in between
+ * applies from the next create. Creating units hold locks meanwhile (see their READMEs): a stuck
+ * billing answers BillingUnavailable after PLAN_CHECK_DEADLINE.
  */
 export const planAllowance = (transport: Transport, principalToken: Effect.Effect<string, RpcError>) => {
   const billing = makeEffectClient(BillingService, transport)
@@ -109,3 +85,14 @@ export const requireWithin = (allowance: PlanAllowance, inUse: number): Effect.E
     ? Effect.fail(new PlanLimitReached({ orgId: allowance.orgId, resource: allowance.resource, limit: allowance.limit, planId: allowance.planId }))
     : Effect.void
 
+/**
+ * Billing's CheckEntitlement over a Connect transport: may the org hold one more `resource`,
+ * given it holds `inUse` now? Asked with `principalToken` (the creating unit's own service
+ * principal: the caller's permission was checked already, and a key scoped to projects only would
+ * lack billing.read). The plan's allowance, then the count compared with it.
+ */
+export const planLimitCheck = (transport: Transport, principalToken: Effect.Effect<string, RpcError>) => {
+  const allowance = planAllowance(transport, principalToken)
+  return (orgId: string, resource: PlanLimitedResource, inUse: number): Effect.Effect<void, PlanLimitReached | BillingUnavailable> =>
+    Effect.flatMap(allowance(orgId, resource), (allowed) => requireWithin(allowed, inUse)).pipe(Effect.withSpan("planLimitCheck", { attributes: { orgId, resource, inUse } }))
+}

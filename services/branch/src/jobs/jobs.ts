@@ -10,7 +10,7 @@ import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
 import { adminSession, alignSequences, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
 import { SnapshotsRepo } from "../SnapshotsRepo.js"
-import { generatePassword, Passwords } from "../Passwords.js"
+import { generatePassword, type PasswordEnvelope, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
 import { stampBranch, waitForSourcePosition } from "../engine/Freshness.js"
 import { FreshnessConfig } from "../engine/FreshnessConfig.js"
@@ -28,9 +28,9 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
  * (with the subscriptions paused, shared with every create waiting on the engine), the sequences
  * moved past the copied rows (sequences_aligned_at), the role's password sealed before the role
  * exists and the role (both made while the copy runs), the grants (read_ready_at,
- * write_ready_at), masking (masked_ready_at), then active with the URLs. A create that cannot finish (JobFailed, or the last attempt) drops what
- * it made on the engine and marks the branch failed: nothing is left behind. An active branch
- * always has a branch_url.
+ * write_ready_at), masking (masked_ready_at), then active with the URLs. A create that cannot
+ * finish (JobFailed, or the last attempt) drops what it made on the engine and marks the branch
+ * failed: nothing is left behind. An active branch always has a branch_url.
  */
 export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | SnapshotsRepo | Engines | Copier | Passwords | FreshnessConfig | PostgresPools> = {
   ...CREATE_JOB,
@@ -78,6 +78,25 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
         return yield* abandon(Option.some(engine), first.branch, `The connector's branching engine is not ready to branch (branching_engine_status ${engine.status})`)
       }
 
+      /** The branch's password (sealed on the row before the role exists, so a redelivery uses the same) and its role. */
+      const makeRole = (branch: Branch, envelope: Option.Option<PasswordEnvelope>) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            let sealed = Option.getOrNull(envelope)
+            if (sealed === null) {
+              const claimed = yield* repo.claimEnvelope(branchId, yield* passwords.seal(generatePassword(), branchId))
+              if (Option.isNone(claimed)) return yield* new JobFailed({ message: `Branch ${branchId} no longer exists` })
+              sealed = claimed.value
+            }
+            const password = yield* passwords.open(sealed, branchId)
+            if (branch.roleCreatedAt === null) {
+              yield* ensureRole(yield* adminSession(engine), branch.roleName, password)
+              yield* repo.update(branchId, { role_created_at: new Date() })
+            }
+            return password
+          })
+        )
+
       const steps = Effect.gen(function* () {
         const t0 = Date.now()
         const timings: Record<string, number> = {}
@@ -85,29 +104,9 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
         let { branch } = yield* load
         const { envelope } = yield* load
         // The role needs nothing from the copy: made beside it (on an admin session of its own),
-        // it costs the create no time. Its password is sealed on the row before the role exists.
-        // Joined after the copy; when a step fails first, it is awaited before abandon drops both.
-        const initial = branch
-        const roleMade = yield* Effect.fork(
-          Effect.scoped(
-            Effect.gen(function* () {
-              let sealed = Option.getOrNull(envelope)
-              if (sealed === null) {
-                const claimed = yield* repo.claimEnvelope(branchId, yield* passwords.seal(generatePassword(), branchId))
-                if (Option.isNone(claimed)) return yield* new JobFailed({ message: `Branch ${branchId} no longer exists` })
-                sealed = claimed.value
-              }
-              const password = yield* passwords.open(sealed, branchId)
-              if (initial.roleCreatedAt === null) {
-                yield* ensureRole(yield* adminSession(engine), initial.roleName, password)
-                yield* repo.update(branchId, { role_created_at: new Date() })
-              }
-              yield* mark("role_ms")
-              return password
-            })
-          )
-        )
-        // Whatever fails meanwhile, the role step settles before abandon drops what was made.
+        // it costs the create no time. Joined after the copy; when a step fails first, it is
+        // awaited (below) before abandon drops what was made.
+        const roleMade = yield* Effect.fork(Effect.tap(makeRole(branch, envelope), () => mark("role_ms")))
         return yield* Effect.gen(function* () {
           if (branch.copiedAt === null && (branch.consistentWithSource || branch.minSourceLsn !== null)) {
             // Read-your-writes: the copy waits until the mirror has what the source had written.
