@@ -125,11 +125,14 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
     const markFailed = (id: string, error: string) =>
       sql`update branches set status = 'failed', error = ${error}, password_envelope = null, updated_at = now() where id = ${id} and status = 'creating'`.pipe(Effect.asVoid, Effect.orDie)
 
-    /** creating → active; false when the branch left creating meanwhile (deleted with its connector). */
-    const activate = (id: string) =>
+    /**
+     * creating → active, with the create's last records, in one statement; none when the branch
+     * left creating meanwhile (deleted with its connector).
+     */
+    const activate = (id: string, fields: BranchUpdate) =>
       Effect.map(
-        sql<{ id: string }>`update branches set status = 'active', error = null, updated_at = now() where id = ${id} and status = 'creating' returning id`,
-        (rows) => rows.length > 0
+        sql<Row>`update branches set ${sql.update({ ...fields, status: "active", error: null, updated_at: new Date() })} where id = ${id} and status = 'creating' returning *`,
+        (rows) => Option.map(Option.fromNullable(rows[0]), toBranch)
       ).pipe(Effect.orDie)
 
     /** Every branch of the connector that may still have something on the engine. */

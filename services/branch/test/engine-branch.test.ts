@@ -41,6 +41,8 @@ import {
 const dataDir = join(tmpdir(), `scion-branch-test-${randomBytes(5).toString("hex")}`)
 const sourceId = `con_src${randomBytes(4).toString("hex")}`
 const engineId = `con_eng${randomBytes(4).toString("hex")}`
+/** The source time of the one heartbeat the source holds: every branch's data_as_of. */
+const HEARTBEAT_AT = "2026-03-04T05:06:07.089Z"
 
 const provisioner = LocalEngineProvisionerLive.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["ENGINE_DATA_DIR", dataDir]])))))
 const runProvisioner = <A, E>(effect: Effect.Effect<A, E, EngineProvisioner>) => Effect.runPromise(Effect.provide(effect, provisioner))
@@ -113,8 +115,10 @@ beforeAll(async () => {
     })
   ))
   ;[source, engine] = await runProvisioner(Effect.all([EngineProvisioner.pipe(Effect.flatMap((p) => p.provision(sourceId))), EngineProvisioner.pipe(Effect.flatMap((p) => p.provision(engineId)))]))
+  // Scion's heartbeat travels with the tables, as the connector's setup publishes it.
   const ddl = `create table customers (id bigint primary key, email text not null, name text);
-    create table orders (id bigint primary key, customer_id bigint references customers(id), total numeric not null, customer_email text);`
+    create table orders (id bigint primary key, customer_id bigint references customers(id), total numeric not null, customer_email text);
+    create schema scion; create table scion.heartbeat (connector_id text primary key, at timestamptz not null, lsn pg_lsn not null);`
   await query(source, "postgres", "create database app")
   await query(source, "app", ddl)
   await query(
@@ -122,7 +126,8 @@ beforeAll(async () => {
     "app",
     `insert into customers select g, 'user' || g || '@example.com', 'Name ' || g from generate_series(1, 200) g;
      insert into orders select g, 1 + g % 200, g * 1.5, 'user' || (1 + g % 200) || '@example.com' from generate_series(1, 1000) g;
-     create publication scion_pub for table customers, orders;`
+     insert into scion.heartbeat values ('${engineId}', '${HEARTBEAT_AT}', pg_current_wal_lsn());
+     create publication scion_pub for table customers, orders, scion.heartbeat;`
   )
   await query(engine, "postgres", "create database mirror")
   await query(engine, "mirror", ddl)
@@ -134,7 +139,7 @@ beforeAll(async () => {
   const deadline = Date.now() + 60_000
   while (Date.now() < deadline) {
     const rows = await query(engine, "mirror", "select count(*) filter (where srsubstate <> 'r')::int as pending, (select count(*)::int from orders) as orders from pg_subscription_rel")
-    if (rows[0].pending === 0 && rows[0].orders === 1000) break
+    if (rows[0].pending === 0 && rows[0].orders === 1000 && (await query(engine, "mirror", "select count(*)::int as n from scion.heartbeat"))[0].n === 1) break
     await new Promise((r) => setTimeout(r, 200))
   }
   branching = {
@@ -181,6 +186,9 @@ describe("branches on a real engine", () => {
     expect(result.pooled_branch_prisma_url).toBeNull()
     expect(elapsed).toBeLessThan(15_000)
     const url = result.branch_url as string
+    // As fresh as the heartbeat the paused mirror held; Scion's own schema is not in the branch.
+    expect(result.data_as_of).toBe(new Date(HEARTBEAT_AT).toISOString())
+    expect(psql(url, "select count(*) from pg_namespace where nspname = 'scion'")).toBe("0")
 
     // Read over TLS with the branch role.
     expect(psql(url, "select count(*) from orders")).toBe("1000")
@@ -266,6 +274,9 @@ describe("branches on a real engine", () => {
     const result = (await runtime.runPromise(createJob.run(jobOf(handle.operationId, handle.branchId, 2)))) as Record<string, any>
     expect(result.status).toBe("active")
     expect(psql(result.branch_url, "select count(*) from customers")).toBe("201")
+    // No pause read the mirror for this copy: its stamp came from the copy itself.
+    expect(result.data_as_of).toBe(new Date(HEARTBEAT_AT).toISOString())
+    expect(psql(result.branch_url, "select count(*) from pg_namespace where nspname = 'scion'")).toBe("0")
     // The subscription is enabled again after the batch.
     expect((await query(engine, "mirror", "select subenabled from pg_subscription"))[0].subenabled).toBe(true)
 
@@ -296,7 +307,11 @@ describe("branches on a real engine", () => {
     await runtime.runPromise(Effect.flatMap(SnapshotsRepo, (r) => r.update(handle.snapshotId, { status: "creating" })))
     const again = (await runtime.runPromise(snapshotCreateJob.run(snapshotJob(2)))) as Record<string, any>
     expect(again).toMatchObject({ snapshot_id: handle.snapshotId, status: "ready" })
+    // The redelivery keeps what the first attempt's pause read (its copy no longer holds the heartbeat).
+    expect(first.data_as_of).toBe(new Date(HEARTBEAT_AT).toISOString())
+    expect(first.source_lsn).toMatch(/^[0-9A-F]+\/[0-9A-F]+$/)
     expect(again.data_as_of).toBe(first.data_as_of)
+    expect(again.source_lsn).toBe(first.source_lsn)
     expect((await query(engine, "postgres", `select datallowconn, datistemplate from pg_database where datname = '${database}'`))[0]).toEqual({ datallowconn: false, datistemplate: true })
   }, 120_000)
 

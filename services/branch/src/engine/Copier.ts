@@ -1,8 +1,8 @@
 import { PostgresPools } from "@scion/kit"
 import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { adminSession, copyDatabase, databaseExists, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
-import { type CopyMark, noMark, pausedPosition, runningSubscriptions } from "./Freshness.js"
+import { adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
+import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
   readonly database: string
@@ -26,7 +26,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
   {
     /**
      * Copies the mirror into `database` (nothing to do when it already exists) and answers the
-     * source position the paused mirror held (unknown when the copy was there already).
+     * source position and heartbeat the paused mirror held (unknown when the copy was there already).
      */
     readonly copy: (engine: BranchingEngine, database: string) => Effect.Effect<CopyMark, EngineFailure>
     /** Pauses (batches) run and databases copied by this process so far. */
@@ -38,6 +38,22 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
       const queues = new Map<string, Queue>()
       const counters = { pauses: 0, copies: 0 }
       const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
+
+      /**
+       * Pauses the subscriptions and, on the same session, reads the heartbeat the mirror holds:
+       * the batch's freshness stamp, so no copy has to open a session just to read it. Read as the
+       * workers end, it may miss one last transaction they apply: a stamp is a lower bound.
+       * Nothing runs (null: each copy stamps itself) when no subscription is running.
+       */
+      const pause = (engine: BranchingEngine) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            if (engine.subscriptionNames.length === 0) return null
+            const mirror = yield* connectEngine(engine, engine.mirrorDatabase)
+            yield* disableSubscriptions(mirror, engine.subscriptionNames)
+            return yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
+          })
+        ).pipe(Effect.withSpan("Copier.pause"))
 
       const batch = (engine: BranchingEngine, waiting: ReadonlyArray<Waiting>) =>
         Effect.scoped(
@@ -65,13 +81,13 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             counters.copies += todo.length
             const marks: Record<string, number> = {}
             yield* Effect.acquireUseRelease(
-              Effect.tap(setSubscriptions(paused, false), () => Effect.sync(() => (marks.paused = Date.now() - started))),
-              () =>
+              Effect.tap(pause(paused), () => Effect.sync(() => (marks.paused = Date.now() - started))),
+              (dataAsOf) =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
                   marks.free = Date.now() - started
                   // Every copy of the batch holds what the paused mirror held.
-                  const mark = yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => noMark))
+                  const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf }
                   for (const w of todo) {
                     const exit = yield* Effect.exit(copyDatabase(admin, engine, w.database))
                     yield* Deferred.done(w.done, Exit.as(exit, mark))

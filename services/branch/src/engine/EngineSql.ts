@@ -59,24 +59,29 @@ export const scramVerifier = (password: string, iterations = 4096): string => {
   return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`
 }
 
+/**
+ * Pauses the named subscriptions on a session connected to the mirror. A disabled subscription's
+ * workers notice on their next loop; they are ended now (they are not restarted while it is
+ * disabled, and resume from their replication origin when enabled).
+ */
+export const disableSubscriptions = (mirror: EngineClient, names: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    for (const name of names) yield* mirror.query("pause", `alter subscription ${quoteIdent(name)} disable`)
+    yield* mirror.query(
+      "pause",
+      "select pg_terminate_backend(pid) from pg_stat_subscription s join pg_subscription p on p.oid = s.subid where p.subname = any($1) and s.pid is not null",
+      [[...names]]
+    )
+  })
+
 /** Pauses (DISABLE) or resumes (ENABLE) the subscriptions feeding the mirror; connects to the mirror for it. */
 export const setSubscriptions = (engine: BranchingEngine, enabled: boolean) =>
   Effect.scoped(
     Effect.gen(function* () {
       if (engine.subscriptionNames.length === 0) return
       const mirror = yield* connectEngine(engine, engine.mirrorDatabase)
-      for (const name of engine.subscriptionNames) {
-        yield* mirror.query(enabled ? "resume" : "pause", `alter subscription ${quoteIdent(name)} ${enabled ? "enable" : "disable"}`)
-      }
-      // A disabled subscription's workers notice on their next loop; end them now (they are not
-      // restarted while it is disabled, and resume from their replication origin when enabled).
-      if (!enabled) {
-        yield* mirror.query(
-          "pause",
-          "select pg_terminate_backend(pid) from pg_stat_subscription s join pg_subscription p on p.oid = s.subid where p.subname = any($1) and s.pid is not null",
-          [[...engine.subscriptionNames]]
-        )
-      }
+      if (!enabled) return yield* disableSubscriptions(mirror, engine.subscriptionNames)
+      for (const name of engine.subscriptionNames) yield* mirror.query("resume", `alter subscription ${quoteIdent(name)} enable`)
     })
   ).pipe(Effect.withSpan(enabled ? "EngineSql.resume" : "EngineSql.pause"))
 
@@ -140,19 +145,12 @@ export const ensureRole = (client: EngineClient, role: string, password: Redacte
   })
 
 /**
- * Gives the branch to its role: it owns the database (CONNECT, CREATE, TEMP), nobody else may
- * connect to it (PUBLIC's CONNECT revoked, so branch roles never see each other's branches), and
- * it owns every schema, table, view, sequence, type and function the copy brought (they were the
- * engine superuser's). REASSIGN OWNED cannot move objects of the bootstrap superuser, hence the
- * explicit ALTER … OWNER TO over the catalog.
+ * The role gets everything the copy brought (the engine superuser's): every schema, table, view,
+ * sequence, type and function. REASSIGN OWNED cannot move objects of the bootstrap superuser, hence
+ * the explicit ALTER … OWNER TO over the catalog.
  */
-export const grantBranch = (admin: EngineClient, branch: EngineClient, database: string, role: string) =>
-  Effect.gen(function* () {
-    yield* admin.query("grant", `alter database ${quoteIdent(database)} owner to ${quoteIdent(role)}`)
-    yield* admin.query("grant", `revoke all on database ${quoteIdent(database)} from public`)
-    yield* branch.query(
-      "grant",
-      `do $scion$
+const ownershipBlock = (role: string) =>
+  `do $scion$
 declare r record; target text := ${quoteLiteral(role)};
 begin
   for r in select nspname from pg_namespace where nspname not like 'pg\\_%' and nspname <> 'information_schema' loop
@@ -180,8 +178,65 @@ begin
   end loop;
 end
 $scion$`
+
+/**
+ * Logical replication carries rows, not sequence values: the mirror's sequences stay where its
+ * setup left them while its tables fill up, so a branch would hand out keys its rows already use.
+ * At the cut, every sequence a column draws from — identity (pg_depend 'i'), serial / OWNED BY
+ * ('a'), or a default calling nextval (the default depends on the sequence, 'n'), one sequence
+ * shared by several columns too — is moved to the furthest value those columns hold: max for an
+ * ascending sequence, min for a descending one; only forward (a sequence already past the data
+ * stays), never for empty tables, within the sequence's bounds. Columns that cannot hold the
+ * sequence's value as such (not an integer or numeric type, e.g. 'ord_' || nextval(…)) say nothing
+ * about it and are left out. One DO block, part of readyBranchDatabase's and
+ * readySnapshotDatabase's round trip; no data value leaves the engine (none can end up in a log
+ * or an error).
+ */
+const ALIGN_SEQUENCES = `do $scion$
+declare s record; probe text; v numeric; furthest numeric; at_value bigint; called boolean;
+begin
+  for s in
+    with uses as (
+      select d.objid as seq, d.refobjid as rel, d.refobjsubid as attnum from pg_depend d
+      where d.classid = 'pg_class'::regclass and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i') and d.refobjsubid > 0
+      union
+      select d.refobjid, ad.adrelid, ad.adnum from pg_attrdef ad
+      join pg_depend d on d.classid = 'pg_attrdef'::regclass and d.objid = ad.oid and d.refclassid = 'pg_class'::regclass and d.deptype = 'n'
     )
-  }).pipe(Effect.withSpan("EngineSql.grantBranch", { attributes: { database, role } }))
+    select u.seq, q.seqincrement > 0 as ascending, q.seqmin, q.seqmax, format('%I.%I', sn.nspname, sc.relname) as seq_name,
+           array_agg(format('select %s(%I)::numeric from %I.%I', case when q.seqincrement > 0 then 'max' else 'min' end, a.attname, tn.nspname, t.relname)) as probes
+    from uses u
+    join pg_sequence q on q.seqrelid = u.seq
+    join pg_class sc on sc.oid = u.seq and sc.relkind = 'S'
+    join pg_namespace sn on sn.oid = sc.relnamespace
+    join pg_class t on t.oid = u.rel and t.relkind in ('r', 'p')
+    join pg_namespace tn on tn.oid = t.relnamespace
+    join pg_attribute a on a.attrelid = u.rel and a.attnum = u.attnum and not a.attisdropped
+    join pg_type ty on ty.oid = a.atttypid
+    where tn.nspname not like 'pg\\_%' and tn.nspname <> 'information_schema'
+      and coalesce(nullif(ty.typbasetype, 0), ty.oid) in ('int2'::regtype::oid, 'int4'::regtype::oid, 'int8'::regtype::oid, 'numeric'::regtype::oid)
+    group by u.seq, q.seqincrement, q.seqmin, q.seqmax, sn.nspname, sc.relname
+  loop
+    furthest := null;
+    foreach probe in array s.probes loop
+      execute probe into v;
+      if v is not null then
+        furthest := case when furthest is null then v when s.ascending then greatest(furthest, v) else least(furthest, v) end;
+      end if;
+    end loop;
+    -- Empty tables: whatever the sequence gives next is free.
+    continue when furthest is null;
+    -- At its bound a (non-cycling) sequence says it is exhausted rather than reusing a key.
+    furthest := least(greatest(case when s.ascending then ceil(furthest) else floor(furthest) end, s.seqmin), s.seqmax);
+    execute format('select last_value, is_called from %s', s.seq_name) into at_value, called;
+    -- Moved only when its next value could be one the data holds (never moved back).
+    if (s.ascending and (at_value < furthest or (at_value = furthest and not called)))
+       or (not s.ascending and (at_value > furthest or (at_value = furthest and not called))) then
+      perform setval(s.seq::regclass, furthest::bigint, true);
+    end if;
+  end loop;
+end
+$scion$`
 
 const textTypes = new Set(["text", "character varying", "character", "citext", "name"])
 
@@ -256,71 +311,36 @@ export const dropDatabase = (engine: BranchingEngine, database: string) =>
     Effect.withSpan("EngineSql.dropDatabase", { attributes: { database } })
   )
 
+
 /**
- * Logical replication carries rows, not sequence values: the mirror's sequences stay where its
- * setup left them while its tables fill up, so a branch would hand out keys its rows already use.
- * At the cut, every sequence a column draws from — identity (pg_depend 'i'), serial / OWNED BY
- * ('a'), or a default calling nextval (the default depends on the sequence, 'n'), one sequence
- * shared by several columns too — is moved to the furthest value those columns hold: max for an
- * ascending sequence, min for a descending one; only forward (a sequence already past the data
- * stays), never for empty tables, within the sequence's bounds. Columns that cannot hold the
- * sequence's value as such (not an integer or numeric type, e.g. 'ord_' || nextval(…)) say nothing
- * about it and are left out. One DO block: one round trip, and no data value leaves the engine
- * (none can end up in a log or an error).
+ * Readies a fresh copy for its role in one round trip and one transaction (a multi-statement
+ * query: one commit, one WAL flush, so it is durable before the branch is reported ready), run on
+ * a session in the copy: Scion's own `scion` schema goes (the branch holds the user's tables
+ * only), the sequences are aligned before the role can get in, and the role is given the database
+ * (CONNECT, CREATE, TEMP as its owner; nobody else may connect: branch roles never see each
+ * other's branches) and everything in it. Every part is idempotent, so a redelivery repeats it.
  */
-export const alignSequences = (branch: EngineClient) =>
-  (
-    Effect.gen(function* () {
-      yield* branch.query(
-        "sequences",
-        `do $scion$
-declare s record; probe text; v numeric; furthest numeric; at_value bigint; called boolean;
-begin
-  for s in
-    with uses as (
-      select d.objid as seq, d.refobjid as rel, d.refobjsubid as attnum from pg_depend d
-      where d.classid = 'pg_class'::regclass and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i') and d.refobjsubid > 0
-      union
-      select d.refobjid, ad.adrelid, ad.adnum from pg_attrdef ad
-      join pg_depend d on d.classid = 'pg_attrdef'::regclass and d.objid = ad.oid and d.refclassid = 'pg_class'::regclass and d.deptype = 'n'
+export const readyBranchDatabase = (branch: EngineClient, database: string, role: string) =>
+  branch
+    .query(
+      "ready",
+      [
+        "drop schema if exists scion cascade",
+        ALIGN_SEQUENCES,
+        ownershipBlock(role),
+        `alter database ${quoteIdent(database)} owner to ${quoteIdent(role)}`,
+        `revoke all on database ${quoteIdent(database)} from public`
+      ].join(";\n")
     )
-    select u.seq, q.seqincrement > 0 as ascending, q.seqmin, q.seqmax, format('%I.%I', sn.nspname, sc.relname) as seq_name,
-           array_agg(format('select %s(%I)::numeric from %I.%I', case when q.seqincrement > 0 then 'max' else 'min' end, a.attname, tn.nspname, t.relname)) as probes
-    from uses u
-    join pg_sequence q on q.seqrelid = u.seq
-    join pg_class sc on sc.oid = u.seq and sc.relkind = 'S'
-    join pg_namespace sn on sn.oid = sc.relnamespace
-    join pg_class t on t.oid = u.rel and t.relkind in ('r', 'p')
-    join pg_namespace tn on tn.oid = t.relnamespace
-    join pg_attribute a on a.attrelid = u.rel and a.attnum = u.attnum and not a.attisdropped
-    join pg_type ty on ty.oid = a.atttypid
-    where tn.nspname not like 'pg\\_%' and tn.nspname <> 'information_schema'
-      and coalesce(nullif(ty.typbasetype, 0), ty.oid) in ('int2'::regtype::oid, 'int4'::regtype::oid, 'int8'::regtype::oid, 'numeric'::regtype::oid)
-    group by u.seq, q.seqincrement, q.seqmin, q.seqmax, sn.nspname, sc.relname
-  loop
-    furthest := null;
-    foreach probe in array s.probes loop
-      execute probe into v;
-      if v is not null then
-        furthest := case when furthest is null then v when s.ascending then greatest(furthest, v) else least(furthest, v) end;
-      end if;
-    end loop;
-    -- Empty tables: whatever the sequence gives next is free.
-    continue when furthest is null;
-    -- At its bound a (non-cycling) sequence says it is exhausted rather than reusing a key.
-    furthest := least(greatest(case when s.ascending then ceil(furthest) else floor(furthest) end, s.seqmin), s.seqmax);
-    execute format('select last_value, is_called from %s', s.seq_name) into at_value, called;
-    -- Moved only when its next value could be one the data holds (never moved back).
-    if (s.ascending and (at_value < furthest or (at_value = furthest and not called)))
-       or (not s.ascending and (at_value > furthest or (at_value = furthest and not called))) then
-      perform setval(s.seq::regclass, furthest::bigint, true);
-    end if;
-  end loop;
-end
-$scion$`
-      )
-    })
-  ).pipe(Effect.withSpan("EngineSql.alignSequences"))
+    .pipe(Effect.asVoid, Effect.withSpan("EngineSql.readyBranchDatabase", { attributes: { database, role } }))
+
+/**
+ * A snapshot's copy, readied in one round trip and one transaction: Scion's `scion` schema goes
+ * and the sequences are aligned (the branches copied from it own what they copy; nobody owns the
+ * snapshot). Idempotent.
+ */
+export const readySnapshotDatabase = (snapshot: EngineClient) =>
+  snapshot.query("ready", ["drop schema if exists scion cascade", ALIGN_SEQUENCES].join(";\n")).pipe(Effect.asVoid, Effect.withSpan("EngineSql.readySnapshotDatabase"))
 
 /**
  * Seals a snapshot's database: a template nobody can connect to, so branches can be copied from it

@@ -9,12 +9,16 @@ import { connectEngine, type EngineClient, EngineFailure } from "./EngineSql.js"
  * source up to a position before copying.
  */
 
-/** What the pause found: the source position the paused mirror holds (null when it cannot tell). */
+/**
+ * What the pause found: the source position the paused mirror holds, and the newest heartbeat it
+ * had applied (the source time its data is at least as fresh as); null when it cannot tell.
+ */
 export interface CopyMark {
   readonly sourceLsn: string | null
+  readonly dataAsOf: Date | null
 }
 
-export const noMark: CopyMark = { sourceLsn: null }
+export const noMark: CopyMark = { sourceLsn: null, dataAsOf: null }
 
 /**
  * The source position the mirror has applied, read while its subscriptions are paused: each
@@ -30,7 +34,7 @@ export const pausedPosition = (client: EngineClient, subscriptionNames: Readonly
        where s.subname = any($1)`,
       [[...subscriptionNames]]
     )
-    .pipe(Effect.map(([row]): CopyMark => ({ sourceLsn: row?.lsn ?? null })))
+    .pipe(Effect.map(([row]) => row?.lsn ?? null))
 
 /** The subscriptions among `names` that are enabled now. */
 export const runningSubscriptions = (client: EngineClient, names: ReadonlyArray<string>) =>
@@ -70,16 +74,20 @@ export const waitForSourcePosition = (engine: BranchingEngine, target: string, t
   ).pipe(Effect.withSpan("Freshness.waitForSourcePosition", { attributes: { target } }))
 
 /**
- * In a freshly copied branch: the newest heartbeat it holds (the source time its data is at least
- * as fresh as), then Scion's own `scion` schema goes, so the branch holds the user's tables only.
+ * The newest heartbeat of the connector a mirror, or a copy of it, holds: the source time its data
+ * is at least as fresh as. Null without Scion's heartbeat (gone from a copy already stamped).
+ */
+export const readHeartbeat = (client: EngineClient, connectorId: string) =>
+  Effect.gen(function* () {
+    const [present] = yield* client.query<{ present: boolean }>("freshness", "select to_regclass('scion.heartbeat') is not null as present")
+    if (present?.present !== true) return null
+    const [row] = yield* client.query<{ at: Date | null }>("freshness", "select max(at) as at from scion.heartbeat where connector_id = $1", [connectorId])
+    return row?.at ?? null
+  })
+
+/**
+ * In a freshly copied database: its heartbeat (readHeartbeat), then Scion's own `scion` schema
+ * goes, so it holds the user's tables only.
  */
 export const stampBranch = (branch: EngineClient, connectorId: string) =>
-  (
-    Effect.gen(function* () {
-      const [present] = yield* branch.query<{ present: boolean }>("freshness", "select to_regclass('scion.heartbeat') is not null as present")
-      if (present?.present !== true) return null
-      const [row] = yield* branch.query<{ at: Date | null }>("freshness", "select max(at) as at from scion.heartbeat where connector_id = $1", [connectorId])
-      yield* branch.query("freshness", "drop schema if exists scion cascade")
-      return row?.at ?? null
-    })
-  ).pipe(Effect.withSpan("Freshness.stampBranch"))
+  Effect.tap(readHeartbeat(branch, connectorId), () => branch.query("freshness", "drop schema if exists scion cascade")).pipe(Effect.withSpan("Freshness.stampBranch"))

@@ -1,14 +1,14 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { JobFailed, type JobHandler, type OperationEnded, type RpcError, PostgresPools } from "@scion/kit"
 import { Effect, Fiber, Option, Redacted, Schema } from "effect"
-import { BranchesRepo } from "../BranchesRepo.js"
+import { type BranchUpdate, BranchesRepo } from "../BranchesRepo.js"
 import { CREATE_JOB, DELETE_JOB, RESET_JOB } from "../Branches.js"
 import type { SecretStoreFailure } from "../domain/errors.js"
 import type { Branch } from "../domain/models.js"
 import { urlsOf } from "../domain/models.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
-import { adminSession, alignSequences, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, grantBranch } from "../engine/EngineSql.js"
+import { adminSession, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, readyBranchDatabase } from "../engine/EngineSql.js"
 import { SnapshotsRepo } from "../SnapshotsRepo.js"
 import { generatePassword, type PasswordEnvelope, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
@@ -101,12 +101,14 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
         const t0 = Date.now()
         const timings: Record<string, number> = {}
         const mark = (step: string) => Effect.sync(() => void (timings[step] = Date.now() - t0))
-        let { branch } = yield* load
-        const { envelope } = yield* load
+        const loaded = yield* load
+        let branch = loaded.branch
+        const envelope = loaded.envelope
         // The role needs nothing from the copy: made beside it (on an admin session of its own),
         // it costs the create no time. Joined after the copy; when a step fails first, it is
         // awaited (below) before abandon drops what was made.
         const roleMade = yield* Effect.fork(Effect.tap(makeRole(branch, envelope), () => mark("role_ms")))
+        const rulesLoaded = yield* Effect.fork(repo.maskingRules(branch.connectorId))
         return yield* Effect.gen(function* () {
           if (branch.copiedAt === null && (branch.consistentWithSource || branch.minSourceLsn !== null)) {
             // Read-your-writes: the copy waits until the mirror has what the source had written.
@@ -135,77 +137,78 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
           }
           // What runs beside the copy and the first session: settled before the copy is changed.
           let copyRecorded: Effect.Effect<void, OperationEnded | RpcError> = Effect.void
+          let dataAsOf = branch.dataAsOf
           if (branch.copiedAt === null) {
             // The stage report travels while the copy runs; a report refused (the operation ended)
             // still fails the job, once the copy is done.
             const reported = yield* Effect.fork(Effect.zipRight(job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 10 }), mark("reported_ms")))
             const copied = yield* copier.copy(engine, branch.databaseName)
             yield* mark("copied_ms")
+            dataAsOf ??= copied.dataAsOf
             // Recorded while the new database's first session opens (the steps below read none of
-            // it), and before anything inside the copy changes: a redelivery finds the copy made.
+            // it), and before anything inside the copy changes: a redelivery finds the copy made,
+            // with the stamp the pause read (the copy's own `scion` schema goes below).
             const recorded = yield* Effect.fork(
-              repo.update(branchId, { copied_at: new Date(), engine_host: engine.host, engine_port: engine.port, ...(copied.sourceLsn !== null ? { source_lsn: copied.sourceLsn } : {}) })
+              repo.update(branchId, {
+                copied_at: new Date(),
+                engine_host: engine.host,
+                engine_port: engine.port,
+                ...(copied.sourceLsn !== null ? { source_lsn: copied.sourceLsn } : {}),
+                ...(dataAsOf !== null ? { data_as_of: dataAsOf } : {})
+              })
             )
             copyRecorded = Effect.zipRight(Fiber.join(reported), Fiber.join(recorded))
           }
           // One session on the new database serves every step that works inside it: the first
           // connection to a fresh copy is the expensive one (its caches are built from the catalog).
-          const password = yield* Effect.scoped(
+          const { password, ready } = yield* Effect.scoped(
             Effect.gen(function* () {
               const session = yield* connectEngine(engine, branch.databaseName)
               yield* mark("connected_ms")
               yield* copyRecorded
               yield* mark("recorded_ms")
-              // The steps before the grant commit without waiting for their WAL flush; the grant's
-              // commit waits for it (WAL is one sequence), so everything is durable before the
-              // branch can be reported ready.
-              yield* session.query("durability", "set synchronous_commit = off")
-              if (branch.dataAsOf === null && branch.snapshotId === null) {
-                const dataAsOf = yield* stampBranch(session, branch.connectorId)
+              if (dataAsOf === null && branch.snapshotId === null) {
+                // The pause could not read the mirror's heartbeat (a redelivery after the copy, or
+                // no subscription running): the copy's own, before its `scion` schema goes.
+                dataAsOf = yield* stampBranch(session, branch.connectorId)
                 if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
               }
-              yield* mark("copy_ms")
-              if (branch.sequencesAlignedAt === null) {
-                // Replication carries no sequence values: the copy's sequences are moved past the
-                // data it holds before the grant lets its role in, so nobody can insert before they
-                // are. Only forward, so a redelivery that repeats it moves nothing back.
-                yield* alignSequences(session)
-                yield* repo.update(branchId, { sequences_aligned_at: new Date() })
-              }
-              yield* mark("sequences_ms")
+              yield* mark("stamped_ms")
               const password = yield* Fiber.join(roleMade)
-              const admin = yield* adminSession(engine)
-              yield* session.query("durability", "set synchronous_commit = on")
+              const ready: { -readonly [K in keyof BranchUpdate]: BranchUpdate[K] } = {}
               if (branch.writeReadyAt === null) {
-                yield* grantBranch(admin, session, branch.databaseName, branch.roleName)
+                // Sequences, ownership and CONNECT in one transaction, after the role exists.
+                yield* readyBranchDatabase(session, branch.databaseName, branch.roleName)
                 const now = new Date()
-                yield* repo.update(branchId, { read_ready_at: now, write_ready_at: now })
+                Object.assign(ready, { sequences_aligned_at: branch.sequencesAlignedAt ?? now, read_ready_at: now, write_ready_at: now })
               }
               yield* mark("grant_ms")
-              const rules = yield* repo.maskingRules(branch.connectorId)
+              const rules = yield* Fiber.join(rulesLoaded)
               if (rules.length > 0 && branch.maskedReadyAt === null) {
                 yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
                 const outcome = yield* applyMasking(session, rules)
                 yield* Effect.logInfo("branch masked").pipe(Effect.annotateLogs({ branch_id: branchId, applied: outcome.applied.length, skipped: outcome.skipped.join(", ") }))
-                yield* repo.update(branchId, { masked_ready_at: new Date() })
+                ready.masked_ready_at = new Date()
               }
-              return password
+              return { password, ready }
             })
           )
           const pooler = Option.getOrNull(engine.pooler)
-          yield* repo.update(branchId, {
+          // The steps' records and the activation in one statement.
+          const activated = yield* repo.activate(branchId, {
+            ...ready,
             engine_host: engine.host,
             engine_port: engine.port,
             pooler_host: pooler?.host ?? null,
             pooler_port: pooler?.port ?? null
           })
-          ;({ branch } = yield* load)
+          if (Option.isNone(activated)) return yield* new JobFailed({ message: `Branch ${branchId} was deleted before it was ready` })
+          branch = activated.value
           const urls = urlsOf(branch, Redacted.value(password))
           if (urls.branchUrl === null || urls.branchUrl === "") return yield* new JobFailed({ message: "The branch has no connection URL (the engine has no address)" })
-          if (!(yield* repo.activate(branchId))) return yield* new JobFailed({ message: `Branch ${branchId} was deleted before it was ready` })
           yield* mark("total_ms")
           yield* Effect.logInfo("branch ready").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: branch.connectorId, ...timings }))
-          return branchResult({ branch: { ...branch, status: "active" }, urls })
+          return branchResult({ branch, urls })
         }).pipe(Effect.ensuring(Fiber.await(roleMade)))
       })
 
@@ -281,10 +284,8 @@ export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, C
         const dataAsOf = yield* Effect.scoped(
           Effect.gen(function* () {
             const session = yield* connectEngine(engine, branch.databaseName)
-            const admin = yield* adminSession(engine)
-            const dataAsOf = yield* stampBranch(session, branch.connectorId)
-            yield* alignSequences(session)
-            yield* grantBranch(admin, session, branch.databaseName, branch.roleName)
+            const dataAsOf = copied.dataAsOf ?? (yield* stampBranch(session, branch.connectorId))
+            yield* readyBranchDatabase(session, branch.databaseName, branch.roleName)
             if (rules.length > 0) {
               yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
               yield* applyMasking(session, rules)

@@ -3,7 +3,7 @@ import { JobFailed, type JobHandler, type OperationEnded, type RpcError, Postgre
 import { Effect, Option, Schema } from "effect"
 import { Copier } from "../engine/Copier.js"
 import { Engines, isBranchable } from "../engine/Engines.js"
-import { alignSequences, connectEngine, dropSnapshotDatabase, type EngineFailure, reopenSnapshotDatabase, sealSnapshotDatabase } from "../engine/EngineSql.js"
+import { connectEngine, dropSnapshotDatabase, type EngineFailure, readySnapshotDatabase, reopenSnapshotDatabase, sealSnapshotDatabase } from "../engine/EngineSql.js"
 import { stampBranch } from "../engine/Freshness.js"
 import { snapshotResult } from "../rpc/routes.js"
 import { SNAPSHOT_CREATE_JOB, SNAPSHOT_DELETE_JOB } from "../Snapshots.js"
@@ -41,19 +41,29 @@ export const snapshotCreateJob: JobHandler<typeof SnapshotPayload.Type, typeof S
       const steps = Effect.gen(function* () {
         yield* job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 20 })
         const copied = yield* copier.copy(engine, snapshot.databaseName)
+        // What the pause read is recorded before the copy's `scion` schema goes: a redelivery
+        // (which finds the copy made, and learns nothing from the copier) keeps the first stamp.
+        const sourceLsn = snapshot.sourceLsn ?? copied.sourceLsn
+        let dataAsOf = snapshot.dataAsOf ?? copied.dataAsOf
+        if ((snapshot.sourceLsn === null && sourceLsn !== null) || (snapshot.dataAsOf === null && dataAsOf !== null)) {
+          yield* repo.update(snapshotId, { source_lsn: sourceLsn, data_as_of: dataAsOf })
+        }
         // A redelivery after the seal finds a database nobody may connect to: opened again, it is
-        // stamped and sealed again (its data did not change: nobody could write to it).
+        // readied and sealed again (its data did not change: nobody could write to it).
         yield* reopenSnapshotDatabase(engine, snapshot.databaseName)
-        const dataAsOf = yield* Effect.scoped(
+        yield* Effect.scoped(
           Effect.gen(function* () {
             const session = yield* connectEngine(engine, snapshot.databaseName)
-            const stamped = yield* stampBranch(session, snapshot.connectorId)
-            yield* alignSequences(session)
-            return stamped
+            if (dataAsOf === null) {
+              // The pause could not read the mirror's heartbeat: the copy's own, if it still has it.
+              dataAsOf = yield* stampBranch(session, snapshot.connectorId)
+              if (dataAsOf !== null) yield* repo.update(snapshotId, { data_as_of: dataAsOf })
+            }
+            yield* readySnapshotDatabase(session)
           })
         )
         yield* sealSnapshotDatabase(engine, snapshot.databaseName)
-        yield* repo.update(snapshotId, { status: "ready", source_lsn: copied.sourceLsn, data_as_of: dataAsOf })
+        yield* repo.update(snapshotId, { status: "ready", source_lsn: sourceLsn, data_as_of: dataAsOf })
         const ready = yield* repo.find(snapshotId)
         if (Option.isNone(ready) || ready.value.status !== "ready") {
           yield* dropSnapshotDatabase(engine, snapshot.databaseName)
