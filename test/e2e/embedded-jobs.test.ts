@@ -97,6 +97,30 @@ describe("embedded mode: background work with the in-memory adapters", () => {
       })
     )
 
+    it.effect("does not run the job of an operation that ended before its delivery, and leaves the operation as it was", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const operations = yield* OperationClient
+        yield* sql`create table public.embedded_ended_src (id bigint primary key, payload text not null)`
+        yield* sql`insert into public.embedded_ended_src values (1, 'x')`
+        const ended = `op_embedded_ended${Date.now().toString(36)}`
+        yield* asService(operations.createOperation({ id: ended, orgId: "org_embedded", type: OperationType.CONNECTOR_DISCOVERY, resourceId: `copier:${ended}` }))
+        yield* asService(operations.reportOperation({ id: ended, status: OperationStatus.FAILED, error: "Cancelled before it started" }))
+        yield* sql.withTransaction(
+          enqueueJob({ unit: "copier", type: "copy_table", operationId: ended, orgId: "org_embedded", payload: { source_table: "public.embedded_ended_src", target_table: "public.embedded_ended_dst" } })
+        )
+        // A job enqueued after it runs after it (one at a time, in order): once it settles, the first was handled.
+        const later = yield* startCopy({ source_table: "public.embedded_ended_src", target_table: "public.embedded_ended_later" })
+        expect((yield* settle(later)).status).toBe(OperationStatus.COMPLETED)
+        const deliveries = yield* sql<{ readonly n: number }>`select count(*)::int as n from job_deliveries where operation_id = ${ended}`
+        expect(deliveries[0]!.n).toBe(0)
+        const [target] = yield* sql<{ readonly exists: boolean }>`select to_regclass('public.embedded_ended_dst') is not null as exists`
+        expect(target!.exists).toBe(false)
+        const { operation } = yield* asService(operations.getOperation({ id: ended }))
+        expect(operation).toMatchObject({ status: OperationStatus.FAILED, error: "Cancelled before it started" })
+      })
+    )
+
     it.effect("gives up after the last attempt and says so", () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient

@@ -128,8 +128,6 @@ export interface JobHandler<P, I, E, R> {
 
 type ReportInit = MessageInitShape<typeof ReportOperationRequestSchema>
 
-const isTerminal = (status: OperationStatus) => status === OperationStatus.COMPLETED || status === OperationStatus.FAILED
-const statusName = (status: OperationStatus) => OperationStatus[status]?.toLowerCase() ?? "unknown"
 
 /** What the operation's error says when a job is given up: the failure's message, never a stack. */
 const failureSummary = (cause: Cause.Cause<unknown>): string => {
@@ -217,18 +215,15 @@ export const runJobs = <P, I, E, R>(
     const run = (delivery: Delivery, message: JobMessage, operationId: string, orgId: string) =>
       Effect.gen(function* () {
         yield* Effect.annotateCurrentSpan({ operationId, orgId, attempt: delivery.deliveryCount })
-        const current = yield* call(operations.getOperation({ id: operationId })).pipe(Effect.map((r) => r.operation!))
-        if (isTerminal(current.status)) {
-          yield* Effect.logInfo(`job skipped: operation already ${statusName(current.status)}`).pipe(Effect.annotateLogs({ operationId }))
-          return "skipped" as const
-        }
         const payload = yield* decodePayload(message.payload).pipe(Effect.either)
         if (payload._tag === "Left") {
           yield* report({ id: operationId, status: OperationStatus.FAILED, error: "The job's input is not valid for this worker" })
           yield* Effect.logError("job payload invalid; operation failed", payload.left).pipe(Effect.annotateLogs({ operationId }))
           return "failed" as const
         }
-        if (current.status === OperationStatus.PENDING) yield* report({ id: operationId, status: OperationStatus.RUNNING })
+        // One call both starts the operation (or, on a redelivery, says it still runs) and learns
+        // whether it ended already: a terminal operation refuses it (OperationEnded: skipped, below).
+        yield* report({ id: operationId, status: OperationStatus.RUNNING })
         const job: Job<P> = {
           operationId,
           orgId,
