@@ -23,7 +23,7 @@ let strangerToken: string
 beforeAll(async () => {
   // The quarantine monitor checks every second here (30 s by default), a subscription disabled
   // for 3 s (60 s by default) counts as stopped, and 48 MiB of lag (1 GiB) is too much.
-  ;[scion, source] = await Promise.all([startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", QUARANTINE_STOPPED_GRACE: "3 seconds", QUARANTINE_MAX_LAG_BYTES: String(48 * 1024 * 1024) } }), startSourceCluster({ logical: true })])
+  ;[scion, source] = await Promise.all([startScion({ metrics: true, env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", QUARANTINE_STOPPED_GRACE: "3 seconds", QUARANTINE_MAX_LAG_BYTES: String(48 * 1024 * 1024) } }), startSourceCluster({ logical: true })])
   await source.query(`
     create type public.status as enum ('new', 'paid', 'void');
     create table public.accounts (id int primary key, email text not null unique, created_at timestamptz not null default now());
@@ -443,6 +443,11 @@ describe("engine setup end to end", () => {
   }, 60_000)
 
   it("deleting the connector drops the subscription's slot and publication on the source and destroys the engine", async () => {
+    // While it replicates, the monitor reports its lag each round; after the delete, the series is gone.
+    const lagSeries = `scion_replication_lag_bytes{connector_id="${id}"} `
+    const lag = async () => (await (await fetch(scion.metricsUrl("connector"))).text()).split("\n").find((line) => line.startsWith(lagSeries))
+    await waitFor("the connector's replication lag in the metrics", async () => (await lag()) !== undefined, 15_000)
+    expect(Number((await lag())!.slice(lagSeries.length))).toBeGreaterThanOrEqual(0)
     const removed = await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })
     expect(removed.status, scion.explain(removed)).toBe(202)
     const operation = await settle(removed.body.operation_id)
@@ -453,6 +458,7 @@ describe("engine setup end to end", () => {
     )
     expect(leftovers.rows[0]).toEqual({ publications: 0, slots: 0 })
     expect(existsSync(join(scion.engineDataDir, id))).toBe(false)
+    await waitFor("the deleted connector's lag series to leave the metrics", async () => (await lag()) === undefined, 15_000)
   }, 120_000)
 })
 

@@ -43,10 +43,25 @@ export const recordJob = (unit: string, type: string, outcome: "completed" | "fa
     Metric.update(tag(jobDuration, { unit, type }), elapsedSeconds)
   )
 
-const replicationLag = Metric.gauge("scion_replication_lag_bytes", { description: "How far a connector's replication slot is behind its source's WAL, in bytes" })
+/**
+ * Gauges whose series are replaced wholesale by each measurement round: a series the latest round
+ * did not measure is gone from the exposition (Effect's registry never forgets a label set, so a
+ * gauge per connector would keep every deleted connector's last value, and a replica that stopped
+ * measuring one would keep reporting what it saw last).
+ */
+const roundGauges = new Map<string, { readonly help: string; series: ReadonlyArray<{ readonly labels: Record<string, string>; readonly value: number }> }>()
 
-/** A connector's replication lag as the monitor last measured it. */
-export const recordReplicationLag = (connectorId: string, bytes: number) => Metric.set(tag(replicationLag, { connector_id: connectorId }), bytes)
+/** Replaces every series of a round gauge with this round's measurements. */
+export const replaceRoundGauge = (name: string, help: string, series: ReadonlyArray<{ readonly labels: Record<string, string>; readonly value: number }>) =>
+  Effect.sync(() => void roundGauges.set(name, { help, series: [...series] }))
+
+/** The replication lag of every connector this replica's monitor measured in its last round, in bytes. */
+export const recordReplicationLags = (lags: ReadonlyArray<{ readonly connectorId: string; readonly bytes: number }>) =>
+  replaceRoundGauge(
+    "scion_replication_lag_bytes",
+    "How far a connector's replication slot is behind its source's WAL, in bytes (the connectors this replica's monitor measured in its last round)",
+    lags.map((lag) => ({ labels: { connector_id: lag.connectorId }, value: lag.bytes }))
+  )
 
 const countGauges = new Map<string, Metric.Metric.Gauge<number>>()
 const reported = new Map<string, Map<string, Record<string, string>>>()
@@ -115,6 +130,10 @@ export const prometheusText: Effect.Effect<string> = Effect.map(Metric.snapshot,
       if (!metricState.buckets.some(([boundary]) => boundary === Number.POSITIVE_INFINITY)) entry.lines.push(`${name}_bucket${labels([...tags, ["le", "+Inf"]])} ${metricState.count}`)
       entry.lines.push(`${name}_sum${labels(tags)} ${number(metricState.sum)}`, `${name}_count${labels(tags)} ${metricState.count}`)
     }
+  }
+  for (const [name, gauge] of roundGauges) {
+    const entry = family(name, "gauge", gauge.help)
+    for (const { labels: set, value } of gauge.series) entry.lines.push(`${name}${labels(Object.entries(set))} ${number(value)}`)
   }
   const memory = process.memoryUsage()
   const cpu = process.cpuUsage()

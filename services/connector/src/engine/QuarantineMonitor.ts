@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto"
 import { Config, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
-import { quoteIdent, recordReplicationLag } from "@scion/kit"
+import { quoteIdent, recordReplicationLags } from "@scion/kit"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
@@ -94,6 +94,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      * source is not a break of Scion's pipeline by itself: the subscription's errors say so),
      * Some(null) when the slot is gone.
      */
+    /** The lags measured this round, published as the round ends (connectors not measured drop out). */
+    const measuredLags = new Map<string, number>()
     const lagOf = (engine: EngineRow) =>
       Effect.gen(function* () {
         const details = yield* sourceOf(engine.connector_id)
@@ -108,7 +110,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
             return Option.some(slot === undefined ? null : Number(slot.lag ?? 0))
           })
         ).pipe(
-          Effect.tap((lag) => (Option.isSome(lag) && lag.value !== null ? recordReplicationLag(engine.connector_id, lag.value) : Effect.void)),
+          Effect.tap((lag) => Effect.sync(() => (Option.isSome(lag) && lag.value !== null ? void measuredLags.set(engine.connector_id, lag.value) : undefined))),
           Effect.catchAll(() => Effect.succeed(Option.none<number | null>()))
         )
       })
@@ -314,7 +316,9 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const round = Effect.gen(function* () {
       yield* startCleanups
       const engines = yield* quarantines.monitoredEngines
+      measuredLags.clear()
       yield* Effect.forEach(engines, checkOne, { concurrency: 4, discard: true })
+      yield* recordReplicationLags(Array.from(measuredLags, ([connectorId, bytes]) => ({ connectorId, bytes })))
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("quarantine round failed", cause)))
 
     return { round } as const
