@@ -151,6 +151,30 @@ export class ConnectorsRepo extends Effect.Service<ConnectorsRepo>()("@scion/con
             updated_at = now()
           where id = ${connectorId}`.pipe(Effect.asVoid),
 
+      /** A structure refresh's view of the connector, row-locked until its transaction ends. */
+      lockStructure: (connectorId: string) =>
+        sql<{
+          readonly schema_structure: unknown
+          readonly schema_hash: string | null
+          readonly schema_version: number
+          readonly selection_schema_version: number | null
+          readonly selected_entity_paths: ReadonlyArray<string>
+          readonly replica_identity_preflight: unknown
+          readonly replica_identity_decisions_version: number
+        }>`select schema_structure, schema_hash, schema_version, selection_schema_version, selected_entity_paths, replica_identity_preflight, replica_identity_decisions_version
+           from connectors where id = ${connectorId} for update`.pipe(Effect.map((rows) => Option.fromNullable(rows[0]))),
+
+      /** A refreshed structure; the selection's structure too when it still resolves in it. */
+      recordStructure: (
+        connectorId: string,
+        refreshed: { readonly structure: unknown; readonly hash: string; readonly version: number; readonly preflight: unknown; readonly selected: Option.Option<unknown> }
+      ) =>
+        sql`
+          update connectors set schema_structure = ${JSON.stringify(refreshed.structure)}::jsonb, schema_hash = ${refreshed.hash}, schema_version = ${refreshed.version},
+            replica_identity_preflight = ${JSON.stringify(refreshed.preflight)}::jsonb, last_discovered_at = now(), updated_at = now()
+            ${Option.isSome(refreshed.selected) ? sql`, selected_schema_structure = ${JSON.stringify(refreshed.selected.value)}::jsonb, selection_schema_version = ${refreshed.version}` : sql``}
+          where id = ${connectorId}`.pipe(Effect.asVoid),
+
       recordDiscoveryRun: (run: { readonly operationId: string; readonly connectorId: string; readonly version: number; readonly changed: boolean; readonly result: unknown }) =>
         sql`
           insert into discovery_runs (operation_id, connector_id, schema_version, changed, result)

@@ -1,15 +1,8 @@
-import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option } from "effect"
 import { quoteIdent } from "@scion/kit"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
+import { engineRecord } from "./EngineSetupRepo.js"
 import { engineSession, type PgSession, withSubscriptionLock } from "./PgSession.js"
-
-/** The engine record of a connector: where its subscription lives. */
-export const engineRecord = (connectorId: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql<{ readonly mirror_database: string; readonly subscription_name: string }>`
-      select mirror_database, subscription_name from engines where connector_id = ${connectorId}`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
-  )
 
 /**
  * Enables or disables the connector's subscription on its engine. Answers false when there is no

@@ -11,7 +11,7 @@ import { ConnectorStateInvalid, DeleteInProgress, EngineNotSetUp, EngineSetupInP
 import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
-import { engineRecord } from "./EngineReplication.js"
+import { engineRecord } from "./EngineSetupRepo.js"
 import { engineSession, withSubscriptionLock } from "./PgSession.js"
 import { startPipelineOperation } from "../replication/Pipelines.js"
 import { PipelinesRepo } from "../replication/PipelinesRepo.js"

@@ -25,6 +25,13 @@ export interface ReadyEngine {
   readonly schemaFollow: "capture" | "reconcile"
 }
 
+/** The engine record of a connector: where its subscription lives. */
+export const engineRecord = (connectorId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ readonly mirror_database: string; readonly subscription_name: string }>`
+      select mirror_database, subscription_name from engines where connector_id = ${connectorId}`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+  )
+
 /**
  * Engine setup's metadata: the connector's pointer to its setup (EngineSetup.ts starts one), the
  * `engines` row the job fills and the connector's `branching_engine_status`, `indexing_status` and

@@ -1,6 +1,6 @@
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { publicationName } from "../connectors/GrantScript.js"
+import { activePipelineRow } from "./PipelinesRepo.js"
 
 /** The database on every engine that holds the mirror; branches are template copies of it. */
 export const MIRROR_DATABASE = "mirror"
@@ -34,14 +34,9 @@ export const pipelineNames = (connectorId: string, generation: number): Pipeline
 /** The pipeline branches are cut from: the engine record's, or the first one before any. */
 export const activePipeline = (connectorId: string) =>
   Effect.map(
-    SqlClient.SqlClient.pipe(
-      Effect.flatMap(
-        (sql) => sql<{ readonly publication_name: string; readonly slot_name: string; readonly subscription_name: string; readonly mirror_database: string }>`
-          select publication_name, slot_name, subscription_name, mirror_database from engines where connector_id = ${connectorId}`
-      )
-    ),
-    ([row]): PipelineNames =>
-      row === undefined
-        ? pipelineNames(connectorId, 1)
-        : { publication: row.publication_name, slot: row.slot_name, subscription: row.subscription_name, mirrorDatabase: row.mirror_database }
+    activePipelineRow(connectorId),
+    Option.match({
+      onNone: (): PipelineNames => pipelineNames(connectorId, 1),
+      onSome: (row): PipelineNames => ({ publication: row.publication_name, slot: row.slot_name, subscription: row.subscription_name, mirrorDatabase: row.mirror_database })
+    })
   )

@@ -18,6 +18,13 @@ export interface PipelineRow {
 /** What a switch of the active pipeline found: the replaced pipeline's name, or no engine at all. */
 export type SwitchOutcome = { readonly _tag: "NoEngine" } | { readonly _tag: "Switched"; readonly replaced: string }
 
+/** The engine record's pipeline names for a connector (none before its engine step ran). */
+export const activePipelineRow = (connectorId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ readonly publication_name: string; readonly slot_name: string; readonly subscription_name: string; readonly mirror_database: string }>`
+      select publication_name, slot_name, subscription_name, mirror_database from engines where connector_id = ${connectorId}`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+  )
+
 /**
  * The metadata of pipelines beside the active one (Pipelines.ts): the `pipelines` rows, and the
  * `engines` row's names, which say which pipeline is active. Statements run on the caller's
