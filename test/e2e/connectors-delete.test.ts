@@ -89,6 +89,7 @@ describe("connector deletion", () => {
     expect(await secretRows(id)).toEqual([])
     expect((await remove(id)).status).toBe(404)
     expect((await lock(id)).status).toBe(404)
+    expect((await unlock(id)).status).toBe(404)
   })
 
   it("permissions: members 403 (viewers for the lock), other orgs 404; while a delete runs, delete, lock and unlock are 409", async () => {
@@ -99,7 +100,10 @@ describe("connector deletion", () => {
     expect((await unlock(id, tokens.viewer)).status).toBe(403)
     expect((await remove(id, strangerToken)).status).toBe(404)
     expect((await lock(id, strangerToken)).status).toBe(404)
+    expect((await unlock(id, strangerToken)).status).toBe(404)
     expect((await remove("con_nope")).status).toBe(404)
+    expect((await lock("con_nope")).status).toBe(404)
+    expect((await unlock("con_nope")).status).toBe(404)
     // Request validation is the interface's 422 at the edge.
     expect((await remove(id, tokens.admin, "?force=maybe")).status).toBe(422)
     expect((await scion.request("DELETE", `/v1/connectors/${id}`)).status).toBe(401)

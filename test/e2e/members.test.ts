@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { addMember, createOrg } from "../support/flows.js"
+import { addMember, createApiKey, createOrg } from "../support/flows.js"
 import { signUp, startScion, type Scion } from "../support/system.js"
 
 let scion: Scion
@@ -153,5 +153,67 @@ describe("roles and members", () => {
     expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${admin.userId}`, { token: admin.token, body: { role_key: "owner" } })).status).toBe(403)
     expect((await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: admin.token, body: { email: "boss@example.com", role_key: "owner" } })).status).toBe(403)
     expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${member.userId}`, { token: admin.token, body: { role_key: "admin" } })).status).toBe(200)
+  })
+})
+
+describe("members, invites and roles across orgs", () => {
+  it("a stranger and another org's API key are refused (403) on every member, invite and role endpoint, and nothing changes", async () => {
+    const owner = await signUp(scion, "xowner")
+    const org = await createOrg(scion, owner.token, "Guarded")
+    const member = await addMember(scion, owner.token, org.org_id, "member", "xmember")
+    const invite = await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: owner.token, body: { email: "later@example.com", role_key: "viewer" } })
+    expect(invite.status).toBe(200)
+    const stranger = await signUp(scion, "xstranger")
+    const elsewhere = await createOrg(scion, stranger.token, "Elsewhere")
+    const foreignKey = await createApiKey(scion, stranger.token, elsewhere.org_id, { role_id: "role_org_admin" })
+    for (const token of [stranger.token, foreignKey.secret]) {
+      const attempts = [
+        await scion.request("GET", `/v1/orgs/${org.org_id}/invites`, { token }),
+        await scion.request("GET", `/v1/orgs/${org.org_id}/roles`, { token }),
+        await scion.request("GET", `/v1/orgs/${org.org_id}/members`, { token }),
+        await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token, body: { email: "intruder@example.com", role_key: "admin" } }),
+        await scion.request("DELETE", `/v1/orgs/${org.org_id}/invites/${invite.body.invite_id}`, { token }),
+        await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${member.userId}`, { token, body: { role_key: "viewer" } }),
+        await scion.request("DELETE", `/v1/orgs/${org.org_id}/members/${member.userId}`, { token })
+      ]
+      expect(attempts.map((r) => r.status)).toEqual([403, 403, 403, 403, 403, 403, 403])
+    }
+    const members = await scion.request("GET", `/v1/orgs/${org.org_id}/members`, { token: owner.token })
+    expect(members.body.map((m: any) => [m.user_id, m.role]).sort()).toEqual(
+      [[owner.userId, "owner"], [member.userId, "member"]].sort()
+    )
+    const invites = await scion.request("GET", `/v1/orgs/${org.org_id}/invites`, { token: owner.token })
+    expect(invites.body.map((i: any) => i.invite_id)).toEqual([invite.body.invite_id])
+  })
+
+  it("an admin of one org cannot reach another org's members or invites by id (404), and the org's own API key works on them", async () => {
+    const owner = await signUp(scion, "yowner")
+    const org = await createOrg(scion, owner.token, "Mine")
+    const other = await signUp(scion, "yother")
+    const otherOrg = await createOrg(scion, other.token, "Theirs")
+    const theirMember = await addMember(scion, other.token, otherOrg.org_id, "member", "ytheirs")
+    const theirInvite = await scion.request("POST", `/v1/orgs/${otherOrg.org_id}/invite`, { token: other.token, body: { email: "theirs@example.com", role_key: "viewer" } })
+    expect(theirInvite.status).toBe(200)
+    // Ids that exist, in the other org: not found in this one.
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/invites/${theirInvite.body.invite_id}`, { token: owner.token })).status).toBe(404)
+    expect((await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${theirMember.userId}`, { token: owner.token, body: { role_key: "viewer" } })).status).toBe(404)
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/members/${theirMember.userId}`, { token: owner.token })).status).toBe(404)
+    const theirs = await scion.request("GET", `/v1/orgs/${otherOrg.org_id}/members`, { token: other.token })
+    expect(theirs.body).toHaveLength(2)
+    expect((await scion.request("GET", `/v1/orgs/${otherOrg.org_id}/invites`, { token: other.token })).body.map((i: any) => i.invite_id)).toEqual([theirInvite.body.invite_id])
+
+    // The org's own admin key: lists, invites, changes and removes, as a session with the same role would.
+    const key = await createApiKey(scion, owner.token, org.org_id, { role_id: "role_org_admin" })
+    expect((await scion.request("GET", `/v1/orgs/${org.org_id}/roles`, { token: key.secret })).status).toBe(200)
+    const invited = await scion.request("POST", `/v1/orgs/${org.org_id}/invite`, { token: key.secret, body: { email: "bykey@example.com", role_key: "member" } })
+    expect(invited.status).toBe(200)
+    expect((await scion.request("GET", `/v1/orgs/${org.org_id}/invites`, { token: key.secret })).body.map((i: any) => i.invite_id)).toEqual([invited.body.invite_id])
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/invites/${invited.body.invite_id}`, { token: key.secret })).status).toBe(204)
+    const joined = await addMember(scion, owner.token, org.org_id, "member", "yjoined")
+    const changed = await scion.request("PATCH", `/v1/orgs/${org.org_id}/members/${joined.userId}`, { token: key.secret, body: { role_key: "viewer" } })
+    expect(changed.status).toBe(200)
+    expect(changed.body).toMatchObject({ user_id: joined.userId, role_key: "viewer" })
+    expect((await scion.request("DELETE", `/v1/orgs/${org.org_id}/members/${joined.userId}`, { token: key.secret })).status).toBe(204)
+    expect((await scion.request("GET", `/v1/orgs/${org.org_id}`, { token: joined.token })).status).toBe(403)
   })
 })
