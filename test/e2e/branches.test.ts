@@ -189,7 +189,13 @@ describe("branches of a ready engine", () => {
     const branch = operation.result
     expect(branch).toMatchObject({ branch_id: response.body.resource_id, name: "feature-1", connector_id: connectorId, service_type: "postgres", status: "active" })
     expect(branch.branch_url).toMatch(/\?sslmode=require&channel_binding=disable$/)
-    expect(typeof branch.masked_ready_at).toBe("string")
+    // Each step's time: created, then readable and writable at once (one grant), then masked.
+    const at = (field: string) => Date.parse(branch[field])
+    for (const field of ["created_at", "read_ready_at", "write_ready_at", "masked_ready_at"]) expect(branch[field], field).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/)
+    expect(at("read_ready_at")).toBeGreaterThanOrEqual(at("created_at"))
+    expect(at("write_ready_at")).toBe(at("read_ready_at"))
+    expect(at("masked_ready_at")).toBeGreaterThanOrEqual(at("write_ready_at"))
+    expect(at("masked_ready_at")).toBeLessThanOrEqual(Date.parse(operation.completed_at))
     // Pooled URLs when the engine has a PgBouncer (Debian's, when installed: .ci/run installs it).
     if (hasPgbouncer) {
       expect(branch.pooled_branch_url).toMatch(/^postgresql:\/\/.+\?sslmode=require&channel_binding=disable$/)
@@ -210,6 +216,7 @@ describe("branches of a ready engine", () => {
     const got = await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: member.token })
     expect(got.status).toBe(200)
     expect(got.body.branch_url).toBe(branch.branch_url)
+    expect(got.body).toMatchObject({ created_at: branch.created_at, read_ready_at: branch.read_ready_at, write_ready_at: branch.write_ready_at, masked_ready_at: branch.masked_ready_at })
     const seen = await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: viewer.token })
     expect(seen.body.branch_url).toBeNull()
     expect((await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: stranger.token })).status).toBe(404)

@@ -127,6 +127,10 @@ describe("POST /v1/connectors/{id}/discover", () => {
     expect(notPostgres.status).toBe(422)
     expect(notPostgres.body.prerequisites).toMatchObject([{ id: "service", status: "fail" }])
     expect(await operationRows(github.body.connector_id)).toEqual([])
+    // Nor has it a grant script.
+    const noScript = await scion.request("POST", `/v1/connectors/${github.body.connector_id}/grant-script`, { token: tokens.member })
+    expect(noScript.status).toBe(422)
+    expect(noScript.body.detail).toMatch(/not postgresql/)
   })
 
   it("a database the job cannot read: retried, then the operation fails with the reason", async () => {

@@ -253,6 +253,9 @@ describe("engine setup end to end", () => {
     expect((await scion.request("GET", `/v1/connectors/${id}/readiness-checks?attempt_id=${attempt.attempt_id}&limit=5000`, { token: tokens.member })).body.checks).toHaveLength(20)
     expect((await scion.request("GET", `/v1/connectors/${id}/readiness-checks?attempt_id=att_unknown`, { token: tokens.member })).body.checks).toEqual([])
     expect((await scion.request("GET", `/v1/connectors/${id}/readiness-attempts?limit=1`, { token: tokens.member })).body.attempts).toHaveLength(1)
+    const widest = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts?limit=5000`, { token: tokens.member })
+    expect(widest.status).toBe(200)
+    expect(widest.body.attempts.map((a: { attempt_id: string }) => a.attempt_id)).toEqual(attempts.body.attempts.map((a: { attempt_id: string }) => a.attempt_id))
 
     for (const query of ["limit=0", "limit=5001", "limit=ten", "offset=-1", "only_failed=maybe"]) {
       const invalid = await scion.request("GET", `/v1/connectors/${id}/readiness-checks?${query}`, { token: tokens.member })
@@ -511,10 +514,11 @@ describe("when the work cannot start", () => {
     await respawned?.stop()
   })
 
-  it("engine setup, index and delete answer 503 while the operation unit is down (nothing starts), and work again after", async () => {
+  it("engine setup, discovery and delete answer 503 while the operation unit is down (nothing starts), and work again after", async () => {
     const id = await createConnector()
     await discover(id)
     expect((await select(id, ["postgres.public.accounts"])).status).toBe(200)
+    const discoveredBy = await queryMetadata(scion, "select discovery_operation_id from connector.connectors where id = $1", [id])
     const [operationUnit] = scion.operations
     await operationUnit!.stop("SIGKILL")
     try {
@@ -522,9 +526,13 @@ describe("when the work cannot start", () => {
       expect(setup.status, scion.explain(setup)).toBe(503)
       expect(typeof setup.body.detail).toBe("string")
       expect((await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })).status).toBe(503)
+      const rediscover = await scion.request("POST", `/v1/connectors/${id}/discover`, { token: tokens.member })
+      expect(rediscover.status, scion.explain(rediscover)).toBe(503)
+      expect(typeof rediscover.body.detail).toBe("string")
       // Nothing changed: still not set up, no setup recorded.
       expect((await getConnector(id)).body).toMatchObject({ branching_engine_status: "not_set_up" })
       expect(await queryMetadata(scion, "select setup_operation_id from connector.connectors where id = $1", [id])).toEqual([{ setup_operation_id: null }])
+      expect(await queryMetadata(scion, "select discovery_operation_id from connector.connectors where id = $1", [id])).toEqual(discoveredBy)
     } finally {
       respawned = respawn(operationUnit!)
       await waitFor("the operation unit to serve again", () => healthServing(scion.operationUrls[0]!), 60_000)

@@ -58,7 +58,9 @@ const metadata = async (sql: string, params: Array<unknown> = []) => {
 const statuses = (report: { checks: Array<{ id: string; status: string }> }) => Object.fromEntries(report.checks.map((c) => [c.id, c.status]))
 
 describe("POST /v1/connectors/preflight", () => {
-  it("200 with every check passing on a logical source (a table without a key is a warning)", async () => {
+  it("200 with every check passing on a logical source (a table without a key is a warning); nothing is persisted", async () => {
+    const stored = () => metadata("select (select count(*) from connector.connectors)::int as connectors, (select count(*) from connector.secrets)::int as secrets")
+    const before = await stored()
     const response = await preflight(tokens.member, pgBody(logical))
     expect(response.status, scion.explain(response)).toBe(200)
     expect(response.body).toMatchObject({ preflight_pass: true, provider: "vanilla" })
@@ -77,6 +79,11 @@ describe("POST /v1/connectors/preflight", () => {
     })
     for (const check of response.body.checks) expect(Object.keys(check).sort()).toEqual(["id", "message", "remedy", "status"])
     expect(JSON.stringify(response.body)).not.toContain(logical.password)
+    // A failing probe stores nothing either.
+    expect((await preflight(tokens.member, pgBody(replica))).body.preflight_pass).toBe(false)
+    expect(await stored()).toEqual(before)
+    // Nor is the source touched: no publication, slot or Scion schema appears on it.
+    expect((await logical.query("select (select count(*) from pg_publication)::int as publications, (select count(*) from pg_replication_slots)::int as slots, (select count(*) from pg_namespace where nspname = 'scion')::int as schemas")).rows[0]).toEqual({ publications: 0, slots: 0, schemas: 0 })
   })
 
   it("200 with preflight_pass false when wal_level is replica, a wrong password or a closed port", async () => {
@@ -196,10 +203,48 @@ describe("connectors", () => {
     expect(code.status, scion.explain(code)).toBe(200)
     expect(code.body).toMatchObject({ service_name: "github", connector_category: "code_host", name: "scion-dev" })
     expect(JSON.stringify(code.body)).not.toContain("ghp_e2eSecretToken")
-    expect((await create(tokens.member, pgBody(logical, { byoc: "cloud" }))).status).toBe(400)
-    expect((await create(tokens.member, { service_name: "github", connection_details: { organization: "x" } })).status).toBe(400)
+    for (const body of [pgBody(logical, { byoc: "cloud" }), { service_name: "github", connection_details: { organization: "x" } }]) {
+      const refused = await create(tokens.member, body)
+      expect(refused.status).toBe(400)
+      expect(typeof refused.body.detail).toBe("string")
+    }
     expect((await create(tokens.viewer, github)).status).toBe(403)
     expect((await create(strangerToken, github)).status).toBe(403)
+  })
+
+  it("environment-based creates: placement errors are 400 (string detail), the gate still runs (422, nothing stored), and a placed connector says where", async () => {
+    const env = async (token: string, org: string, body: Record<string, unknown>) => {
+      const response = await scion.request("POST", "/v1/environments", { token, body: { org_id: org, cloud: "aws", region: "eu-west-1", ...body } })
+      expect(response.status, scion.explain(response)).toBe(201)
+      return response.body.environment_id as string
+    }
+    const linked = await env(tokens.admin, orgId, { name: "linked", private_link_id: "vpce-svc-placed" })
+    const plain = await env(tokens.admin, orgId, { name: "plain" })
+    const foreign = await env(strangerToken, otherOrgId, { name: "theirs" })
+    const placementErrors = [
+      pgBody(logical, { use_environment: true }),
+      pgBody(logical, { byoc: "environment" }),
+      pgBody(logical, { use_environment: true, environment_id: foreign }),
+      pgBody(logical, { use_environment: true, environment_id: "env_nope" }),
+      pgBody(logical, { use_environment: true, environment_id: linked }),
+      pgBody(logical, { use_environment: true, environment_id: linked, private_link_id: "vpce-svc-other" })
+    ]
+    for (const body of placementErrors) {
+      const refused = await create(tokens.member, { ...body, name: "misplaced" })
+      expect(refused.status, JSON.stringify(body)).toBe(400)
+      expect(typeof refused.body.detail).toBe("string")
+    }
+    // Rule 1: the gate runs for environment-based creates too, before any row or secret.
+    const secretsBefore = await metadata("select count(*)::int as n from connector.secrets where name = 'connection_details'")
+    const gated = await create(tokens.member, pgBody(replica, { use_environment: true, environment_id: plain, name: "gated-in-env" }))
+    expect(gated.status, scion.explain(gated)).toBe(422)
+    expect(gated.body.preflight).toMatchObject({ preflight_pass: false })
+    expect(await metadata("select id from connector.connectors where name in ('misplaced', 'gated-in-env')")).toEqual([])
+    expect((await metadata("select count(*)::int as n from connector.secrets where name = 'connection_details'"))[0].n).toBe(secretsBefore[0].n)
+    const placed = await create(tokens.member, pgBody(logical, { use_environment: true, environment_id: linked, private_link_id: "vpce-svc-placed", name: "placed" }))
+    expect(placed.status, scion.explain(placed)).toBe(200)
+    expect(placed.body).toMatchObject({ use_environment: true, environment_id: linked, private_link_id: "vpce-svc-placed", byoc: null, source_provider: "vanilla" })
+    expect((await scion.request("GET", `/v1/connectors/${placed.body.connector_id}`, { token: tokens.viewer })).body).toMatchObject({ environment_id: linked, use_environment: true })
   })
 
   it("GET lists the org's connectors with filters; org_id is required; other orgs see nothing of them", async () => {
@@ -248,8 +293,11 @@ describe("connectors", () => {
     expect(changed.body).toMatchObject({ indexing_status: "not_indexed", source_provider: "vanilla" })
     expect((await scion.request("GET", `/v1/connectors/${id}/connection-details`, { token: tokens.member })).body.sslmode).toBe("prefer")
 
-    expect((await put(tokens.member, {})).status).toBe(400)
-    expect((await put(tokens.member, { connection_details: { host: "only" } })).status).toBe(400)
+    for (const body of [{}, { connection_details: { host: "only" } }]) {
+      const refused = await put(tokens.member, body)
+      expect(refused.status, JSON.stringify(body)).toBe(400)
+      expect(typeof refused.body.detail).toBe("string")
+    }
     expect((await put(tokens.viewer, { name: "viewer" })).status).toBe(403)
     expect((await put(strangerToken, { name: "stranger" })).status).toBe(404)
   })
