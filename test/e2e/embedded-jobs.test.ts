@@ -8,7 +8,7 @@ import { createRouterTransport, type Transport } from "@connectrpc/connect"
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Entitlements, identityLive, identityRoutes } from "@scion/identity"
-import { asService, enqueueJob, InMemoryBus, JobWorker, OperationClient, OutboxRelay, type Routes, ServiceIdentity, unitDatabase } from "@scion/kit"
+import { ABANDONED, asService, enqueueJob, InMemoryBus, JobWorker, makeUnitOperations, newOperationId, OperationClient, OutboxRelay, type Routes, ServiceIdentity, transactional, unitDatabase } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { IdentityClient, OperationChanges, OperationLive, operationRoutes } from "@scion/operation"
 import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
@@ -118,6 +118,44 @@ describe("embedded mode: background work with the in-memory adapters", () => {
         expect(target!.exists).toBe(false)
         const { operation } = yield* asService(operations.getOperation({ id: ended }))
         expect(operation).toMatchObject({ status: OperationStatus.FAILED, error: "Cancelled before it started" })
+      })
+    )
+
+    it.effect("an operation created in a transaction that rolls back is failed, not left pending; one whose transaction commits is left alone", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const operations = yield* OperationClient
+        const unitOperations = yield* makeUnitOperations<"connector_discovery", string>((cause) => cause)
+        const transaction = transactional(sql)
+        const start = (id: string) => unitOperations.create({ id, orgId: "org_embedded", resourceId: `copier:${id}`, type: "connector_discovery" })
+        const statusOf = (id: string) => Effect.map(asService(operations.getOperation({ id })), (r) => r.operation!)
+        const settled = (id: string) =>
+          Effect.gen(function* () {
+            for (let i = 0; i < 100; i++) {
+              const operation = yield* statusOf(id)
+              if (operation.status === OperationStatus.FAILED) return operation
+              yield* Effect.sleep("20 millis")
+            }
+            return yield* statusOf(id)
+          })
+
+        // Refused after the create: the rows roll back, the operation is failed.
+        const refused = newOperationId("undo")
+        expect(yield* Effect.flip(transaction(Effect.zipRight(start(refused), Effect.fail("refused after the create"))))).toBe("refused after the create")
+        expect(yield* settled(refused)).toMatchObject({ status: OperationStatus.FAILED, error: ABANDONED })
+        // A savepoint that held inside a transaction that then failed: failed too.
+        const nested = newOperationId("undo")
+        yield* Effect.flip(transaction(Effect.zipRight(transaction(start(nested)), Effect.fail("the outer transaction failed"))))
+        expect((yield* settled(nested)).status).toBe(OperationStatus.FAILED)
+        // Committed: left to its job (still pending here, where no job runs it).
+        const kept = newOperationId("kept")
+        yield* transaction(start(kept))
+        // Outside any transaction: nothing to undo.
+        const bare = newOperationId("bare")
+        yield* start(bare)
+        yield* Effect.sleep("200 millis")
+        expect((yield* statusOf(kept)).status).toBe(OperationStatus.PENDING)
+        expect((yield* statusOf(bare)).status).toBe(OperationStatus.PENDING)
       })
     )
 

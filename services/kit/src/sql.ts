@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url"
 import { PgClient } from "@effect/sql-pg"
 import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import { Config, Effect, Layer, Redacted } from "effect"
+import { compensatedTransaction } from "./rollback-undo.js"
 
 /**
  * Forward-only migrations kept as numbered SQL files (`0001_initial.sql`) in a unit's
@@ -82,8 +83,11 @@ export const unitDatabase = (options: UnitDatabaseOptions) => {
 export const dieOnSqlError = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
   Effect.catchIf(effect as Effect.Effect<A, E | SqlError.SqlError, R>, (e): e is SqlError.SqlError => e instanceof SqlError.SqlError, Effect.die) as never
 
-/** A unit's transaction runner: domain failures roll back and pass through; SQL failures die. */
+/**
+ * A unit's transaction runner: domain failures roll back and pass through; SQL failures die. What
+ * remote calls inside it registered with `undoOnRollback` is undone when its work fails.
+ */
 export const transactional =
   (sql: SqlClient.SqlClient) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
-    dieOnSqlError(sql.withTransaction(effect))
+    dieOnSqlError(compensatedTransaction(effect, (work) => sql.withTransaction(work)))

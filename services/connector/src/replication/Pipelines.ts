@@ -69,13 +69,14 @@ export const startPipelineOperation = (input: { readonly connectorId: string; re
     const pipelines = yield* PipelinesRepo
     const operations = yield* ConnectorOperations
     const operationId = newOperationId(operationPrefixOf[input.action])
-    yield* operations.create({ id: operationId, orgId: input.orgId, resourceId: input.connectorId, type: operationTypeOf[input.action] })
     yield* pipelines.withTransaction(
       Effect.gen(function* () {
         // Cutover and rollback hold the connector's pipeline pointer: another setup, reset or
         // rollback answers 409 meanwhile. A cleanup touches only a retired pipeline.
         if (input.guard) yield* pipelines.holdPointer(input.connectorId, operationId)
         if (input.action === "cleanup") yield* pipelines.recordCleanupOperation(input.pipelineId, operationId)
+        // Created in the transaction that records it: a rollback fails it (nothing would run it).
+        yield* operations.create({ id: operationId, orgId: input.orgId, resourceId: input.connectorId, type: operationTypeOf[input.action] })
         yield* enqueueJob({
           ...PIPELINE_JOB,
           operationId,

@@ -1,4 +1,5 @@
 import { SqlClient } from "@effect/sql"
+import { compensatedTransaction } from "@scion/kit"
 import { Duration, Effect, Option } from "effect"
 import type { PipelineNames } from "./PipelineNames.js"
 
@@ -149,7 +150,8 @@ export class PipelinesRepo extends Effect.Service<PipelinesRepo>()("@scion/conne
       switchActive,
       dueCleanups,
       rollbackTarget,
-      withTransaction: sql.withTransaction
+      /** A transaction whose rollback fails the operations created in it (kit `compensatedTransaction`). */
+      withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => compensatedTransaction(effect, (work) => sql.withTransaction(work))
     } as const
   })
 }) {}

@@ -2,6 +2,7 @@ import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/
 import { randomBytes } from "node:crypto"
 import { Duration, Effect, Option } from "effect"
 import { hasReason, type RpcError } from "../errors.js"
+import { undoOnRollback } from "../rollback-undo.js"
 import { asService, ServiceIdentity } from "../service-identity.js"
 import { OperationClient } from "./Worker.js"
 
@@ -65,6 +66,9 @@ const statusOfState = {
 /** An operation's state on the wire, in the handles units answer when they accept work. */
 export const operationStatusOf = (state: OperationState): OperationStatus => statusOfState[state]
 
+/** The error of an operation whose start rolled back after it was created. */
+export const ABANDONED = "The request that started this work failed before it was recorded; nothing was started. Send the request again."
+
 /** An operation id chosen by the unit that starts the work (a retry cannot create two). */
 export const newOperationId = (prefix: string) => `op_${prefix}${Date.now().toString(36)}${randomBytes(8).toString("hex")}`
 
@@ -96,13 +100,23 @@ export const makeUnitOperations = <T extends OperationTypeName, E>(unavailable: 
       duration: OPERATION_CALL_DEADLINE,
       onTimeout: () => unavailable(`DEADLINE_EXCEEDED: no answer within ${Duration.format(OPERATION_CALL_DEADLINE)}`)
     })
+    // Created inside a transaction that then rolled back: nothing points at the operation and no
+    // job will run it, so it is failed rather than left pending forever.
+    const abandon = (id: string) =>
+      asService(client.reportOperation({ id, status: OperationStatus.FAILED, error: ABANDONED })).pipe(
+        Effect.timeout(OPERATION_CALL_DEADLINE),
+        Effect.retry({ times: 2 }),
+        Effect.catchAll((error) => Effect.logWarning("an operation whose start rolled back could not be failed; it stays pending", error).pipe(Effect.annotateLogs({ operation_id: id }))),
+        Effect.provideService(ServiceIdentity, service)
+      )
     return {
       create: ({ id, orgId, resourceId, type }) =>
         asService(client.createOperation({ id, orgId, type: operationTypes[type], resourceId })).pipe(
           Effect.asVoid,
           Effect.mapError(failure),
           deadline,
-          Effect.provideService(ServiceIdentity, service)
+          Effect.provideService(ServiceIdentity, service),
+          Effect.zipLeft(undoOnRollback(abandon(id)))
         ),
       status: (operationId) =>
         asService(client.getOperation({ id: operationId, waitSeconds: 0 })).pipe(
