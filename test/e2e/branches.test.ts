@@ -219,6 +219,14 @@ describe("branches of a ready engine", () => {
     expect(got.body).toMatchObject({ created_at: branch.created_at, read_ready_at: branch.read_ready_at, write_ready_at: branch.write_ready_at, masked_ready_at: branch.masked_ready_at })
     const seen = await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: viewer.token })
     expect(seen.body.branch_url).toBeNull()
+    // The operation shows the URL exactly to whom the branch does: a viewer reads the result without it.
+    const viewed = await scion.request("GET", `/v1/operations/${response.body.operation_id}`, { token: viewer.token })
+    expect(viewed.status).toBe(200)
+    expect(viewed.body.result).toMatchObject({ branch_id: branch.branch_id, status: "active", branch_url: null, pooled_branch_url: null, pooled_branch_prisma_url: null })
+    // Nor is the password stored with the operation.
+    const [stored] = await queryMetadata(scion, "select result::text as result from operation.operations where id = $1", [response.body.operation_id])
+    expect(stored.result).toContain(branch.branch_id)
+    expect(stored.result).not.toContain(new URL(branch.branch_url).password)
     expect((await scion.request("GET", `/v1/branches/${branch.branch_id}`, { token: stranger.token })).status).toBe(404)
     const listed = await scion.request("GET", `/v1/branches?connector_id=${connectorId}`, { token: member.token })
     expect(listed.body.branches.map((b: { branch_id: string }) => b.branch_id)).toContain(branch.branch_id)

@@ -2,10 +2,37 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Deferred, Effect, Exit, FiberId } from "effect"
 import { Api } from "../Api.js"
 import { asCaller, Authenticated } from "../Authentication.js"
-import type { HttpError } from "../httpErrors.js"
+import { type HttpError, NotFound } from "../httpErrors.js"
 import * as present from "./present.js"
 
 type OperationJson = ReturnType<typeof present.operation>
+
+/** Operation types whose result is a Branch. */
+const BRANCH_RESULTS = new Set<string>(["branch_create", "branch_reset"])
+
+/**
+ * A completed branch operation's result carries the branch's connection URLs, which hold its
+ * role's password. The operation unit stores the result without them (every role may read
+ * operations, and results are kept and announced as they are); they are added here from the
+ * branch unit, asked as the caller, so they appear exactly where GET /v1/branches/{id} would show
+ * them: to callers who may connect (branches.create), never to a viewer. A branch deleted since
+ * leaves them null, which the interface allows (clients fail closed); the branch unit unavailable
+ * is the request's 503, so a client retries rather than reads no URL.
+ */
+const withBranchUrls = (operation: OperationJson) => {
+  const branchId = operation.result?.branch_id
+  if (operation.status !== "completed" || !BRANCH_RESULTS.has(operation.type) || typeof branchId !== "string") return Effect.succeed(operation)
+  return asCaller((u) => u.branches.getBranch({ branchId })).pipe(
+    Effect.map(({ branch }) => ({
+      ...operation,
+      result: { ...operation.result, branch_url: branch?.branchUrl ?? null, pooled_branch_url: branch?.pooledBranchUrl ?? null, pooled_branch_prisma_url: branch?.pooledBranchPrismaUrl ?? null }
+    })),
+    Effect.catchIf(
+      (error): error is NotFound => error instanceof NotFound,
+      () => Effect.succeed({ ...operation, result: { ...operation.result, branch_url: null, pooled_branch_url: null, pooled_branch_prisma_url: null } })
+    )
+  )
+}
 
 export const OperationsLive = HttpApiBuilder.group(Api, "operations", (handlers) =>
   Effect.sync(() => {
@@ -37,7 +64,10 @@ export const OperationsLive = HttpApiBuilder.group(Api, "operations", (handlers)
     return handlers.handle("get", ({ path, urlParams }) =>
       Effect.gen(function* () {
         const waitSeconds = urlParams.wait ?? 0
-        const get = asCaller((u) => u.operation.getOperation({ id: path.operation_id, waitSeconds })).pipe(Effect.map((r) => present.operation(r.operation)))
+        const get = asCaller((u) => u.operation.getOperation({ id: path.operation_id, waitSeconds })).pipe(
+          Effect.map((r) => present.operation(r.operation)),
+          Effect.flatMap(withBranchUrls)
+        )
         if (waitSeconds === 0) return yield* get
         const { principalToken } = yield* Authenticated
         return yield* shared(`${principalToken}\n${path.operation_id}\n${waitSeconds}`, get)

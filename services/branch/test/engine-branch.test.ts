@@ -96,14 +96,18 @@ const jobOf = (operationId: string, branchId: string, attempt = 1): Job<{ branch
   report: () => Effect.void
 })
 
-/** Creates a branch through the service and runs its job: the completed operation's result. */
+/** The branch's URL as its creator reads it (GET: the operation's result never holds it). */
+const urlOf = (branchId: string) => runtime.runPromise(Effect.map(Effect.flatMap(Branches, (b) => b.get(user, branchId)), (view) => view.urls.branchUrl as string))
+
+/** Creates a branch through the service and runs its job: the completed operation's result, and the URL. */
 const createBranch = (name: string) =>
   runtime.runPromise(
     Effect.gen(function* () {
       const branches = yield* Branches
       const handle = yield* branches.create(user, { connectorId: engineId, name, serviceType: "postgres", idempotencyKey: undefined })
-      const result = yield* createJob.run(jobOf(handle.operationId, handle.branchId))
-      return { handle, result: result as Record<string, any> }
+      const result = (yield* createJob.run(jobOf(handle.operationId, handle.branchId))) as Record<string, any>
+      const view = yield* branches.get(user, handle.branchId)
+      return { handle, result, url: view.urls.branchUrl as string }
     })
   )
 
@@ -177,15 +181,14 @@ describe("branches on a real engine", () => {
       safeColumns: []
     })))
     const started = Date.now()
-    const { handle, result } = await createBranch("feature-a")
+    const { handle, result, url } = await createBranch("feature-a")
     const elapsed = Date.now() - started
     expect(result).toMatchObject({ branch_id: handle.branchId, name: "feature-a", connector_id: engineId, service_type: "postgres", status: "active" })
     for (const field of ["created_at", "read_ready_at", "write_ready_at", "masked_ready_at"]) expect(typeof result[field]).toBe("string")
-    expect(result.branch_url).toMatch(/^postgresql:\/\/scion_br_[0-9a-z]+_owner:[^@]+@127\.0\.0\.1:\d+\/scion_br_[0-9a-z]+\?sslmode=require&channel_binding=disable$/)
-    expect(result.pooled_branch_url).toBeNull()
-    expect(result.pooled_branch_prisma_url).toBeNull()
+    // The operation's result (stored, announced, readable by every role) holds no password.
+    expect(result).toMatchObject({ branch_url: null, pooled_branch_url: null, pooled_branch_prisma_url: null })
+    expect(url).toMatch(/^postgresql:\/\/scion_br_[0-9a-z]+_owner:[^@]+@127\.0\.0\.1:\d+\/scion_br_[0-9a-z]+\?sslmode=require&channel_binding=disable$/)
     expect(elapsed).toBeLessThan(15_000)
-    const url = result.branch_url as string
     // As fresh as the heartbeat the paused mirror held; Scion's own schema is not in the branch.
     expect(result.data_as_of).toBe(new Date(HEARTBEAT_AT).toISOString())
     expect(psql(url, "select count(*) from pg_namespace where nspname = 'scion'")).toBe("0")
@@ -223,14 +226,15 @@ describe("branches on a real engine", () => {
 
   it("keeps two branches independent, unable to open each other; redelivery of a completed job answers the same branch", async () => {
     const [b, c] = await Promise.all([createBranch("two-b"), createBranch("two-c")])
-    psql(b.result.branch_url, "delete from orders")
-    expect(psql(b.result.branch_url, "select count(*) from orders")).toBe("0")
-    expect(psql(c.result.branch_url, "select count(*) from orders")).toBe("1000")
+    psql(b.url, "delete from orders")
+    expect(psql(b.url, "select count(*) from orders")).toBe("0")
+    expect(psql(c.url, "select count(*) from orders")).toBe("1000")
     // A branch role cannot connect to another branch's database.
-    const other = (b.result.branch_url as string).replace(/\/scion_br_[0-9a-z]+\?/, `/${new URL(c.result.branch_url).pathname.slice(1)}?`)
+    const other = b.url.replace(/\/scion_br_[0-9a-z]+\?/, `/${new URL(c.url).pathname.slice(1)}?`)
     expect(() => psql(other, "select 1")).toThrow()
     const again = await runtime.runPromise(createJob.run(jobOf(b.handle.operationId, b.handle.branchId, 2)))
-    expect(again).toMatchObject({ branch_id: b.handle.branchId, branch_url: b.result.branch_url, status: "active" })
+    expect(again).toMatchObject({ branch_id: b.handle.branchId, branch_url: null, status: "active" })
+    expect(await urlOf(b.handle.branchId)).toBe(b.url)
   }, 120_000)
 
   it("runs the copies waiting on one engine under one pause", async () => {
@@ -273,10 +277,11 @@ describe("branches on a real engine", () => {
     await query(engine, "postgres", `create database "${names.databaseName}" template mirror strategy file_copy`)
     const result = (await runtime.runPromise(createJob.run(jobOf(handle.operationId, handle.branchId, 2)))) as Record<string, any>
     expect(result.status).toBe("active")
-    expect(psql(result.branch_url, "select count(*) from customers")).toBe("201")
+    const resumedUrl = await urlOf(handle.branchId)
+    expect(psql(resumedUrl, "select count(*) from customers")).toBe("201")
     // No pause read the mirror for this copy: its stamp came from the copy itself.
     expect(result.data_as_of).toBe(new Date(HEARTBEAT_AT).toISOString())
-    expect(psql(result.branch_url, "select count(*) from pg_namespace where nspname = 'scion'")).toBe("0")
+    expect(psql(resumedUrl, "select count(*) from pg_namespace where nspname = 'scion'")).toBe("0")
     // The subscription is enabled again after the batch.
     expect((await query(engine, "mirror", "select subenabled from pg_subscription"))[0].subenabled).toBe(true)
 
@@ -316,11 +321,11 @@ describe("branches on a real engine", () => {
   }, 120_000)
 
   it("deletes a branch: database and role dropped, reads answer not found; connector cleanup drops the rest", async () => {
-    const { handle, result } = await createBranch("to-delete")
+    const { handle, url } = await createBranch("to-delete")
     const started = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.delete(user, handle.branchId)))
     const done = await runtime.runPromise(deleteJob.run(jobOf(started.operationId, handle.branchId)))
     expect(done).toMatchObject({ branch_id: handle.branchId, deleted: true })
-    expect(() => psql(result.branch_url, "select 1")).toThrow()
+    expect(() => psql(url, "select 1")).toThrow()
     const gone = await runtime.runPromise(Effect.flip(Effect.flatMap(Branches, (b) => b.get(user, handle.branchId))))
     expect(gone._tag).toBe("BranchNotFound")
 

@@ -5,7 +5,7 @@ import { type BranchUpdate, BranchesRepo } from "../BranchesRepo.js"
 import { CREATE_JOB, DELETE_JOB, RESET_JOB } from "../Branches.js"
 import type { SecretStoreFailure } from "../domain/errors.js"
 import type { Branch } from "../domain/models.js"
-import { urlsOf } from "../domain/models.js"
+import { noUrls, urlsOf } from "../domain/models.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
 import { adminSession, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, readyBranchDatabase } from "../engine/EngineSql.js"
@@ -64,10 +64,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
         })
 
       const first = yield* load
-      if (first.branch.status === "active" && Option.isSome(first.envelope)) {
-        const password = yield* passwords.open(first.envelope.value, branchId)
-        return branchResult({ branch: first.branch, urls: urlsOf(first.branch, Redacted.value(password)) })
-      }
+      if (first.branch.status === "active" && Option.isSome(first.envelope)) return branchResult({ branch: first.branch, urls: noUrls })
       if (first.branch.status !== "creating") {
         return yield* abandon(Option.none(), first.branch, `Branch ${branchId} was ${first.branch.status} before it was ready`)
       }
@@ -208,7 +205,9 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
           if (urls.branchUrl === null || urls.branchUrl === "") return yield* new JobFailed({ message: "The branch has no connection URL (the engine has no address)" })
           yield* mark("total_ms")
           yield* Effect.logInfo("branch ready").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: branch.connectorId, ...timings }))
-          return branchResult({ branch, urls })
+          // The operation's result holds no password: it is stored and announced as it is, and every
+          // role may read operations. The gateway adds the URLs for callers who may connect.
+          return branchResult({ branch, urls: noUrls })
         }).pipe(Effect.ensuring(Fiber.await(roleMade)))
       })
 
@@ -256,7 +255,7 @@ export const deleteJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
  * attempt starts over (each step is idempotent); a reset that cannot finish leaves the branch
  * failed with the reason, since its database may be gone.
  */
-export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | Passwords | PostgresPools> = {
+export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | Engines | Copier | PostgresPools> = {
   ...RESET_JOB,
   payload: BranchPayload,
   run: (job) =>
@@ -264,7 +263,6 @@ export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, C
       const repo = yield* BranchesRepo
       const engines = yield* Engines
       const copier = yield* Copier
-      const passwords = yield* Passwords
       const branchId = job.payload.branch_id
       const found = yield* repo.findWithEnvelope(branchId)
       if (Option.isNone(found)) return yield* new JobFailed({ message: `Branch ${branchId} does not exist` })
@@ -303,7 +301,6 @@ export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, C
           write_ready_at: now,
           masked_ready_at: rules.length > 0 ? now : null
         })
-        const password = yield* passwords.open(envelope.value, branchId)
         const reset = yield* repo.find(branchId)
         if (Option.isNone(reset) || reset.value.status !== "active") {
           // Deleted meanwhile: the delete's drop may have run before our copy.
@@ -311,7 +308,7 @@ export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, C
           return yield* new JobFailed({ message: `Branch ${branchId} was deleted during its reset` })
         }
         yield* Effect.logInfo("branch reset").pipe(Effect.annotateLogs({ branch_id: branchId }))
-        return branchResult({ branch: reset.value, urls: urlsOf(reset.value, Redacted.value(password)) })
+        return branchResult({ branch: reset.value, urls: noUrls })
       })
       return yield* steps.pipe(
         Effect.catchAll((error): Effect.Effect<never, CreateError> => {
