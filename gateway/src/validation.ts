@@ -110,6 +110,12 @@ const BODY_CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/
 const controlIssue = (loc: ReadonlyArray<string>): ValidationIssue => ({ loc, msg: "Must not contain control characters", type: "string_pattern_mismatch" })
 
 /**
+ * How deep a JSON body may nest. No request of the interface goes past a handful of levels; the
+ * walk below (and every schema after it) recurses, so a few kilobytes of `[[[[…` must not reach them.
+ */
+export const MAX_BODY_DEPTH = 32
+
+/**
  * Control characters anywhere in a matched request's path parameters, query values or JSON body
  * strings, in the 422 shape: checked before any schema or unit sees the request, so no value
  * carrying one reaches a database (Postgres refuses NUL in text, which would surface as a 5xx).
@@ -126,7 +132,14 @@ export const controlCharacterIssues = (
     if (Option.isSome(route.schemas.payloadSchema) && HttpMethod.hasBody(route.method) && isJsonContentType(request.headers["content-type"])) {
       const body = yield* readJson(request)
       if (body._tag === "Value") {
+        let tooDeep = false
         const walk = (value: unknown, loc: ReadonlyArray<string>): void => {
+          if (tooDeep) return
+          if (loc.length > MAX_BODY_DEPTH) {
+            tooDeep = true
+            issues.push({ loc: ["body"], msg: `JSON nested deeper than ${MAX_BODY_DEPTH} levels`, type: "json_invalid" })
+            return
+          }
           if (typeof value === "string") {
             if (BODY_CONTROL.test(value)) issues.push(controlIssue(loc))
           } else if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...loc, String(i)]))

@@ -296,6 +296,17 @@ layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
         expect(response.status, JSON.stringify(init)).toBe(422)
         expect(response.body.detail, JSON.stringify(init)).toEqual([expect.objectContaining({ loc: ["body"], type })])
       }
+      // Nesting past MAX_BODY_DEPTH: a 422 before anything recurses through it (it was a stack
+      // overflow and a 500, before authentication), arrays and objects alike; the limit itself is fine.
+      for (const raw of ["[".repeat(5000) + "]".repeat(5000), '{"a":'.repeat(20000) + "1" + "}".repeat(20000)]) {
+        const deep = yield* call("POST", "/v1/auth/login", { raw })
+        expect(deep.status).toBe(422)
+        expect(deep.body.detail).toEqual([{ loc: ["body"], msg: "JSON nested deeper than 32 levels", type: "json_invalid" }])
+      }
+      // Within the limit, the body goes on to the schema (here refused for its email, not its depth).
+      const atLimit = yield* call("POST", "/v1/auth/login", { raw: `{"email":"not-an-email","password":"pw","x":${"[".repeat(30)}${"]".repeat(30)}}` })
+      expect(atLimit.status).toBe(422)
+      expect(atLimit.body.detail.map((issue: { loc: Array<string> }) => issue.loc)).not.toContainEqual(["body"])
       const verify = yield* call("POST", "/v1/auth/verify-email", { json: { token: "" } })
       expect(verify).toMatchObject({ status: 422, body: { detail: [{ loc: ["body", "token"], type: "string_too_short" }] } })
     })
