@@ -57,7 +57,15 @@ export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
       const started = performance.now()
       const matched = matchRoute(routes, request.method, new URL(request.url, "http://gateway").pathname)
       return edge(app, request, matched).pipe(
-        Effect.tap((response) => recordHttp(request.method, matched?.route.template ?? "unmatched", response.status, (performance.now() - started) / 1000)),
+        Effect.tap((response) => {
+          const route = matched?.route.template ?? "unmatched"
+          const elapsed = performance.now() - started
+          // The route's template, never the URL: a path can carry a secret (an invite token).
+          return Effect.zipRight(
+            recordHttp(request.method, route, response.status, elapsed / 1000),
+            Effect.logInfo("Sent HTTP response").pipe(Effect.annotateLogs({ "http.method": request.method, "http.route": route, "http.status": response.status, "http.duration_ms": Math.round(elapsed) }))
+          )
+        }),
         withRequestId(requestId),
         Effect.flatMap((response) =>
           // The rate-limit quota the request drew from (RateLimits), when it drew from one.

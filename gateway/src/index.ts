@@ -41,6 +41,9 @@ export const ApiLive: Layer.Layer<HttpApi.Api, never, Upstreams> = HttpApiBuilde
   Layer.provide(RateLimits.layer)
 )
 
+/** Paths that carry a secret: never in a log line or a span. */
+const SECRET_IN_PATH = /^\/v1\/invites\/[^/]+\/accept/
+
 /** GET /healthz for humans and load balancers; not part of the public description. */
 const HealthzLive = HttpApiBuilder.Router.use((router) => router.get("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))))
 
@@ -50,10 +53,13 @@ const HealthzLive = HttpApiBuilder.Router.use((router) => router.get("/healthz",
  */
 export const gatewayHttpLayer = Layer.unwrapEffect(
   Effect.map(tracingConfigured, (tracing) =>
-    HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
+    // No platform access log (it writes the URL, and a path can carry an invite token): EdgeLive
+    // logs each API request with its route template.
+    HttpApiBuilder.serve().pipe(
       // Without an exporter the server span of each request would parse its URL, copy and redact
-      // its headers and provide a no-op span, for nothing.
-      HttpMiddleware.withTracerDisabledWhen(() => !tracing),
+      // its headers and provide a no-op span, for nothing. With one, a URL carrying a secret (an
+      // invite token in its path) is not traced: the span would record it.
+      HttpMiddleware.withTracerDisabledWhen((request) => !tracing || SECRET_IN_PATH.test(request.url)),
       Layer.provide([DocsLive, HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }), HealthzLive, EdgeLive]),
       Layer.provide(ApiLive)
     )

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { addMember, createApiKey, createOrg } from "../support/flows.js"
-import { signUp, startScion, type Scion } from "../support/system.js"
+import { signUp, startScion, waitFor, type Scion } from "../support/system.js"
 
 let scion: Scion
 beforeAll(async () => {
-  scion = await startScion()
+  // Info: the default mailer writes invites to the log, which a test reads.
+  scion = await startScion({ env: { LOG_LEVEL: "Info" } })
 })
 afterAll(async () => {
   await scion?.stop()
@@ -35,8 +36,18 @@ describe("invites", () => {
     expect(Object.values((await scion.request("GET", "/v1/invites/pending", { token: bystander.token })).body).flat()).toEqual([])
     expect((await scion.request("POST", `/v1/invites/${invite.body.invite_token}/accept`, { token: bystander.token })).status).toBe(403)
 
+    // The invite was mailed (the default mailer writes the log) without its token: whoever reads
+    // the logs cannot accept it.
+    await waitFor("the invite mail in identity's log", async () => scion.identity.output().split("\n").some((line) => line.includes("mail sent") && line.includes(invitee.email)))
+    const mailed = scion.identity.output().split("\n").filter((line) => line.includes("mail sent") && line.includes(invitee.email))
+    expect(mailed.join("\n")).not.toContain(invite.body.invite_token)
+    expect(mailed.join("\n")).toContain("withheld")
     const accept = await scion.request("POST", `/v1/invites/${invite.body.invite_token}/accept`, { token: invitee.token })
     expect(accept.status).toBe(200)
+    // The gateway logs the request by its route, not its URL, which holds the token.
+    await waitFor("the acceptance's access log line", async () => scion.gateway.output().includes('"http.route":"/v1/invites/{invite_token}/accept"'))
+    expect(scion.gateway.output()).not.toContain(invite.body.invite_token)
+    expect(scion.identity.output()).not.toContain(invite.body.invite_token)
     expect(typeof accept.body.message).toBe("string")
     expect(accept.body.org).toMatchObject({ org_id: org.org_id, my_role: "member", member_count: 2 })
 

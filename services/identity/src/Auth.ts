@@ -91,7 +91,8 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
           mailer.send({
             to: email,
             subject: "Verify your Scion email address",
-            text: `Welcome to Scion, ${fullName}.\n\nVerify ${email} with this token (valid ${config.emailVerificationTtlHours} hours):\n\n${token}\n`
+            text: `Welcome to Scion, ${fullName}.\n\nVerify ${email} with this token (valid ${config.emailVerificationTtlHours} hours):\n\n${token}\n`,
+            secrets: [token]
           })
       })
       yield* Effect.logInfo("user signed up").pipe(Effect.annotateLogs({ user_id: grant.user.id }))

@@ -57,7 +57,8 @@ export class Invites extends Effect.Service<Invites>()("@scion/identity/Invites"
       yield* mailer.send({
         to: email,
         subject: `You are invited to ${invite.orgName} on Scion`,
-        text: `You are invited to join ${invite.orgName} as ${role.key}. Sign in with ${email} and accept with this invite token (valid ${config.inviteTtlDays} days):\n\n${invite.token}\n`
+        text: `You are invited to join ${invite.orgName} as ${role.key}. Sign in with ${email} and accept with this invite token (valid ${config.inviteTtlDays} days):\n\n${invite.token}\n`,
+        secrets: [invite.token]
       })
       yield* Effect.logInfo("invite created").pipe(Effect.annotateLogs({ org_id: input.orgId, invite_id: invite.id }))
       return invite satisfies Invite

@@ -7,7 +7,7 @@ export const identityConfig = Config.all({
   emailVerificationTtlHours: Config.integer("EMAIL_VERIFICATION_TTL_HOURS").pipe(Config.withDefault(24)),
   /** Embedded mode default: new emails count as verified at sign-up. */
   autoVerifyEmail: Config.boolean("EMBEDDED_AUTO_VERIFY_EMAIL").pipe(Config.withDefault(true)),
-  mailAdapter: Config.literal("log")("MAIL_ADAPTER").pipe(Config.withDefault("log" as const)),
+  mailAdapter: Config.literal("log", "log_with_tokens")("MAIL_ADAPTER").pipe(Config.withDefault("log" as const)),
   /** Lifetime of a signed principal token. */
   principalTtlSeconds: Config.integer("PRINCIPAL_TTL_SECONDS").pipe(Config.withDefault(300)),
   /**
