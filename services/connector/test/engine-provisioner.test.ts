@@ -16,6 +16,7 @@ import { ConfigProvider, Effect, Exit, Layer, Option, Redacted } from "effect"
 import pg from "pg"
 import { type Engine, EngineNotFound, EngineProvisioner } from "../src/engine/EngineProvisioner.js"
 import { findPgbouncer, LocalEngineProvisionerLive } from "../src/engine/LocalEngineProvisioner.js"
+import { engineSession, withoutStatementLog } from "../src/engine/PgSession.js"
 
 const hasPgbouncer = Option.isSome(findPgbouncer())
 const dataDir = join(tmpdir(), `scion-engines-test-${randomBytes(5).toString("hex")}`)
@@ -81,7 +82,20 @@ describe("LocalEngineProvisioner", () => {
   let engine: Engine
 
   it("provisions a TLS-only engine with logical WAL and a random superuser password", async () => {
-    engine = await run(Effect.flatMap(EngineProvisioner, (p) => p.provision(connectorId)))
+    // What the unit holds in its environment (master keys, its database URL) stays out of the engine's.
+    const unitSecret = `k1:${randomBytes(32).toString("base64")}`
+    process.env.SECRET_KEYS = unitSecret
+    try {
+      engine = await run(Effect.flatMap(EngineProvisioner, (p) => p.provision(connectorId)))
+    } finally {
+      delete process.env.SECRET_KEYS
+    }
+    // The postmaster's environment (its backends overwrite theirs with their process titles).
+    const postmaster = (await readFile(join(engine.dataDir, "postmaster.pid"), "utf8")).split("\n")[0]!.trim()
+    const environ = (await readFile(`/proc/${postmaster}/environ`, "utf8")).replaceAll("\0", "\n")
+    expect(environ).toContain("LC_ALL=C")
+    expect(environ).not.toContain(unitSecret)
+    expect(environ).not.toContain("SECRET_KEYS")
     expect(engine).toMatchObject({ connectorId, host: "127.0.0.1", tls: true, dataDir: join(dataDir, connectorId, "pgdata") })
     expect(engine.superuser.username).toBe("postgres")
     expect(Redacted.value(engine.superuser.password)).toMatch(/^[A-Za-z0-9_-]{32}$/)
@@ -129,6 +143,32 @@ describe("LocalEngineProvisioner", () => {
     // Concurrent provisions of one connector are serialised and agree.
     const both = await run(Effect.flatMap(EngineProvisioner, (p) => Effect.all([p.provision(connectorId), p.provision(connectorId)], { concurrency: 2 })))
     expect(both.map((e) => e.port)).toEqual([engine.port, engine.port])
+  })
+
+  it("a failing subscription statement leaves its password in the engine's log, unless it runs without statement logging", async () => {
+    const attempt = (password: string, quiet: boolean) =>
+      Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const session = yield* engineSession(engine, "postgres", { applicationName: "scion-test", connectMillis: 10_000 })
+            // No such subscription: the statement fails, as one does when the source refuses the engine.
+            const statement = session.query(`alter subscription scion_missing connection 'host=127.0.0.1 password=${password}'`)
+            return yield* Effect.exit(quiet ? withoutStatementLog(session, statement) : statement)
+          })
+        )
+      )
+    const logged = () => readFile(join(dataDir, connectorId, "log", "postgres.log"), "utf8")
+    const failures = async () => (await logged()).split('subscription "scion_missing" does not exist').length - 1
+    const before = await failures()
+    const shown = `visible${randomBytes(6).toString("hex")}`
+    const hidden = `withheld${randomBytes(6).toString("hex")}`
+    expect(Exit.isFailure(await attempt(shown, false))).toBe(true)
+    expect(Exit.isFailure(await attempt(hidden, true))).toBe(true)
+    // Both failures are in the log (the server writes it as it goes); only the first with its statement.
+    for (let i = 0; i < 50 && (await failures()) < before + 2; i++) await new Promise((r) => setTimeout(r, 100))
+    expect(await failures()).toBe(before + 2)
+    expect(await logged()).toContain(shown)
+    expect(await logged()).not.toContain(hidden)
   })
 
   it("stop and start keep the data", async () => {

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto"
 import { connect } from "nats"
 import { describe, expect, it } from "vitest"
 import { Effect, Layer, Logger, LogLevel } from "effect"
-import { makeNatsBus, NatsBus } from "../src/bus/NatsBus.js"
+import { makeNatsBus, NatsBus, withoutCredentials } from "../src/bus/NatsBus.js"
 import { busContract } from "./bus.contract.js"
 import { deleteNamespace, testNamespace } from "./support.js"
 
@@ -46,5 +46,24 @@ describe("NatsBus with namespacedStreams", () => {
     } finally {
       await Effect.runPromise(deleteNamespace(ns))
     }
+  })
+})
+
+describe("NATS URLs in logs", () => {
+  it("leave out users, passwords and tokens, keep hosts and ports", () => {
+    expect(withoutCredentials("nats://scion:s3cret@nats-0:4222, tls://t0ken@nats-1:4443,nats://nats-2:4222")).toBe("nats://nats-0:4222,tls://nats-1:4443,nats://nats-2:4222")
+  })
+
+  it("a bus that cannot reach its server says where without the credentials", async () => {
+    const lines: Array<string> = []
+    const logger = Logger.make(({ message }) => void lines.push(String(message)))
+    const attempt = Effect.scoped(
+      Effect.flatMap(makeNatsBus("nats://scion:s3cret@127.0.0.1:1", { requestTimeout: 700 }), (bus) => bus.publish({ subject: "jobs.test.unreachable", payload: {} }))
+    ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)), Effect.exit)
+    const exit = await Effect.runPromise(attempt)
+    expect(exit._tag).toBe("Failure")
+    expect(JSON.stringify(exit)).not.toContain("s3cret")
+    expect(lines.join("\n")).toContain("127.0.0.1:1")
+    expect(lines.join("\n")).not.toContain("s3cret")
   })
 })

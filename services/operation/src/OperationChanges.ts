@@ -1,6 +1,6 @@
 import { connect, type NatsConnection } from "nats"
 import { Config, Context, Deferred, Effect, Exit, Layer, Option, Schedule, Schema, type Scope } from "effect"
-import { busNamespace, namespacedSubject } from "@scion/kit"
+import { busNamespace, namespacedSubject, withoutCredentials } from "@scion/kit"
 import { OPERATION_STATUSES, OPERATION_TYPES, type Operation } from "./domain/models.js"
 
 /** The core NATS subject a committed change of an operation is announced on (before BUS_NAMESPACE). */
@@ -142,7 +142,7 @@ export class OperationChanges extends Context.Tag("@scion/operation/OperationCha
       })
       // The SUB reaches the server before the unit serves: no change announced after is missed.
       yield* Effect.tryPromise(() => nc.flush()).pipe(Effect.timeout("10 seconds"), Effect.orDie)
-      yield* Effect.logInfo("connected to NATS").pipe(Effect.annotateLogs({ url }))
+      yield* Effect.logInfo("connected to NATS").pipe(Effect.annotateLogs({ url: withoutCredentials(url) }))
       return OperationChanges.of({
         // This replica's waiters hear it at once, so NATS does not echo it back (noEcho): encoding
         // announcements through the schema and decoding their echo were ~5% of the unit's CPU.

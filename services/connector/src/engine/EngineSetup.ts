@@ -17,7 +17,7 @@ import { startPipelineOperation } from "../replication/Pipelines.js"
 import { PipelinesRepo } from "../replication/PipelinesRepo.js"
 import { EngineSetupRepo } from "./EngineSetupRepo.js"
 import { type EngineSetupPayload, ENGINE_SETUP_JOB, fail, setupPrerequisites } from "./SetupPlan.js"
-import { subscriptionConninfo } from "./PgSession.js"
+import { subscriptionConninfo, withoutStatementLog } from "./PgSession.js"
 
 export { activePipeline, MIRROR_DATABASE, type PipelineNames, pipelineNames, replicationNames } from "../replication/PipelineNames.js"
 
@@ -202,7 +202,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
           yield* withSubscriptionLock(
             engine,
             record.mirror_database,
-            mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`)
+            withoutStatementLog(mirror, mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`))
           )
           yield* Effect.logInfo("engine subscription given the new credentials").pipe(Effect.annotateLogs({ connector_id: connectorId }))
           return true

@@ -168,6 +168,19 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
     const attempt = <A>(connectorId: string, step: string, run: () => Promise<A>) =>
       Effect.tryPromise({ try: run, catch: (cause) => fail(connectorId, step, cause) })
 
+    /**
+     * What the engine's programs (initdb, pg_ctl and the postmaster it leaves running, PgBouncer)
+     * inherit: how to find programs and libraries, nothing of this unit's own configuration. The
+     * detached servers outlive the call, and a process's environment is readable by its OS user
+     * and by the engine's superuser (pg_read_file('/proc/self/environ')): SECRET_KEYS, the unit's
+     * DATABASE_URL and its service credential must not be there.
+     */
+    const childEnvironment = {
+      ...Object.fromEntries(["PATH", "LD_LIBRARY_PATH", "TMPDIR", "TZ"].flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]]]))),
+      LC_ALL: "C",
+      LANG: "C"
+    }
+
     /** Spawns a program (as `user` when given) and collects its output; never passes a secret in argv. */
     const run = (connectorId: string, step: string, file: string, args: ReadonlyArray<string>, user?: OsUser) =>
       Effect.async<RunResult, EngineError>((resume) => {
@@ -175,7 +188,7 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
         try {
           child = spawn(file, args, {
             ...(user ? { uid: user.uid, gid: user.gid } : {}),
-            env: { ...process.env, LC_ALL: "C", LANG: "C" },
+            env: childEnvironment,
             stdio: ["ignore", "pipe", "pipe"]
           })
         } catch (cause) {

@@ -72,6 +72,18 @@ export const withSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: st
     )
   )
 
+/**
+ * Runs a statement that carries the source's password (CREATE / ALTER SUBSCRIPTION … CONNECTION)
+ * with the engine's statement logging off for it: by default Postgres writes a failing
+ * statement, literal and all, to its server log (`log_min_error_statement = error`), and a
+ * source that refuses the engine's connection makes these statements fail.
+ */
+export const withoutStatementLog = <A, E, R>(session: PgSession, statement: Effect.Effect<A, E, R>) =>
+  Effect.zipRight(
+    session.query("set log_min_error_statement = panic; set log_statement = none"),
+    statement.pipe(Effect.ensuring(Effect.ignore(session.query("reset log_min_error_statement; reset log_statement"))))
+  )
+
 /** A libpq conninfo value: single-quoted, with quotes and backslashes escaped. */
 const conninfoValue = (value: string | number) => `'${String(value).replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`
 

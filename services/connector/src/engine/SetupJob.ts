@@ -12,7 +12,7 @@ import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { type MirrorDdl, qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
 import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
-import { engineSession, type PgSession, PgStepFailed, sourceSession, subscriptionConninfo, withSubscriptionLock } from "./PgSession.js"
+import { engineSession, type PgSession, PgStepFailed, sourceSession, subscriptionConninfo, withoutStatementLog, withSubscriptionLock } from "./PgSession.js"
 import { activePipeline, type PipelineNames } from "../replication/PipelineNames.js"
 import { dropPipeline, namesOf, shadowPipeline, startPipelineOperation } from "../replication/Pipelines.js"
 import { PipelinesRepo } from "../replication/PipelinesRepo.js"
@@ -476,15 +476,18 @@ const subscribe = (engine: Engine, mirror: PgSession, pipeline: PipelineNames, d
         yield* onMirror(
           "do $$ begin if to_regclass('scion.schema_log') is not null then truncate scion.schema_log; end if; if to_regclass('scion.heartbeat') is not null then truncate scion.heartbeat; end if; end $$"
         )
-        yield* onMirror(
-          `create subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}
-           publication ${quoteIdent(pipeline.publication)}
-           with (create_slot = false, slot_name = ${quoteLiteral(pipeline.slot)}, copy_data = true, enabled = true, binary = true)`
+        yield* withoutStatementLog(
+          mirror,
+          onMirror(
+            `create subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}
+             publication ${quoteIdent(pipeline.publication)}
+             with (create_slot = false, slot_name = ${quoteLiteral(pipeline.slot)}, copy_data = true, enabled = true, binary = true)`
+          )
         )
         return
       }
       if (!subscription.enabled) yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} enable`)
-      yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}`)
+      yield* withoutStatementLog(mirror, onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}`))
       yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} refresh publication with (copy_data = true)`)
     })
   ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e)))

@@ -136,13 +136,13 @@ export const makeNatsBus = (servers: string, options: NatsBusOptions = {}) =>
       )
       yield* Deferred.succeed(ready, { nc, js: nc.jetstream({ timeout: requestTimeout }), jsm })
     }).pipe(
-      Effect.tapError((e) => Effect.logWarning(`bus: NATS not reachable at ${servers}, retrying: ${e.message}`)),
+      Effect.tapError((e) => Effect.logWarning(`bus: NATS not reachable at ${withoutCredentials(servers)}, retrying: ${e.message}`)),
       Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))),
       Effect.forkScoped
     )
 
     const connected = Deferred.await(ready).pipe(
-      Effect.timeoutFail({ duration: requestTimeout, onTimeout: () => new BusError({ operation: "connect", message: `NATS not connected (${servers})` }) })
+      Effect.timeoutFail({ duration: requestTimeout, onTimeout: () => new BusError({ operation: "connect", message: `NATS not connected (${withoutCredentials(servers)})` }) })
     )
 
     const publish: BusShape["publish"] = Effect.fn("Bus.publish")(function* (input: PublishInput) {
@@ -300,6 +300,13 @@ export const makeNatsBus = (servers: string, options: NatsBusOptions = {}) =>
   })
 
 /** The connection URL(s) (comma-separated), default the local server. */
+/** NATS server URLs for a log line or an error: user and password (or token) left out. */
+export const withoutCredentials = (servers: string) =>
+  servers
+    .split(",")
+    .map((server) => server.trim().replace(/^([a-z]+:\/\/)[^@/]*@/i, "$1"))
+    .join(",")
+
 export const natsUrl = Config.string("NATS_URL").pipe(Config.withDefault("nats://127.0.0.1:4222"))
 
 /**
