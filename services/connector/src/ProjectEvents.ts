@@ -28,7 +28,7 @@ export const handleProjectEvent = (delivery: Delivery) =>
     if (delivery.subject !== PROJECT_DELETED) return
     const event = yield* Effect.orDie(decodeDeleted(delivery.payload))
     const deletion = yield* Deletion
-    const outcome = yield* deletion.removeProject(event.project_id)
+    const outcome = yield* deletion.removeProject(event.org_id, event.project_id)
     yield* Effect.logInfo("project deleted: its connectors are being deleted").pipe(
       Effect.annotateLogs({ org_id: event.org_id, project_id: event.project_id, connectors: outcome.connectors, started: outcome.started.length })
     )

@@ -192,6 +192,10 @@ describe("deletion", () => {
         const b = yield* make(projectId)
         const other = yield* make()
         yield* deletion.lock(owner, b)
+        // Another org's connector naming the same project id: the event is this org's, not theirs.
+        const elsewhere = yield* newOrgId()
+        const stranger = yield* session({ [elsewhere]: "owner" })
+        const theirs = (yield* connectors.create(stranger, { orgId: elsewhere, projectId, serviceName: "postgresql", connectionDetails: details(source.details()), byoc: "self_managed", useEnvironment: false })).connector.id
 
         const delivery = {
           subject: PROJECT_DELETED,
@@ -206,6 +210,7 @@ describe("deletion", () => {
         const started = [...(yield* deletesOf(a)), ...(yield* deletesOf(b))]
         expect(started.map((o) => o.connectorId).sort()).toEqual([a, b].sort())
         expect(yield* operationsOf(orgId, other)).toEqual([])
+        expect(yield* operationsOf(elsewhere, theirs)).toEqual([])
         // Again (a redelivery): the deletes in progress are kept, none is added.
         yield* handleProjectEvent(delivery)
         expect([...(yield* deletesOf(a)), ...(yield* deletesOf(b))]).toHaveLength(2)
@@ -219,7 +224,8 @@ describe("deletion", () => {
         expect(yield* Effect.flip(connectors.get(owner, b))).toMatchObject({ _tag: "ConnectorNotFound" })
         expect((yield* connectors.get(owner, other)).connector.id).toBe(other)
         // Once they are gone the event finds nothing.
-        expect(yield* deletion.removeProject(projectId)).toEqual({ connectors: 0, started: [] })
+        expect(yield* deletion.removeProject(orgId, projectId)).toEqual({ connectors: 0, started: [] })
+        expect((yield* connectors.get(stranger, theirs)).connector.id).toBe(theirs)
       }))
   })
 })

@@ -204,8 +204,8 @@ export class ConnectorsRepo extends Effect.Service<ConnectorsRepo>()("@scion/con
         ),
 
       /** The connectors of a project (the project-deletion consumer). */
-      listByProject: (projectId: string) =>
-        sql<ConnectorRow>`select * from connectors where project_id = ${projectId} order by created_at, id`.pipe(
+      listByProject: (orgId: string, projectId: string) =>
+        sql<ConnectorRow>`select * from connectors where org_id = ${orgId} and project_id = ${projectId} order by created_at, id`.pipe(
           Effect.map((rows) => rows.map(toConnector)),
           Effect.orDie
         ),

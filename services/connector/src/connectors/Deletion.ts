@@ -171,11 +171,13 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
     })
 
     /**
-     * Deletes (force) every connector of a deleted project, as the project-deletion consumer does.
-     * Idempotent: connectors already gone are not there, and a delete in progress is kept.
+     * Deletes (force) every connector of a deleted project, as the project-deletion consumer does:
+     * the project's org's only (a project id names one org's project; another org's connector
+     * naming it is not its child). Idempotent: connectors already gone are not there, and a delete
+     * in progress is kept.
      */
-    const removeProject = Effect.fn("Deletion.removeProject")(function* (projectId: string) {
-      const found = yield* repo.listByProject(projectId)
+    const removeProject = Effect.fn("Deletion.removeProject")(function* (orgId: string, projectId: string) {
+      const found = yield* repo.listByProject(orgId, projectId)
       const started: Array<string> = []
       for (const connector of found) {
         const outcome = yield* start(connector, true, false).pipe(
