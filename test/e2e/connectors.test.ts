@@ -247,6 +247,25 @@ describe("connectors", () => {
     expect((await scion.request("GET", `/v1/connectors/${placed.body.connector_id}`, { token: tokens.viewer })).body).toMatchObject({ environment_id: linked, use_environment: true })
   })
 
+  it("a connector is placed in a project of its own org only: another org's or an unknown project is 400", async () => {
+    const project = async (token: string, org: string) => {
+      const made = await scion.request("POST", "/v1/projects", { token, body: { org_id: org, name: `placed ${Math.random().toString(36).slice(2, 8)}` } })
+      expect(made.status, scion.explain(made)).toBe(201)
+      return made.body.project_id as string
+    }
+    const ours = await project(tokens.admin, orgId)
+    const theirs = await project(strangerToken, otherOrgId)
+    for (const projectId of [theirs, "prj_unknown"]) {
+      const refused = await create(tokens.member, pgBody(logical, { project_id: projectId, name: "astray" }))
+      expect(refused.status, projectId).toBe(400)
+      expect(refused.body.detail).toMatch(/is not a project of org/)
+    }
+    expect(await metadata("select id from connector.connectors where name = 'astray'")).toEqual([])
+    const placed = await create(tokens.member, pgBody(logical, { project_id: ours, name: "in-project" }))
+    expect(placed.status, scion.explain(placed)).toBe(200)
+    expect(placed.body.project_id).toBe(ours)
+  })
+
   it("GET lists the org's connectors with filters; org_id is required; other orgs see nothing of them", async () => {
     const all = await scion.request("GET", `/v1/connectors?org_id=${orgId}`, { token: tokens.viewer })
     expect(all.status).toBe(200)

@@ -1,4 +1,5 @@
 import type { Transport } from "@connectrpc/connect"
+import { ProjectDirectory } from "./ProjectDirectory.js"
 import type { SqlClient } from "@effect/sql"
 import { type Bus, JobWorker, OperationClient, OutboxRelay, type PrincipalVerifier, recordCounts, refreshWhileServingMetrics, ServiceIdentity, unitDatabase } from "@scion/kit"
 import { Config, Duration, Effect, Layer } from "effect"
@@ -43,7 +44,7 @@ export const ConnectorDatabase = unitDatabase({ schema: "connector", migrations:
 export const ConnectorServices: Layer.Layer<
   Environments | EnvironmentsRepo | Connectors | ConnectorsRepo | DeletionRepo | Discovery | Deletion | SqlClient.SqlClient,
   never,
-  OrgAccess | Entitlements | CloudAccounts | SecretStore | SourceProbe | ConnectorOperations
+  OrgAccess | Entitlements | CloudAccounts | SecretStore | SourceProbe | ConnectorOperations | ProjectDirectory
 > = Layer.merge(Discovery.Default, Deletion.Default).pipe(
   Layer.provideMerge(Layer.merge(Environments.Default, Connectors.Default)),
   Layer.provideMerge(Layer.mergeAll(EnvironmentsRepo.Default, ConnectorsRepo.Default, DeletionRepo.Default)),
@@ -135,7 +136,8 @@ export const connectorLive = (transports: {
         CloudAccounts.layerConfig,
         Secrets,
         SourceProbe.layerConfig,
-        ConnectorOperations.live.pipe(Layer.provide(operations))
+        ConnectorOperations.live.pipe(Layer.provide(operations)),
+        ProjectDirectory.fromTransport(transports.identity)
       )
     )
   )
@@ -180,6 +182,7 @@ export { CloudAccounts, parseRoleArn, type RoleCheck, type SetupLinkInput } from
 export { Entitlements, type LimitedResource } from "./Entitlements.js"
 export { environmentName, Environments, fingerprintOf, secretAad } from "./Environments.js"
 export { DB_PROVIDER_API_KEY, EnvironmentsRepo } from "./EnvironmentsRepo.js"
+export { ProjectDirectory } from "./ProjectDirectory.js"
 export { type AccessError, type ConnectorPermission, type EnvironmentPermission, IdentityClient, OrgAccess, VerifierFromIdentity } from "./Identity.js"
 export { Envelope, generateSecretKey, type MasterKey, parseSecretKeys, SecretStore } from "./secrets/SecretStore.js"
 export * from "./domain/errors.js"

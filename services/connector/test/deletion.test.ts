@@ -10,7 +10,7 @@ import type { ProgressUpdate } from "@scion/kit"
 import { Effect, Fiber, Redacted } from "effect"
 import { startSourceCluster, type SourceCluster } from "../../../test/support/sourceCluster.js"
 import { ConnectorBranches, Connectors, deleteJob, Deletion, handleProjectEvent, PROJECT_DELETED, publicationName, secretPurgeJob, SourceCleaner } from "../src/index.js"
-import { connectorTestLayer, moveOperation, newOrgId, operationOf, operationsOf, session } from "./support.js"
+import { connectorTestLayer, moveOperation, newOrgId, newProjectId, operationOf, operationsOf, session } from "./support.js"
 
 let source: SourceCluster
 
@@ -180,9 +180,10 @@ describe("deletion", () => {
       Effect.gen(function* () {
         const connectors = yield* Connectors
         const deletion = yield* Deletion
+        const sql = yield* SqlClient.SqlClient
         const orgId = (yield* newOrgId())
         const owner = yield* session({ [orgId]: "owner" })
-        const projectId = `prj_${Date.now().toString(36)}`
+        const projectId = yield* newProjectId(orgId)
         const make = (projectId?: string) =>
           Effect.map(
             connectors.create(owner, { orgId, projectId, serviceName: "postgresql", connectionDetails: details(source.details()), byoc: "self_managed", useEnvironment: false }),
@@ -192,10 +193,17 @@ describe("deletion", () => {
         const b = yield* make(projectId)
         const other = yield* make()
         yield* deletion.lock(owner, b)
-        // Another org's connector naming the same project id: the event is this org's, not theirs.
+        // Another org cannot place a connector in this org's project (nor in an unknown one) ...
         const elsewhere = yield* newOrgId()
         const stranger = yield* session({ [elsewhere]: "owner" })
-        const theirs = (yield* connectors.create(stranger, { orgId: elsewhere, projectId, serviceName: "postgresql", connectionDetails: details(source.details()), byoc: "self_managed", useEnvironment: false })).connector.id
+        const placeIn = (projectId: string) =>
+          connectors.create(stranger, { orgId: elsewhere, projectId, serviceName: "postgresql", connectionDetails: details(source.details()), byoc: "self_managed", useEnvironment: false })
+        for (const foreign of [projectId, "prj_unknown"]) {
+          expect(yield* Effect.flip(placeIn(foreign))).toMatchObject({ _tag: "InvalidArgument", field: "project_id" })
+        }
+        // ... and one that names it all the same (made before that check) is not the event's: it names its org.
+        const theirs = (yield* placeIn(yield* newProjectId(elsewhere))).connector.id
+        yield* sql`update connectors set project_id = ${projectId} where id = ${theirs}`
 
         const delivery = {
           subject: PROJECT_DELETED,

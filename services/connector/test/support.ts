@@ -1,4 +1,4 @@
-import { type RoleKey } from "@scion/identity"
+import { Projects, type RoleKey } from "@scion/identity"
 import { asService, OperationClient, type Principal as PrincipalType } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { OperationStatus } from "@scion/proto/scion/operation/v1/operation_pb"
@@ -10,6 +10,7 @@ import {
   BillingUnitOverTheWire,
   IdentityOverTheWire,
   IdentityUnit,
+  IdentityWire,
   IdentityWireLive,
   join,
   newApiKey,
@@ -28,6 +29,7 @@ import {
   generateSecretKey,
   OrgAccess,
   parseSecretKeys,
+  ProjectDirectory,
   SecretStore,
   SourceProbe
 } from "../src/index.js"
@@ -40,6 +42,16 @@ const AccessAsHandled = Layer.effect(
   OrgAccess,
   Effect.map(OrgAccess, (live) => OrgAccess.of({ require: answeredForCaller(live.require) }))
 ).pipe(Layer.provide(OrgAccess.live), Layer.provide(IdentityOverTheWire))
+
+/** Identity's projects, asked for the caller as the unit's handlers do. */
+const ProjectsAsHandled = Layer.unwrapEffect(
+  Effect.map(IdentityWire, (transport) =>
+    Layer.effect(
+      ProjectDirectory,
+      Effect.map(ProjectDirectory, (live) => ProjectDirectory.of({ inOrg: answeredForCaller(live.inOrg) }))
+    ).pipe(Layer.provide(ProjectDirectory.fromTransport(transport)))
+  )
+)
 
 /** Plan limits from the billing unit itself, asked as production asks (Entitlements.billing, this unit's service principal). */
 const EntitlementsFromBilling = Layer.unwrapEffect(Effect.map(BillingDesk, (billing) => Entitlements.billing(billing.transport)))
@@ -61,6 +73,7 @@ export const connectorTestLayer = () =>
         Layer.provideMerge(
           Layer.mergeAll(
             AccessAsHandled,
+            ProjectsAsHandled,
             EntitlementsFromBilling,
             ConnectorOperations.live,
             Secrets,
@@ -110,6 +123,14 @@ export const session = (roles: Record<string, RoleKey>) =>
 
 /** A new API key of the org (made by newOrgId) holding exactly these permissions (the owner's role, scoped). */
 export const apiKey = (orgId: string, permissions: ReadonlyArray<string>) => Effect.flatMap(orgOf(orgId), (org) => newApiKey(org, "owner", permissions))
+
+/** A new project of the org (made by newOrgId), made at identity by its owner. */
+export const newProjectId = (orgId: string) =>
+  Effect.gen(function* () {
+    const { owner } = yield* orgOf(orgId)
+    const projects = yield* Projects
+    return (yield* projects.create(owner, { orgId, name: `project ${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}` })).id
+  })
 
 /** Runs `self` with the caller's principal token, as a client calling this unit over the wire would. */
 export const as = asCaller

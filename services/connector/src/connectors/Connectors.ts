@@ -1,4 +1,5 @@
 import { transactional } from "@scion/kit"
+import { ProjectDirectory } from "../ProjectDirectory.js"
 import { SqlClient } from "@effect/sql"
 import type { Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
@@ -78,6 +79,7 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
     const entitlements = yield* Entitlements
     const secrets = yield* SecretStore
     const probe = yield* SourceProbe
+    const projects = yield* ProjectDirectory
     const sql = yield* SqlClient.SqlClient
 
     const transaction = transactional(sql)
@@ -189,6 +191,9 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
       const valid = yield* validateDetails(input.serviceName.trim(), Redacted.value(input.connectionDetails))
       const placement = yield* checkPlacement(orgId, input)
       const projectId = yield* optionalText("project_id", input.projectId)
+      if (projectId !== null && !(yield* projects.inOrg(principal, orgId, projectId))) {
+        return yield* invalid("project_id", `project ${projectId} is not a project of org ${orgId}`)
+      }
       const name = (yield* optionalText("name", input.name)) ?? defaultName(valid).slice(0, 200)
       // A full plan is refused before the source is probed; the check is repeated under the lock.
       yield* entitlements.requireRoom(orgId, "connectors", yield* repo.countByOrg(orgId))
