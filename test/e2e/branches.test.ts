@@ -652,6 +652,9 @@ describe("branches of a ready engine", () => {
     const plans = await scion.request("GET", "/v1/billing/plans")
     expect(plans.body.plans.find((p: { plan_id: string }) => p.plan_id === "free").limits.branches).toBe(limit)
     expect(inUse).toBeLessThan(limit)
+    const abandonedCount = async () =>
+      (await queryMetadata(scion, "select count(*)::int as n from operation.operations where org_id = $1 and status = 'failed' and error like 'The request that started this work failed%'", [orgId]))[0].n as number
+    const abandonedBefore = await abandonedCount()
     // Three more than the room, all at once, branches among the snapshots: exactly the room gets in.
     const room = limit - inUse
     const burst = await Promise.all(
@@ -669,6 +672,12 @@ describe("branches of a ready engine", () => {
     const burstBranches = settled.filter((done) => done.type === "branch_create").map((done) => done.result.branch_id as string)
     const taken = accepted.filter((r) => r.body.type === "snapshot_create")
     expect(taken.length).toBeGreaterThan(0)
+    // The refused creates made their operations before the limit refused them: none is left pending.
+    await waitFor("the refused creates' operations to be failed", async () => {
+      const [{ n }] = await queryMetadata(scion, "select count(*)::int as n from operation.operations where org_id = $1 and status = 'pending'", [orgId])
+      return n === 0
+    })
+    expect((await abandonedCount()) - abandonedBefore).toBe(3)
     const snapshotOver = await scion.request("POST", `/v1/connectors/${connectorId}/snapshots`, { token: member.token, body: { name: "one-too-many" } })
     expect(snapshotOver.status, scion.explain(snapshotOver)).toBe(403)
     expect(snapshotOver.body.detail).toMatch(/free plan allows 25 branches/)

@@ -161,12 +161,15 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             if (live.status === "creating") return yield* new CreateInProgress({ connectorId: valid.connectorId, name: valid.name, operationId: live.create_operation_id })
             return yield* new BranchNameTaken({ connectorId: valid.connectorId, name: valid.name })
           }
+          const branchId = yield* makeId("br")
+          const operationId = newOperationId("brc")
+          // Created before the org's lock is taken, so concurrent creates in one org do not queue
+          // on this call; a create refused below fails it again as the transaction rolls back.
+          yield* operations.create({ id: operationId, orgId, resourceId: branchId, type: "branch_create" })
           // The plan's branch limit counts the org's live branches (creating, active, deleting) and snapshots.
           // Under the org's lock, held to commit: the count and the insert are one step for every create.
           yield* repo.lockOrgLimit(orgId)
           yield* requireWithin(yield* Fiber.join(allowance), (yield* repo.liveInOrg(orgId)) + (yield* snapshotsRepo.liveInOrg(orgId)))
-          const branchId = yield* makeId("br")
-          const operationId = newOperationId("brc")
           const names = engineNamesOf(branchId)
           const pooler = Option.getOrNull(engine.pooler)
           yield* repo.insert({
@@ -198,7 +201,6 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
               expires_at: new Date(Date.now() + IDEMPOTENCY_WINDOW_HOURS * 3600_000)
             })
           }
-          yield* operations.create({ id: operationId, orgId, resourceId: branchId, type: "branch_create" })
           yield* enqueueJob({ ...CREATE_JOB, operationId, orgId, payload: { branch_id: branchId } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* Effect.logInfo("branch create started").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: valid.connectorId, operation_id: operationId }))
           return { operationId, branchId, status: "pending", replayed: false } satisfies Handle

@@ -71,13 +71,14 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
         Effect.gen(function* () {
           yield* repo.lockName(connectorId, name)
           if (yield* repo.nameTaken(connectorId, name)) return yield* new SnapshotNameTaken({ connectorId, name })
+          const snapshotId = yield* makeId("snap")
+          const operationId = newOperationId("snc")
+          // Before the org's lock, as a branch create does (a refusal below fails it again).
+          yield* operations.create({ id: operationId, orgId: engine.orgId, resourceId: snapshotId, type: "snapshot_create" })
           // The branches' org lock: snapshots and branches share the plan's limit.
           yield* branches.lockOrgLimit(engine.orgId)
           yield* requireWithin(yield* Fiber.join(allowance), (yield* branches.liveInOrg(engine.orgId)) + (yield* repo.liveInOrg(engine.orgId)))
-          const snapshotId = yield* makeId("snap")
-          const operationId = newOperationId("snc")
           yield* repo.insert({ id: snapshotId, orgId: engine.orgId, connectorId, name, databaseName: snapshotDatabaseOf(snapshotId), createOperationId: operationId })
-          yield* operations.create({ id: operationId, orgId: engine.orgId, resourceId: snapshotId, type: "snapshot_create" })
           yield* enqueueJob({ ...SNAPSHOT_CREATE_JOB, operationId, orgId: engine.orgId, payload: { snapshot_id: snapshotId } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* Effect.logInfo("snapshot create started").pipe(Effect.annotateLogs({ snapshot_id: snapshotId, connector_id: connectorId, operation_id: operationId }))
           return { operationId, snapshotId, status: "pending" } satisfies SnapshotHandle
