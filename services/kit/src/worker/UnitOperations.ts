@@ -1,7 +1,7 @@
 import { OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import { randomBytes } from "node:crypto"
 import { Duration, Effect, Option } from "effect"
-import { hasReason, type RpcError } from "../errors.js"
+import { hasReason, RpcError } from "../errors.js"
 import { undoOnRollback } from "../rollback-undo.js"
 import { asService, ServiceIdentity } from "../service-identity.js"
 import { OperationClient } from "./Worker.js"
@@ -101,22 +101,28 @@ export const makeUnitOperations = <T extends OperationTypeName, E>(unavailable: 
       onTimeout: () => unavailable(`DEADLINE_EXCEEDED: no answer within ${Duration.format(OPERATION_CALL_DEADLINE)}`)
     })
     // Created inside a transaction that then rolled back: nothing points at the operation and no
-    // job will run it, so it is failed rather than left pending forever.
+    // job will run it, so it is failed rather than left pending forever. Registered before the
+    // create is sent: a create that timed out may still have landed. One that never did is not found.
+    const neverCreated = (error: unknown) => error instanceof RpcError && hasReason(error, "OPERATION_NOT_FOUND")
     const abandon = (id: string) =>
       asService(client.reportOperation({ id, status: OperationStatus.FAILED, error: ABANDONED })).pipe(
         Effect.timeout(OPERATION_CALL_DEADLINE),
-        Effect.retry({ times: 2 }),
-        Effect.catchAll((error) => Effect.logWarning("an operation whose start rolled back could not be failed; it stays pending", error).pipe(Effect.annotateLogs({ operation_id: id }))),
+        Effect.retry({ times: 2, while: (error) => !neverCreated(error) }),
+        Effect.catchAll((error) =>
+          neverCreated(error)
+            ? Effect.void
+            : Effect.logWarning("an operation whose start rolled back could not be failed; it stays pending", error).pipe(Effect.annotateLogs({ operation_id: id }))
+        ),
         Effect.provideService(ServiceIdentity, service)
       )
     return {
       create: ({ id, orgId, resourceId, type }) =>
-        asService(client.createOperation({ id, orgId, type: operationTypes[type], resourceId })).pipe(
+        undoOnRollback(abandon(id)).pipe(
+          Effect.zipRight(asService(client.createOperation({ id, orgId, type: operationTypes[type], resourceId }))),
           Effect.asVoid,
           Effect.mapError(failure),
           deadline,
-          Effect.provideService(ServiceIdentity, service),
-          Effect.zipLeft(undoOnRollback(abandon(id)))
+          Effect.provideService(ServiceIdentity, service)
         ),
       status: (operationId) =>
         asService(client.getOperation({ id: operationId, waitSeconds: 0 })).pipe(
