@@ -233,13 +233,6 @@ layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
     })
   )
 
-  it.effect("maps identity refusing the token to 401 {detail}", () =>
-    Effect.gen(function* () {
-      const response = yield* call("GET", "/v1/me", { token: "scion_sess_unknown" })
-      expect(response).toMatchObject({ status: 401, body: { detail: "unknown or revoked token" } })
-    })
-  )
-
   it.effect("answers malformed sign-up bodies with 422 and loc ['body', field]", () =>
     Effect.gen(function* () {
       const valid = { email: "ada@example.com", password: "correct-horse-battery", full_name: "Ada" }

@@ -450,7 +450,7 @@ describe("engine setup end to end", () => {
     const lagSeries = `scion_replication_lag_bytes{connector_id="${id}"} `
     const lag = async () => (await (await fetch(scion.metricsUrl("connector"))).text()).split("\n").find((line) => line.startsWith(lagSeries))
     await waitFor("the connector's replication lag in the metrics", async () => (await lag()) !== undefined, 15_000)
-    expect(Number((await lag())!.slice(lagSeries.length))).toBeGreaterThanOrEqual(0)
+    expect((await lag())!.slice(lagSeries.length)).toMatch(/^\d+$/)
     const removed = await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })
     expect(removed.status, scion.explain(removed)).toBe(202)
     const operation = await settle(removed.body.operation_id)

@@ -58,6 +58,9 @@ describe("email verification", () => {
   it("never logs passwords or session tokens", async () => {
     const user = await signUp(scion, "no-secrets")
     await scion.request("GET", "/v1/me", { token: user.token })
+    // The sign-up's lines are all written once its verification mail is (the last of them).
+    await mailedToken(user.email)
+    await waitFor("the gateway's line for GET /v1/me", async () => scion.gateway.output().includes('"http.route":"/v1/me"'))
     const logs = scion.identity.output() + scion.gateway.output()
     expect(logs).not.toContain("correct-horse-battery")
     expect(logs).not.toContain(user.token)

@@ -153,7 +153,8 @@ describe("embedded mode: background work with the in-memory adapters", () => {
         // Outside any transaction: nothing to undo.
         const bare = newOperationId("bare")
         yield* start(bare)
-        yield* Effect.sleep("200 millis")
+        // As long as the refused one was given to be failed: nothing comes for these.
+        yield* Effect.sleep("2 seconds")
         expect((yield* statusOf(kept)).status).toBe(OperationStatus.PENDING)
         expect((yield* statusOf(bare)).status).toBe(OperationStatus.PENDING)
       })

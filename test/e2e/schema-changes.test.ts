@@ -228,7 +228,7 @@ describe("captured schema changes", () => {
     }, 30_000)
     const connector = (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.viewer })).body
     expect(connector.replication).toMatchObject({ status: "streaming", schema_follow: "capture", active_pipeline_id: `scion_${connectorId.toLowerCase()}` })
-    expect(connector.replication.lag_bytes).toBeGreaterThanOrEqual(0)
+    expect(Number.isInteger(connector.replication.lag_bytes) && connector.replication.lag_bytes >= 0).toBe(true)
     expect(Date.parse(connector.replication.measured_at)).toBeGreaterThan(before - 5000)
   })
 

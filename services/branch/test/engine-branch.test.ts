@@ -87,13 +87,16 @@ const runtime = ManagedRuntime.make(
   ).pipe(Layer.provideMerge(OperationUnitOverTheWire("branch")), Layer.provideMerge(IdentityWireLive), Layer.provideMerge(IdentityUnit), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
 )
 
+/** The stage reports each job sent, by operation (the worker would pass them to the operation unit). */
+const reports = new Map<string, Array<{ readonly stage?: string | undefined; readonly progress?: number | undefined }>>()
+
 const jobOf = (operationId: string, branchId: string, attempt = 1): Job<{ branch_id: string }> => ({
   operationId,
   orgId,
   payload: { branch_id: branchId },
   attempt,
   maxAttempts: 3,
-  report: () => Effect.void
+  report: (update) => Effect.sync(() => void reports.set(operationId, [...(reports.get(operationId) ?? []), { stage: update.stage, progress: update.progress }]))
 })
 
 /** The branch's URL as its creator reads it (GET: the operation's result never holds it). */
@@ -185,6 +188,8 @@ describe("branches on a real engine", () => {
     const elapsed = Date.now() - started
     expect(result).toMatchObject({ branch_id: handle.branchId, name: "feature-a", connector_id: engineId, service_type: "postgres", status: "active" })
     for (const field of ["created_at", "read_ready_at", "write_ready_at", "masked_ready_at"]) expect(typeof result[field]).toBe("string")
+    // It said what it was doing: the copy, then the masking (the connector has rules).
+    expect(reports.get(handle.operationId)?.map((r) => r.stage)).toEqual(["copy", "mask"])
     // The operation's result (stored, announced, readable by every role) holds no password.
     expect(result).toMatchObject({ branch_url: null, pooled_branch_url: null, pooled_branch_prisma_url: null })
     expect(url).toMatch(/^postgresql:\/\/scion_br_[0-9a-z]+_owner:[^@]+@127\.0\.0\.1:\d+\/scion_br_[0-9a-z]+\?sslmode=require&channel_binding=disable$/)
@@ -250,6 +255,7 @@ describe("branches on a real engine", () => {
     )
     expect(outcome.copies).toBe(6)
     // The first copy starts a batch alone; the five that arrive while it runs share the next pause.
+    expect(outcome.pauses).toBeGreaterThanOrEqual(1)
     expect(outcome.pauses).toBeLessThanOrEqual(2)
     // Copied closed: no role of the engine but the superuser may connect before any grant.
     const open = await query(engine, "postgres", `select datname from pg_database where datname in (${outcome.names.map((n) => `'${n}'`).join(", ")}) and has_database_privilege('public', oid, 'CONNECT')`)
@@ -259,10 +265,14 @@ describe("branches on a real engine", () => {
   }, 120_000)
 
   it("refuses a second live branch of the same name, and a create in flight", async () => {
-    const error = await runtime.runPromise(
-      Effect.flip(Effect.flatMap(Branches, (b) => b.create(user, { connectorId: engineId, name: "feature-a", serviceType: "postgres", idempotencyKey: undefined })))
-    )
-    expect(error._tag).toBe("BranchNameTaken")
+    const create = (name: string) => runtime.runPromise(Effect.flip(Effect.flatMap(Branches, (b) => b.create(user, { connectorId: engineId, name, serviceType: "postgres", idempotencyKey: undefined }))))
+    expect((await create("feature-a"))._tag).toBe("BranchNameTaken")
+    // Accepted, its job not run yet: a second create of the name is the one in flight.
+    const pending = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.create(user, { connectorId: engineId, name: "in-flight", serviceType: "postgres", idempotencyKey: undefined })))
+    expect(await create("in-flight")).toMatchObject({ _tag: "CreateInProgress", operationId: pending.operationId })
+    // Finished, it stays refused by name.
+    await runtime.runPromise(createJob.run(jobOf(pending.operationId, pending.branchId)))
+    expect((await create("in-flight"))._tag).toBe("BranchNameTaken")
   })
 
   it("resumes after a crash between steps, and a failed create leaves no database or role", async () => {
