@@ -26,18 +26,21 @@ const client = <S extends typeof BillingService | typeof AuthService>(service: S
 let scion: Scion
 let db: pg.Client
 
-/** Polls the subscription until billing has set the org up (10 s at most); 404 until then. */
+/**
+ * Polls the subscription until billing has set the org up (10 s at most); 404 until then. Any
+ * other answer ends the wait and fails here with the response, not as a timeout.
+ */
 const subscriptionOnceSetUp = async (token: string, orgId: string) => {
   let last: { status: number; body: any } = { status: 0, body: null }
   await waitFor(
     `billing to set up ${orgId}`,
     async () => {
       last = await scion.request("GET", `/v1/orgs/${orgId}/billing/subscription`, { token })
-      if (last.status !== 200) expect(last.status, scion.explain(last)).toBe(404)
-      return last.status === 200
+      return last.status !== 404
     },
     10_000
   )
+  expect(last.status, scion.explain(last)).toBe(200)
   return last.body
 }
 

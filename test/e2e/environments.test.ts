@@ -18,7 +18,8 @@ let strangerToken: string
 let shared: { environment_id: string }
 
 beforeAll(async () => {
-  scion = await startScion()
+  // Units log at Info here, so the connector's log holds a line for each key rotation (checked for secrets).
+  scion = await startScion({ env: { LOG_LEVEL: "Info" } })
   const owner = await signUp(scion, "owner")
   tokens.owner = owner.token
   orgId = (await createOrg(scion, owner.token, "Placement Org")).org_id
@@ -139,12 +140,14 @@ describe("environments", () => {
       expect(rotate.status, `${role} rotate`).toBe(expected[role])
     }
     const link = (await scion.request("POST", "/v1/environments/aws-setup-link", { token: tokens.owner, body: { environment_id: env.environment_id, aws_account_id: "123456789012" } })).body
-    for (const role of ["viewer", "member"] as const) {
+    const roleArn = "arn:aws:iam::123456789012:role/Scion"
+    for (const role of ["viewer", "member", "admin", "owner"] as const) {
       const patch = await scion.request("PATCH", `/v1/environments/aws-account-connections/${link.aws_account_connection.aws_account_connection_id}`, {
         token: tokens[role],
-        body: { role_arn: "arn:aws:iam::123456789012:role/Scion", external_id: link.external_id }
+        body: { role_arn: roleArn, external_id: link.external_id }
       })
-      expect(patch.status, role).toBe(403)
+      expect(patch.status, `${role} connect: ${scion.explain(patch)}`).toBe(expected[role])
+      if (expected[role] === 200) expect(patch.body, role).toMatchObject({ status: "connected", role_arn: roleArn })
     }
   })
 
@@ -256,8 +259,12 @@ describe("environments", () => {
     } finally {
       await client.end()
     }
-    // And the connector's log never printed it.
+    // And the connector's log never printed it: its lines for both rotations are there, without the key.
+    const rotationLines = () => scion.connector.output().split("\n").filter((line) => line.includes("db provider api key rotated") && line.includes(env.environment_id))
+    await waitFor("the connector's log lines for both rotations", async () => rotationLines().length >= 2, 10_000)
+    expect(rotationLines()).toHaveLength(2)
     expect(scion.connector.output()).not.toContain(secondKey)
+    expect(scion.connector.output()).not.toContain(firstKey)
     expect((await scion.request("POST", "/v1/environments/env_unknown/db-provider-api-key", { token: tokens.owner, body: { api_key: secondKey } })).status).toBe(404)
     expect((await scion.request("POST", path, { token: strangerToken, body: { api_key: secondKey } })).status).toBe(404)
   })

@@ -2,8 +2,9 @@
  * Rate limits at the gateway, with every unit its own process and limits low enough to reach:
  * per caller for authenticated requests (a session's user, an API key), per client address for the
  * anonymous endpoints, a smaller bucket for the code-host validators, and failed logins slowing
- * down per account and per address. Every refusal is 429 {detail} with Retry-After and the
- * RateLimit-* headers; nothing refused reaches a unit.
+ * down per account and per address. Refusals are 429 and say when to try again: Retry-After
+ * and/or the RateLimit-* headers, with a {detail} for the caller's bucket and the login delay.
+ * Whether a refused request reached a unit is not checked here.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createApiKey, createOrg } from "../support/flows.js"

@@ -23,7 +23,14 @@ describe("create validation", () => {
   })
 
   it("binds a key to connector, service type and name", () => {
-    expect(fingerprintOf({ connectorId: "a", serviceType: "postgres", name: "b" })).not.toBe(fingerprintOf({ connectorId: "a", serviceType: "postgres", name: "c" }))
+    const base = { connectorId: "a", serviceType: "postgres", name: "b" }
+    expect(fingerprintOf({ ...base })).toBe(fingerprintOf(base))
+    expect(fingerprintOf({ ...base, name: "c" })).not.toBe(fingerprintOf(base))
+    expect(fingerprintOf({ ...base, connectorId: "z" })).not.toBe(fingerprintOf(base))
+    expect(fingerprintOf({ ...base, serviceType: "mysql" })).not.toBe(fingerprintOf(base))
+    // Fields do not run into each other: moving characters between them changes the fingerprint.
+    expect(fingerprintOf({ connectorId: "ab", serviceType: "postgres", name: "c" })).not.toBe(fingerprintOf({ connectorId: "a", serviceType: "postgres", name: "bc" }))
+    expect(fingerprintOf({ connectorId: "a", serviceType: "postgresb", name: "" })).not.toBe(fingerprintOf({ connectorId: "a", serviceType: "postgres", name: "b" }))
   })
 })
 

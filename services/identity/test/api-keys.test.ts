@@ -55,9 +55,11 @@ describe("API keys", () => {
         )
         const firstUse = yield* lastUsed
         yield* auth.authenticate(created.secret)
-        yield* Effect.sleep("100 millis")
-        // Within the minute, a second use writes nothing.
-        expect((yield* lastUsed).getTime()).toBe(firstUse.getTime())
+        // Within the minute, a second use writes nothing: the value stays put for two seconds of looking.
+        for (let i = 0; i < 20; i++) {
+          yield* Effect.sleep("100 millis")
+          expect((yield* lastUsed).getTime()).toBe(firstUse.getTime())
+        }
 
         const test = yield* apiKeys.createApiKey(owner.principal, { orgId: org.orgId, name: "t", roleId: ROLES.viewer.id, scopes: ["org.read"], expiresAt: null, mode: "test" })
         expect(test.secret).toMatch(/^sk-scion_test_/)
@@ -139,7 +141,7 @@ describe("API keys", () => {
         expect(list.every((k) => k.keyPrefix.length === 18 && !("secret" in k))).toBe(true)
         expect(list[2]?.revokedAt).toBeInstanceOf(Date)
         expect(k2.apiKey.id).toMatch(/^key_/)
-        expect(k4).toBeDefined()
+        expect(list[0]?.id).toBe(k4.apiKey.id)
       })
     )
 

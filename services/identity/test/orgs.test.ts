@@ -1,7 +1,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { Accounts, Auth, type IdentityError, Orgs, ROLES } from "../src/index.js"
+import { Accounts, Auth, type IdentityError, Invites, Orgs, ROLES } from "../src/index.js"
 import { addMember, createKey, createOrg, identityTestLayer, outboxRows, signUp } from "./support.js"
 
 describe("orgs", () => {
@@ -186,14 +186,17 @@ describe("orgs", () => {
         const doomed = yield* createOrg(owner.principal, "Doomed")
         const member = yield* addMember(owner.principal, doomed.orgId, "member")
         const key = yield* createKey(owner.principal, doomed.orgId, ROLES.member.id)
+        yield* (yield* Invites).createInvite(owner.principal, { orgId: doomed.orgId, email: "pending@example.com", roleKey: "viewer" })
+        const tables = ["memberships", "role_grants", "api_keys", "invites"]
+        const count = (table: string) =>
+          Effect.map(sql<{ n: number }>`select count(*)::int as n from ${sql(table)} where org_id = ${doomed.orgId}`, (rows) => rows[0]?.n)
+        // The org owns rows in every table before the delete.
+        for (const table of tables) expect(yield* count(table), table).toBeGreaterThan(0)
         yield* orgs.deleteOrg(owner.principal, doomed.orgId)
 
         expect(yield* Effect.flip(auth.authenticate(key.secret))).toMatchObject({ _tag: "Unauthenticated" })
         expect(yield* Effect.flip(orgs.getOrg(member.principal, doomed.orgId))).toMatchObject({ _tag: "NotAMember" })
-        for (const table of ["memberships", "role_grants", "api_keys", "invites"]) {
-          const [row] = yield* sql<{ n: number }>`select count(*)::int as n from ${sql(table)} where org_id = ${doomed.orgId}`
-          expect(row?.n, table).toBe(0)
-        }
+        for (const table of tables) expect(yield* count(table), table).toBe(0)
         const events = (yield* outboxRows("events.org.deleted")).filter((r) => r.payload.org_id === doomed.orgId)
         expect(events).toHaveLength(1)
         expect(events[0]?.payload).toMatchObject({ org_id: doomed.orgId, name: "Doomed", deleted_by_user_id: owner.userId })
