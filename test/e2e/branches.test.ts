@@ -732,22 +732,35 @@ describe("branches of a ready engine", () => {
   })
 
   it("SIGKILL of the branch worker mid-create: the operation ends and nothing is leaked", async () => {
-    const response = await create(member.token, { connector_id: connectorId, name: "killed", service_type: "postgres" })
-    expect(response.status).toBe(202)
-    await new Promise((resolve) => setTimeout(resolve, 250))
+    // A source position 16 MB ahead of the source's WAL: the create waits for the mirror to reach
+    // it, running at its catch_up stage (its role made meanwhile), until the source gets there.
+    const position = (await source.query("select (pg_current_wal_lsn() + 16777216)::text as lsn")).rows[0].lsn as string
+    const response = await create(member.token, { connector_id: connectorId, name: "killed", service_type: "postgres", min_source_lsn: position })
+    expect(response.status, scion.explain(response)).toBe(202)
+    await waitFor("the create running at catch_up", async () => {
+      const read = await scion.request("GET", `/v1/operations/${response.body.operation_id}`, { token: member.token })
+      return read.body.status === "running" && read.body.stage === "catch_up"
+    })
     await scion.branch.stop("SIGKILL")
+    // The source passes the position (segment switches, then a change the mirror applies).
+    const past = async () => (await source.query(`select pg_current_wal_lsn() >= '${position}'::pg_lsn as past`)).rows[0].past as boolean
+    for (let i = 0; i < 4 && !(await past()); i++) await source.query("select txid_current(); select pg_switch_wal()")
+    expect(await past()).toBe(true)
+    await source.query("update customers set name = name where id = 1", "app")
     respawned = respawn(scion.branch)
     await waitFor("the branch unit again", () => healthServing(scion.branchUrl), 30_000)
+    // The job is redelivered to the new worker, resumes and completes with a working branch.
     const operation = await settleOperation(scion, response.body.operation_id, member.token, 120_000)
-    expect(["completed", "failed"]).toContain(operation.status)
-    if (operation.status === "completed") expect(operation.result.branch_url).toMatch(/^postgresql:\/\//)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    expect(operation.result.branch_url).toMatch(/^postgresql:\/\//)
+    expect(psql(operation.result.branch_url, "select 1")).toBe("1")
     // Every branch database and role on the engine belongs to a live branch.
     const live = await queryMetadata(scion, "select database_name, role_name from branch.branches where connector_id = $1 and status in ('active', 'creating')", [connectorId])
     const databases = (await queryEngine(scion, connectorId, "select datname from pg_database where datname like 'scion_br_%'", [], "postgres")).rows.map((r) => r.datname).sort()
     const roles = (await queryEngine(scion, connectorId, "select rolname from pg_roles where rolname like 'scion_br_%'", [], "postgres")).rows.map((r) => r.rolname).sort()
     expect(databases).toEqual(live.map((r) => r.database_name).sort())
     expect(roles).toEqual(live.map((r) => r.role_name).sort())
-  })
+  }, 180_000)
 
   it("deleting the connector deletes its branches first: they read 404 and their URLs stop working", async () => {
     const kept = await create(member.token, { connector_id: connectorId, name: "before-delete", service_type: "postgres" })

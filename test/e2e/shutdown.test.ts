@@ -11,11 +11,11 @@ afterAll(async () => {
 })
 
 describe("graceful shutdown", () => {
-  it("gateway and identity exit 0 on SIGTERM within the grace period", async () => {
+  it("gateway and identity exit 0 on SIGTERM, by themselves", async () => {
     await signUp(scion, "before-shutdown")
-    const started = Date.now()
+    // stop() only signals and waits for the exit (no SIGKILL after it): a unit that did not finish
+    // its shutdown never resolves and the test's timeout fails it; one killed or crashed is not 0.
     expect(await scion.gateway.stop("SIGTERM")).toBe(0)
     expect(await scion.identity.stop("SIGTERM")).toBe(0)
-    expect(Date.now() - started).toBeLessThan(10_000)
   })
 })
