@@ -355,11 +355,12 @@ export const stopEngines = async (engineDataDir: string): Promise<void> => {
   const entries = await readdir(engineDataDir).catch(() => [] as Array<string>)
   await Promise.all(
     entries.map(async (entry) => {
-      // The engine's PgBouncer, when there is one, then its postmaster.
+      // The engine's PgBouncer, when there is one (killed: a safe shutdown waits for its clients),
+      // then its postmaster.
       const poolerPid = Number((await readFile(join(engineDataDir, entry, "pooler", "pgbouncer.pid"), "utf8").catch(() => "")).trim())
       if (Number.isInteger(poolerPid) && poolerPid > 0) {
         try {
-          process.kill(poolerPid, "SIGINT")
+          process.kill(poolerPid, "SIGKILL")
         } catch {
           // Already gone.
         }

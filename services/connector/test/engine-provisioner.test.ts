@@ -220,8 +220,15 @@ describe("LocalEngineProvisioner", () => {
     // The pooler's files hold the superuser's password: only the server's user may read them.
     expect((await stat(join(dataDir, connectorId, "pooler", "userlist.txt"))).mode & 0o777).toBe(0o600)
 
+    // A client holding a transaction through the pooler (a safe shutdown would wait for it): the
+    // stop does not leave the pooler behind.
+    const holding = through("pooled-pass", { rejectUnauthorized: false })
+    holding.on("error", () => undefined)
+    await holding.connect()
+    await holding.query("begin; select 1")
     await run(Effect.flatMap(EngineProvisioner, (p) => p.stop(connectorId)))
     expect(await portIsFree(pooler.port)).toBe(true)
+    await holding.end().catch(() => undefined)
     const restarted = await run(Effect.flatMap(EngineProvisioner, (p) => p.start(connectorId)))
     expect(restarted.pooler).toEqual(pooler)
     const again = through("pooled-pass", { rejectUnauthorized: false })

@@ -29,7 +29,7 @@ import { createRequire } from "node:module"
 import { connect, createServer, isIP } from "node:net"
 import { arch, platform, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
-import { Config, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Config, type Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { type Engine, EngineError, EngineNotFound, EngineProvisioner, perConnectorLock, validateConnectorId, type EngineStatus } from "./EngineProvisioner.js"
 
 export interface LocalEngineOptions {
@@ -498,22 +498,33 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
         return entry
       })
 
+    /**
+     * Stops the engine's PgBouncer: a safe shutdown first (SIGINT: PAUSE, then SHUTDOWN), which
+     * waits for the clients still connected through it; if they hold on, an immediate one
+     * (SIGTERM in PgBouncer before 1.23), then SIGKILL. A pooler must not outlive its engine.
+     */
     const stopPooler = (connectorId: string) =>
       Effect.gen(function* () {
         const pid = yield* pidAlive(poolerPaths(connectorId).pid)
         if (Option.isNone(pid)) return
-        yield* Effect.sync(() => {
-          try {
-            process.kill(pid.value, "SIGINT")
-          } catch {
-            // Already gone.
-          }
-        })
-        yield* pidAlive(poolerPaths(connectorId).pid).pipe(
-          Effect.filterOrFail(Option.isNone, () => "running" as const),
-          Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds"))),
-          Effect.ignore
-        )
+        const gone = (within: Duration.DurationInput) =>
+          pidAlive(poolerPaths(connectorId).pid).pipe(
+            Effect.filterOrFail(Option.isNone, () => "running" as const),
+            Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo(within))),
+            Effect.as(true),
+            Effect.orElseSucceed(() => false)
+          )
+        for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
+          const sent = yield* Effect.sync(() => {
+            try {
+              process.kill(pid.value, signal)
+              return true
+            } catch {
+              return false // already gone
+            }
+          })
+          if (!sent || (yield* gone("3 seconds"))) return
+        }
       })
 
     const serverConf = (port: number) =>
