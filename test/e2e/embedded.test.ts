@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { startSourceCluster } from "../support/sourceCluster.js"
-import { freePort, startUnit, stopEngines, waitFor, type UnitProcess } from "../support/system.js"
+import { freePort, killProcessesUnder, startUnit, stopEngines, waitFor, type UnitProcess } from "../support/system.js"
 
 const dataDir = mkdtempSync(join(tmpdir(), "scion-embedded-"))
 // The embedded server runs as an unprivileged user when we are root: it must reach its directory.
@@ -21,6 +21,8 @@ let engineUrl = ""
 afterAll(async () => {
   await running?.stop("SIGKILL")
   await stopEngines(join(dataDir, "engines"))
+  // The embedded Postgres outlives a killed process too.
+  await killProcessesUnder(dataDir)
   rmSync(dataDir, { recursive: true, force: true })
 })
 

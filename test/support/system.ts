@@ -383,5 +383,38 @@ export const stopEngines = async (engineDataDir: string): Promise<void> => {
       }
     })
   )
+  // A unit killed while it was starting an engine or its pooler leaves one that wrote its pid file
+  // after the look above: whatever still runs from this directory goes too.
+  await killProcessesUnder(engineDataDir)
   await rm(engineDataDir, { recursive: true, force: true })
+}
+
+/**
+ * Kills every process started from a path under `dir` (a postmaster, a PgBouncer) that is still
+ * running, including one that starts in the next moments: a test leaves no server behind.
+ */
+export const killProcessesUnder = async (dir: string): Promise<void> => {
+  for (let round = 0; round < 5; round++) {
+    const stragglers = await processesUnder(dir)
+    for (const pid of stragglers) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {
+        // Already gone.
+      }
+    }
+    if (stragglers.length === 0 && round > 0) return
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+}
+
+/** Processes whose command line names a path under `dir` (engines and poolers started from it). */
+const processesUnder = async (dir: string): Promise<Array<number>> => {
+  const pids = (await readdir("/proc").catch(() => [] as Array<string>)).filter((name) => /^\d+$/.test(name))
+  const found: Array<number> = []
+  for (const pid of pids) {
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")
+    if (cmdline.includes(dir)) found.push(Number(pid))
+  }
+  return found.filter((pid) => pid !== process.pid)
 }
