@@ -23,14 +23,12 @@ const withBranchUrls = (operation: OperationJson) => {
   const branchId = operation.result?.branch_id
   if (operation.status !== "completed" || !BRANCH_RESULTS.has(operation.type) || typeof branchId !== "string") return Effect.succeed(operation)
   return asCaller((u) => u.branches.getBranch({ branchId })).pipe(
-    Effect.map(({ branch }) => ({
+    Effect.map(({ branch }) => branch),
+    Effect.catchIf((error): error is NotFound => error instanceof NotFound, () => Effect.succeed(undefined)),
+    Effect.map((branch) => ({
       ...operation,
       result: { ...operation.result, branch_url: branch?.branchUrl ?? null, pooled_branch_url: branch?.pooledBranchUrl ?? null, pooled_branch_prisma_url: branch?.pooledBranchPrismaUrl ?? null }
-    })),
-    Effect.catchIf(
-      (error): error is NotFound => error instanceof NotFound,
-      () => Effect.succeed({ ...operation, result: { ...operation.result, branch_url: null, pooled_branch_url: null, pooled_branch_prisma_url: null } })
-    )
+    }))
   )
 }
 

@@ -1,7 +1,7 @@
 import { PostgresPools } from "@scion/kit"
 import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, EngineFailure, setSubscriptions, waitTemplateFree } from "./EngineSql.js"
+import { adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, EngineFailure, resumeSubscriptions, waitTemplateFree } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
@@ -72,7 +72,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             // Nothing to copy (a redelivery after the copy): still make sure the subscriptions run,
             // in case the worker that copied died while they were paused — unless the monitor
             // paused them (a quarantine), which only its release undoes.
-            if (todo.length === 0) return engine.status === "degraded" ? undefined : yield* setSubscriptions(engine, true)
+            if (todo.length === 0) return engine.status === "degraded" ? undefined : yield* resumeSubscriptions(engine)
             // A degraded engine's quarantined subscription stays paused after the copy: only the
             // subscriptions running now are paused and resumed.
             const paused = engine.status === "degraded" ? { ...engine, subscriptionNames: yield* runningSubscriptions(admin, engine.subscriptionNames) } : engine
@@ -95,7 +95,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                   marks.copied = Date.now() - started
                 }),
               () =>
-                setSubscriptions(paused, true).pipe(
+                resumeSubscriptions(paused).pipe(
                   Effect.retry({ times: 5 }),
                   Effect.catchAll((e) => Effect.logError("could not resume the mirror's subscriptions; the next branch create resumes them", e))
                 )

@@ -74,16 +74,15 @@ export const disableSubscriptions = (mirror: EngineClient, names: ReadonlyArray<
     )
   })
 
-/** Pauses (DISABLE) or resumes (ENABLE) the subscriptions feeding the mirror; connects to the mirror for it. */
-export const setSubscriptions = (engine: BranchingEngine, enabled: boolean) =>
+/** Resumes (ENABLE) the subscriptions feeding the mirror; connects to the mirror for it. (The Copier pauses them on a session of its own.) */
+export const resumeSubscriptions = (engine: BranchingEngine) =>
   Effect.scoped(
     Effect.gen(function* () {
       if (engine.subscriptionNames.length === 0) return
       const mirror = yield* connectEngine(engine, engine.mirrorDatabase)
-      if (!enabled) return yield* disableSubscriptions(mirror, engine.subscriptionNames)
       for (const name of engine.subscriptionNames) yield* mirror.query("resume", `alter subscription ${quoteIdent(name)} enable`)
     })
-  ).pipe(Effect.withSpan(enabled ? "EngineSql.resume" : "EngineSql.pause"))
+  ).pipe(Effect.withSpan("EngineSql.resume"))
 
 /**
  * Waits until no other session is connected to the mirror (a template copy refuses to start

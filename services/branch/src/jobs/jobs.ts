@@ -172,12 +172,12 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
               }
               yield* mark("stamped_ms")
               const password = yield* Fiber.join(roleMade)
-              const ready: { -readonly [K in keyof BranchUpdate]: BranchUpdate[K] } = {}
+              let ready: BranchUpdate = {}
               if (branch.writeReadyAt === null) {
                 // Sequences, ownership and CONNECT in one transaction, after the role exists.
                 yield* readyBranchDatabase(session, branch.databaseName, branch.roleName)
                 const now = new Date()
-                Object.assign(ready, { sequences_aligned_at: branch.sequencesAlignedAt ?? now, read_ready_at: now, write_ready_at: now })
+                ready = { sequences_aligned_at: branch.sequencesAlignedAt ?? now, read_ready_at: now, write_ready_at: now }
               }
               yield* mark("grant_ms")
               const rules = yield* Fiber.join(rulesLoaded)
@@ -185,7 +185,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
                 yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
                 const outcome = yield* applyMasking(session, rules)
                 yield* Effect.logInfo("branch masked").pipe(Effect.annotateLogs({ branch_id: branchId, applied: outcome.applied.length, skipped: outcome.skipped.join(", ") }))
-                ready.masked_ready_at = new Date()
+                ready = { ...ready, masked_ready_at: new Date() }
               }
               return { password, ready }
             })
