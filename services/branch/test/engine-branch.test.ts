@@ -242,7 +242,7 @@ describe("branches on a real engine", () => {
     expect(await urlOf(b.handle.branchId)).toBe(b.url)
   }, 120_000)
 
-  it("runs the copies waiting on one engine under one pause", async () => {
+  it("runs the copies waiting on one engine under one pause, several at once", async () => {
     const outcome = await runtime.runPromise(
       Effect.gen(function* () {
         const copier = yield* Copier
@@ -254,9 +254,8 @@ describe("branches on a real engine", () => {
       })
     )
     expect(outcome.copies).toBe(6)
-    // The first copy starts a batch alone; the five that arrive while it runs share the next pause.
-    expect(outcome.pauses).toBeGreaterThanOrEqual(1)
-    expect(outcome.pauses).toBeLessThanOrEqual(2)
+    // The first copy starts a batch; the five that arrive while it is young join its pause.
+    expect(outcome.pauses).toBe(1)
     // Copied closed: no role of the engine but the superuser may connect before any grant.
     const open = await query(engine, "postgres", `select datname from pg_database where datname in (${outcome.names.map((n) => `'${n}'`).join(", ")}) and has_database_privilege('public', oid, 'CONNECT')`)
     expect(open).toEqual([])

@@ -1,7 +1,7 @@
 import { PostgresPools } from "@scion/kit"
 import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, EngineFailure, resumeSubscriptions, waitTemplateFree } from "./EngineSql.js"
+import { adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, type EngineClient, EngineFailure, resumeSubscriptions, waitTemplateFree } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
@@ -14,12 +14,29 @@ interface Queue {
   readonly waiting: Array<Waiting>
 }
 
+/** How the Copier spends a pause. */
+export interface CopierOptions {
+  /** How long the mirror may stay busy after the pause (BRANCH_TEMPLATE_WAIT). */
+  readonly templateWait: Duration.DurationInput
+  /**
+   * Copies that arrive while a pause is younger than this join it (BRANCH_PAUSE_JOIN_WINDOW): the
+   * mirror stays paused for them instead of resuming and pausing again. It bounds how long
+   * replication waits and how much older than its request a joining copy's data can be (its
+   * `data_as_of` and `source_lsn` say exactly which state it holds).
+   */
+  readonly joinWindow: Duration.DurationInput
+  /** Copies of one pause run on this many sessions at once (BRANCH_COPY_CONCURRENCY). */
+  readonly concurrency: number
+}
+
 /**
  * Template copies of a connector's mirror, with the subscription paused around them. One pause
- * serves every create waiting on that engine: copies that arrive while a batch runs wait for the
- * next batch, which pauses once for all of them. Across processes, a session advisory lock on the
- * engine serialises batches (released by the server if a process dies). The subscriptions are
- * enabled again whatever happens to the copies.
+ * serves every create waiting on that engine, and copies that arrive while it is young join it;
+ * the rest wait for the next batch, which pauses once for all of them. A pause's copies run on
+ * several sessions at once: concurrent FILE_COPY copies share their checkpoints and overlap
+ * their writes (measured here: 5 copies 1.9×, 10 copies 2–3× faster than one after another).
+ * Across processes, a session advisory lock on the engine serialises batches (released by the
+ * server if a process dies). The subscriptions are enabled again whatever happens to the copies.
  */
 export class Copier extends Context.Tag("@scion/branch/Copier")<
   Copier,
@@ -33,10 +50,11 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
     readonly stats: Effect.Effect<{ readonly pauses: number; readonly copies: number }>
   }
 >() {
-  static make(options: { readonly templateWait: Duration.DurationInput }): Effect.Effect<Context.Tag.Service<Copier>, never, PostgresPools> {
+  static make(options: CopierOptions): Effect.Effect<Context.Tag.Service<Copier>, never, PostgresPools> {
     return Effect.map(PostgresPools, (pools) => {
       const queues = new Map<string, Queue>()
       const counters = { pauses: 0, copies: 0 }
+      const joinWindowMillis = Duration.toMillis(options.joinWindow)
       const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
 
       /**
@@ -55,7 +73,30 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           })
         ).pipe(Effect.withSpan("Copier.pause"))
 
-      const batch = (engine: BranchingEngine, waiting: ReadonlyArray<Waiting>) =>
+      /** Waiters whose database exists already (a crashed worker copied it) are answered now; the rest are left to copy. */
+      const toCopy = (admin: EngineClient, waiting: ReadonlyArray<Waiting>) =>
+        Effect.gen(function* () {
+          const todo: Array<Waiting> = []
+          for (const w of waiting) {
+            if (yield* databaseExists(admin, w.database)) yield* Deferred.succeed(w.done, noMark)
+            else todo.push(w)
+          }
+          return todo
+        })
+
+      /** Each copy on a session of its own from the engine's pool; each waiter gets its own outcome. */
+      const copyAll = (engine: BranchingEngine, todo: ReadonlyArray<Waiting>, mark: CopyMark) =>
+        Effect.forEach(
+          todo,
+          (w) =>
+            Effect.scoped(Effect.flatMap(adminSession(engine), (session) => copyDatabase(session, engine, w.database))).pipe(
+              Effect.exit,
+              Effect.flatMap((exit) => Deferred.done(w.done, Exit.as(exit, mark)))
+            ),
+          { concurrency: options.concurrency, discard: true }
+        )
+
+      const batch = (engine: BranchingEngine, queue: Queue, waiting: ReadonlyArray<Waiting>) =>
         Effect.scoped(
           Effect.gen(function* () {
             const admin = yield* adminSession(engine)
@@ -64,11 +105,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             yield* Effect.acquireRelease(admin.query("lock", "select pg_advisory_lock(hashtext($1))", [lock]), () =>
               admin.query("lock", "select pg_advisory_unlock(hashtext($1))", [lock]).pipe(Effect.ignore)
             )
-            const todo: Array<Waiting> = []
-            for (const w of waiting) {
-              if (yield* databaseExists(admin, w.database)) yield* Deferred.succeed(w.done, noMark)
-              else todo.push(w)
-            }
+            const todo = yield* toCopy(admin, waiting)
             // Nothing to copy (a redelivery after the copy): still make sure the subscriptions run,
             // in case the worker that copied died while they were paused — unless the monitor
             // paused them (a quarantine), which only its release undoes.
@@ -78,8 +115,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             const paused = engine.status === "degraded" ? { ...engine, subscriptionNames: yield* runningSubscriptions(admin, engine.subscriptionNames) } : engine
             const started = Date.now()
             counters.pauses++
-            counters.copies += todo.length
             const marks: Record<string, number> = {}
+            let copies = 0
             yield* Effect.acquireUseRelease(
               Effect.tap(pause(paused), () => Effect.sync(() => (marks.paused = Date.now() - started))),
               (dataAsOf) =>
@@ -88,9 +125,16 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                   marks.free = Date.now() - started
                   // Every copy of the batch holds what the paused mirror held.
                   const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf }
-                  for (const w of todo) {
-                    const exit = yield* Effect.exit(copyDatabase(admin, engine, w.database))
-                    yield* Deferred.done(w.done, Exit.as(exit, mark))
+                  let round: ReadonlyArray<Waiting> = todo
+                  while (round.length > 0) {
+                    counters.copies += round.length
+                    copies += round.length
+                    yield* copyAll(engine, round, mark)
+                    // Copies that arrived meanwhile join while the pause is young.
+                    if (Date.now() - started >= joinWindowMillis) break
+                    const joined = queue.waiting.splice(0, queue.waiting.length)
+                    // Taken off the queue here, so answered here if the check fails.
+                    round = yield* toCopy(admin, joined).pipe(Effect.onError((cause) => Effect.forEach(joined, (w) => Deferred.failCause(w.done, cause), { discard: true })))
                   }
                   marks.copied = Date.now() - started
                 }),
@@ -101,7 +145,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                 )
             )
             yield* Effect.logInfo("template copies done").pipe(
-              Effect.annotateLogs({ engine: keyOf(engine), copies: todo.length, pause_ms: Date.now() - started, paused_at_ms: marks.paused ?? -1, free_at_ms: marks.free ?? -1, copied_at_ms: marks.copied ?? -1 })
+              Effect.annotateLogs({ engine: keyOf(engine), copies, pause_ms: Date.now() - started, paused_at_ms: marks.paused ?? -1, free_at_ms: marks.free ?? -1, copied_at_ms: marks.copied ?? -1 })
             )
           })
         ).pipe(Effect.provideService(PostgresPools, pools), Effect.withSpan("Copier.batch", { attributes: { copies: waiting.length } }))
@@ -115,7 +159,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
               return taken
             })
             if (next.length === 0) return
-            const exit = yield* Effect.exit(batch(queue.engine, next))
+            const exit = yield* Effect.exit(batch(queue.engine, queue, next))
             // A batch that failed before a copy ran fails every waiting copy with its error.
             if (Exit.isFailure(exit)) for (const w of next) yield* Deferred.failCause(w.done, exit.cause)
             else for (const w of next) yield* Deferred.succeed(w.done, noMark)
@@ -145,9 +189,17 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
     })
   }
 
-  /** BRANCH_TEMPLATE_WAIT (default 10 s): how long the mirror may stay busy after the pause. */
+  /** BRANCH_TEMPLATE_WAIT (10 s), BRANCH_PAUSE_JOIN_WINDOW (1 s), BRANCH_COPY_CONCURRENCY (4): see CopierOptions. */
   static readonly layerConfig: Layer.Layer<Copier, never, PostgresPools> = Layer.effect(
     Copier,
-    Effect.flatMap(Config.duration("BRANCH_TEMPLATE_WAIT").pipe(Config.withDefault(Duration.seconds(10)), Effect.orDie), (templateWait) => Copier.make({ templateWait }))
+    Effect.flatMap(
+      Config.all({
+        templateWait: Config.duration("BRANCH_TEMPLATE_WAIT").pipe(Config.withDefault(Duration.seconds(10))),
+        joinWindow: Config.duration("BRANCH_PAUSE_JOIN_WINDOW").pipe(Config.withDefault(Duration.seconds(1))),
+        // The engine pool holds 8 sessions: the batch's lock session, these, and the roles made beside the copies.
+        concurrency: Config.integer("BRANCH_COPY_CONCURRENCY").pipe(Config.withDefault(4), Config.validate({ message: "must be from 1 to 6", validation: (n) => n >= 1 && n <= 6 }))
+      }).pipe(Effect.orDie),
+      Copier.make
+    )
   )
 }
