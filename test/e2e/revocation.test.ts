@@ -10,7 +10,9 @@ import { addMember, createApiKey, createOrg } from "../support/flows.js"
 import { signUp, startScion, type Scion } from "../support/system.js"
 
 const BOUND_MS = 1_000
-const TRIALS = 8
+// Five refusals per trial: 100 samples or more, so p99 is a percentile and not the single worst
+// refusal (with 40, one request slowed by the machine decided it).
+const TRIALS = 20
 
 let scion: Scion
 let owner: { token: string; orgId: string }
@@ -112,7 +114,7 @@ describe("revocation bound (production shape, under load)", () => {
 
   it(`an ended session and a removed member are refused by every unit within ${BOUND_MS} ms`, async () => {
     const samples: Array<number> = []
-    for (let trial = 0; trial < TRIALS / 2; trial++) {
+    for (let trial = 0; trial < TRIALS; trial++) {
       const user = await signUp(scion, `leaver${trial}`)
       const org = await createOrg(scion, user.token, `Leaver org ${trial}`)
       const sessionPaths = paths(org.org_id)
