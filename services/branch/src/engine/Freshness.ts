@@ -75,7 +75,9 @@ export const waitForSourcePosition = (engine: BranchingEngine, target: string, t
 
 /**
  * The newest heartbeat of the connector a mirror, or a copy of it, holds: the source time its data
- * is at least as fresh as. Null without Scion's heartbeat (gone from a copy already stamped).
+ * is at least as fresh as. Null without Scion's heartbeat (gone from a copy already readied). On a
+ * copy it is read before the copy is readied (which drops the `scion` schema in its transaction)
+ * and recorded before that too, so a redelivery keeps it.
  */
 export const readHeartbeat = (client: EngineClient, connectorId: string) =>
   Effect.gen(function* () {
@@ -84,10 +86,3 @@ export const readHeartbeat = (client: EngineClient, connectorId: string) =>
     const [row] = yield* client.query<{ at: Date | null }>("freshness", "select max(at) as at from scion.heartbeat where connector_id = $1", [connectorId])
     return row?.at ?? null
   })
-
-/**
- * In a freshly copied database: its heartbeat (readHeartbeat), then Scion's own `scion` schema
- * goes, so it holds the user's tables only.
- */
-export const stampBranch = (branch: EngineClient, connectorId: string) =>
-  Effect.tap(readHeartbeat(branch, connectorId), () => branch.query("freshness", "drop schema if exists scion cascade")).pipe(Effect.withSpan("Freshness.stampBranch"))

@@ -12,7 +12,7 @@ import { adminSession, applyMasking, connectEngine, copyFromSnapshot, dropBranch
 import { SnapshotsRepo } from "../SnapshotsRepo.js"
 import { generatePassword, type PasswordEnvelope, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
-import { stampBranch, waitForSourcePosition } from "../engine/Freshness.js"
+import { readHeartbeat, waitForSourcePosition } from "../engine/Freshness.js"
 import { FreshnessConfig } from "../engine/FreshnessConfig.js"
 
 export const BranchPayload = Schema.Struct({ branch_id: Schema.String })
@@ -165,9 +165,10 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
               yield* copyRecorded
               yield* mark("recorded_ms")
               if (dataAsOf === null && branch.snapshotId === null) {
-                // The pause could not read the mirror's heartbeat (a redelivery after the copy, or
-                // no subscription running): the copy's own, before its `scion` schema goes.
-                dataAsOf = yield* stampBranch(session, branch.connectorId)
+                // The pause could not read the mirror's heartbeat (a redelivery after the copy, no
+                // subscription running, none applied yet): the copy's own, recorded before the
+                // readying below drops its `scion` schema.
+                dataAsOf = yield* readHeartbeat(session, branch.connectorId)
                 if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
               }
               yield* mark("stamped_ms")
@@ -282,7 +283,7 @@ export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, C
         const dataAsOf = yield* Effect.scoped(
           Effect.gen(function* () {
             const session = yield* connectEngine(engine, branch.databaseName)
-            const dataAsOf = copied.dataAsOf ?? (yield* stampBranch(session, branch.connectorId))
+            const dataAsOf = copied.dataAsOf ?? (yield* readHeartbeat(session, branch.connectorId))
             yield* readyBranchDatabase(session, branch.databaseName, branch.roleName)
             if (rules.length > 0) {
               yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })

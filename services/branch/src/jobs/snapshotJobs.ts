@@ -4,7 +4,7 @@ import { Effect, Option, Schema } from "effect"
 import { Copier } from "../engine/Copier.js"
 import { Engines, isBranchable } from "../engine/Engines.js"
 import { connectEngine, dropSnapshotDatabase, type EngineFailure, readySnapshotDatabase, reopenSnapshotDatabase, sealSnapshotDatabase } from "../engine/EngineSql.js"
-import { stampBranch } from "../engine/Freshness.js"
+import { readHeartbeat } from "../engine/Freshness.js"
 import { snapshotResult } from "../rpc/routes.js"
 import { SNAPSHOT_CREATE_JOB, SNAPSHOT_DELETE_JOB } from "../Snapshots.js"
 import { SnapshotsRepo } from "../SnapshotsRepo.js"
@@ -56,7 +56,7 @@ export const snapshotCreateJob: JobHandler<typeof SnapshotPayload.Type, typeof S
             const session = yield* connectEngine(engine, snapshot.databaseName)
             if (dataAsOf === null) {
               // The pause could not read the mirror's heartbeat: the copy's own, if it still has it.
-              dataAsOf = yield* stampBranch(session, snapshot.connectorId)
+              dataAsOf = yield* readHeartbeat(session, snapshot.connectorId)
               if (dataAsOf !== null) yield* repo.update(snapshotId, { data_as_of: dataAsOf })
             }
             yield* readySnapshotDatabase(session)
