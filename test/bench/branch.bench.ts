@@ -208,6 +208,17 @@ const setUp = async (mb: number, env: Record<string, string>, engineDir: string 
   }
 }
 
+/** The copier's batches so far, from the branch unit's "template copies done" lines: copies per pause and how long they took. */
+const copierBatches = (scion: Scion) =>
+  scion.branch
+    .output()
+    .split("\n")
+    .filter((l) => l.includes("template copies done"))
+    .map((l) => {
+      const field = (name: string) => Number(new RegExp(`"?${name}"?[=:]\\s*"?(\\d+)`).exec(l)?.[1] ?? NaN)
+      return { copies: field("copies"), copying: field("copied_at_ms") - field("free_at_ms") }
+    })
+
 /** The branch unit's own view: job steps and the subscription pause, from its log lines. */
 const unitTimings = (scion: Scion) => {
   const lines = scion.branch.output().split("\n")
@@ -244,8 +255,11 @@ const defaultStorage = async () => {
   const dump = await timeDumpRestore(small.record)
   report(`${(small.bytes / 2 ** 20).toFixed(0)} MB (target: branch ≤ 1.1× the template copy)`, branchTimes, templateTimes, dump)
   unitTimings(small.scion)
+  const batchesBefore = copierBatches(small.scion).length
   const concurrent = await timeConcurrent(small.scion, small.token, small.connectorId, "ext4")
   out(`    ${CONCURRENT} concurrent creates     p50 ${ms(p50(concurrent))}   (all: ${concurrent.map((v) => v.toFixed(0)).join(", ")} ms)`)
+  const burst = copierBatches(small.scion).slice(batchesBefore)
+  out(`    their pauses                 ${burst.length} (copies per pause: ${burst.map((b) => b.copies).join(", ")}; copying took ${burst.map((b) => ms(b.copying)).join(", ")})`)
   out(`    concurrent / single          ${(p50(concurrent) / p50(branchTimes)).toFixed(2)}× (target ≤ 2×)`)
   await small.stop()
   teardown.pop()
