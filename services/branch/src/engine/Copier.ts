@@ -20,9 +20,9 @@ export interface CopierOptions {
   readonly templateWait: Duration.DurationInput
   /**
    * Copies that arrive while a pause is younger than this join it (BRANCH_PAUSE_JOIN_WINDOW): the
-   * mirror stays paused for them instead of resuming and pausing again. It bounds how long
-   * replication waits and how much older than its request a joining copy's data can be (its
-   * `data_as_of` and `source_lsn` say exactly which state it holds).
+   * mirror stays paused for them instead of resuming and pausing again. A joining copy holds what
+   * the mirror held when it was asked for (paused, the mirror did not change since); the window
+   * bounds how long replication waits, so how far behind the source the pause lets it fall.
    */
   readonly joinWindow: Duration.DurationInput
   /** Copies of one pause run on this many sessions at once (BRANCH_COPY_CONCURRENCY). */
