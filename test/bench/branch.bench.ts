@@ -208,22 +208,21 @@ const setUp = async (mb: number, env: Record<string, string>, engineDir: string 
   }
 }
 
+/** A number a branch unit log line carries, by its annotation's name (NaN when absent). */
+const logField = (line: string, name: string) => Number(new RegExp(`"?${name}"?[=:]\\s*"?(\\d+)`).exec(line)?.[1] ?? NaN)
+
 /** The copier's batches so far, from the branch unit's "template copies done" lines: copies per pause and how long they took. */
 const copierBatches = (scion: Scion) =>
   scion.branch
     .output()
     .split("\n")
     .filter((l) => l.includes("template copies done"))
-    .map((l) => {
-      const field = (name: string) => Number(new RegExp(`"?${name}"?[=:]\\s*"?(\\d+)`).exec(l)?.[1] ?? NaN)
-      return { copies: field("copies"), copying: field("copied_at_ms") - field("free_at_ms") }
-    })
+    .map((l) => ({ copies: logField(l, "copies"), copying: logField(l, "copied_at_ms") - logField(l, "free_at_ms") }))
 
 /** The branch unit's own view: job steps and the subscription pause, from its log lines. */
 const unitTimings = (scion: Scion) => {
   const lines = scion.branch.output().split("\n")
-  const values = (message: string, field: string) =>
-    lines.filter((l) => l.includes(message)).map((l) => Number(new RegExp(`"?${field}"?[=:]\\s*"?(\\d+)`).exec(l)?.[1] ?? NaN)).filter((v) => !Number.isNaN(v))
+  const values = (message: string, field: string) => lines.filter((l) => l.includes(message)).map((l) => logField(l, field)).filter((v) => !Number.isNaN(v))
   const show = (label: string, v: ReadonlyArray<number>) => (v.length > 0 ? `${label} p50 ${ms(p50(v))}` : `${label} n/a`)
   out(`    from the client:             POST → 202 p50 ${ms(p50(phases.accepted))}; → completed p50 ${ms(p50(phases.completed))}; → connected and queried p50 ${ms(p50(phases.connected))}`)
   out(

@@ -1,7 +1,7 @@
 import { PostgresPools } from "@scion/kit"
 import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, type EngineClient, EngineFailure, resumeSubscriptions, waitTemplateFree } from "./EngineSql.js"
+import { ADMIN_SESSIONS, adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, type EngineClient, EngineFailure, resumeSubscriptions, waitTemplateFree } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
@@ -34,7 +34,8 @@ export interface CopierOptions {
  * serves every create waiting on that engine, and copies that arrive while it is young join it;
  * the rest wait for the next batch, which pauses once for all of them. A pause's copies run on
  * several sessions at once: concurrent FILE_COPY copies share their checkpoints and overlap
- * their writes (measured here: 5 copies 1.9×, 10 copies 2–3× faster than one after another).
+ * their writes (measured on a clean cluster: 1.4–2× faster than one after another; less where
+ * the disk's fsyncs bound them, see the README).
  * Across processes, a session advisory lock on the engine serialises batches (released by the
  * server if a process dies). The subscriptions are enabled again whatever happens to the copies.
  */
@@ -148,7 +149,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
               Effect.annotateLogs({ engine: keyOf(engine), copies, pause_ms: Date.now() - started, paused_at_ms: marks.paused ?? -1, free_at_ms: marks.free ?? -1, copied_at_ms: marks.copied ?? -1 })
             )
           })
-        ).pipe(Effect.provideService(PostgresPools, pools), Effect.withSpan("Copier.batch", { attributes: { copies: waiting.length } }))
+        ).pipe(Effect.provideService(PostgresPools, pools), Effect.withSpan("Copier.batch", { attributes: { queued: waiting.length } }))
 
       const drain = (key: string, queue: Queue): Effect.Effect<void> =>
         Effect.gen(function* () {
@@ -196,8 +197,11 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
       Config.all({
         templateWait: Config.duration("BRANCH_TEMPLATE_WAIT").pipe(Config.withDefault(Duration.seconds(10))),
         joinWindow: Config.duration("BRANCH_PAUSE_JOIN_WINDOW").pipe(Config.withDefault(Duration.seconds(1))),
-        // The engine pool holds 8 sessions: the batch's lock session, these, and the roles made beside the copies.
-        concurrency: Config.integer("BRANCH_COPY_CONCURRENCY").pipe(Config.withDefault(4), Config.validate({ message: "must be from 1 to 6", validation: (n) => n >= 1 && n <= 6 }))
+        // The engine's admin pool also holds the batch's lock session and the roles made beside the copies.
+        concurrency: Config.integer("BRANCH_COPY_CONCURRENCY").pipe(
+          Config.withDefault(4),
+          Config.validate({ message: `must be from 1 to ${ADMIN_SESSIONS - 2}`, validation: (n) => n >= 1 && n <= ADMIN_SESSIONS - 2 })
+        )
       }).pipe(Effect.orDie),
       Copier.make
     )

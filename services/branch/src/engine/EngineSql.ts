@@ -34,14 +34,17 @@ export const connectEngine = (engine: BranchingEngine, database: string, options
     Effect.map(clientOf)
   )
 
+/** Sessions per engine in this process's pool of admin sessions (adminSession). */
+export const ADMIN_SESSIONS = 8
+
 /**
  * A session on the engine's `postgres` database as its superuser, borrowed from this process's pool
- * for the engine (PostgresPools, up to 8 sessions): a branch create runs several statements there,
+ * for the engine (PostgresPools, up to ADMIN_SESSIONS): a branch create runs several statements there,
  * and a TLS + SCRAM login costs more than they do. Session state (advisory locks, settings) must be
  * undone before the scope closes; a session whose statement failed is discarded.
  */
 export const adminSession = (engine: BranchingEngine): Effect.Effect<EngineClient, EngineFailure, Scope.Scope | PostgresPools> =>
-  pooledSession(superuserOn(engine, "postgres"), { applicationName: "scion-branch", connectMillis: 10_000, max: 8 }).pipe(
+  pooledSession(superuserOn(engine, "postgres"), { applicationName: "scion-branch", connectMillis: 10_000, max: ADMIN_SESSIONS }).pipe(
     Effect.mapError((failure) => new EngineFailure({ step: "connect", message: `connecting to postgres on ${engine.host}:${engine.port}: ${failure.message}` })),
     Effect.map(clientOf)
   )
