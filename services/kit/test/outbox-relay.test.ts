@@ -114,6 +114,26 @@ describe("outbox relay (Postgres + NATS)", () => {
       })
     )
 
+    it.scoped("a row committed with a NOTIFY on the wake channel is published at once, not on the next poll", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const { unit, table, insert, unpublished } = yield* setup
+        const channel = `${unit}_wake`
+        // The units' triggers (branch 0010, identity 0004) have this shape.
+        yield* sql.unsafe(`create function ${unit}_wake() returns trigger language plpgsql as $$ begin perform pg_notify('${channel}', 'outbox'); return null; end $$`)
+        yield* sql.unsafe(`create trigger ${unit}_wake after insert on ${table} for each statement execute function ${unit}_wake()`)
+        const seen = yield* collect(unit)
+        yield* runOutboxRelay({ table, pollInterval: "60 seconds", wakeChannel: channel }).pipe(Effect.forkScoped)
+        yield* eventually(
+          "the relay listening",
+          Effect.map(sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where query = ${`LISTEN "${channel}"`}`, (rows) => rows[0]!.n === 1)
+        )
+        yield* insert(1)
+        yield* waitUntil("the row published", () => seen.length >= 1, "5 seconds")
+        yield* eventually("the row marked", Effect.map(unpublished, (n) => n === 0))
+      })
+    )
+
     it.scoped("replicas never publish the same row (for update skip locked)", () =>
       Effect.gen(function* () {
         const bus = yield* Bus

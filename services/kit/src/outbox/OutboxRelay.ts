@@ -33,7 +33,8 @@ export interface OutboxRelayOptions {
   readonly maxBackoff?: Duration.DurationInput
   /**
    * A Postgres NOTIFY channel the unit's outbox trigger signals on commit: the relay LISTENs and
-   * passes at once instead of waiting out the poll interval, which remains the backstop.
+   * passes at once instead of waiting out the poll interval, which remains the backstop. The
+   * notification must carry a payload: the listener (@effect/sql-pg) drops empty ones.
    */
   readonly wakeChannel?: string
 }
