@@ -8,7 +8,7 @@
 import { createClient, type Client } from "@connectrpc/connect"
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node"
 import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
-import { OperationService, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
+import { OperationService, OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import { connect as natsConnect } from "nats"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -154,6 +154,24 @@ describe("jobs through the worker runtime", () => {
     expect([...seen].sort((a, b) => a - b)).toEqual(seen)
     expect(await count("public.dst_progress")).toBe(60_000)
     expect(await deliveries(id)).toEqual([1])
+  })
+
+  it("changes nothing for a job whose operation ended before it ran, though its handler starts while the operation is being marked running", async () => {
+    await createSource("public.src_ended", 100)
+    const id = newId("copy")
+    jobsStarted++
+    await operations.createOperation({ id, orgId: owner.orgId, type: OperationType.CONNECTOR_DISCOVERY, resourceId: "copier:public.dst_ended" }, { headers: servicePrincipal })
+    await operations.reportOperation({ id, status: OperationStatus.FAILED, error: "Cancelled before a worker took it" }, { headers: servicePrincipal })
+    await db.query(`insert into copier.outbox (subject, msg_id, payload) values ('jobs.copier.copy_table', $1, $2)`, [
+      id,
+      JSON.stringify({ operation_id: id, org_id: owner.orgId, payload: { source_table: "public.src_ended", target_table: "public.dst_ended" } })
+    ])
+    await waitFor("the worker to skip the job", async () => copier.output().split("\n").some((line) => line.includes("job stopped: operation already failed") && line.includes(id)))
+    expect(await deliveries(id)).toEqual([])
+    expect((await db.query(`select to_regclass('public.dst_ended') as target`)).rows[0].target).toBeNull()
+    const op = await read(id)
+    expect(op.status).toBe("failed")
+    expect(op.error).toBe("Cancelled before a worker took it")
   })
 
   it("fails the operation with the handler's message, without retrying, when the work cannot succeed", async () => {

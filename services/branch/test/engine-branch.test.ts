@@ -96,6 +96,7 @@ const jobOf = (operationId: string, branchId: string, attempt = 1): Job<{ branch
   payload: { branch_id: branchId },
   attempt,
   maxAttempts: 3,
+  started: Effect.void,
   report: (update) => Effect.sync(() => void reports.set(operationId, [...(reports.get(operationId) ?? []), { stage: update.stage, progress: update.progress }]))
 })
 

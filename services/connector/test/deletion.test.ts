@@ -39,7 +39,7 @@ const purgeWorker = Effect.gen(function* () {
       if (done.has(row.msg_id)) continue
       done.add(row.msg_id)
       const exit = yield* Effect.exit(
-        secretPurgeJob.run({ operationId: row.msg_id, orgId: "org_x", payload: row.payload.payload, attempt: 1, maxAttempts: 3, report: () => Effect.void })
+        secretPurgeJob.run({ operationId: row.msg_id, orgId: "org_x", payload: row.payload.payload, attempt: 1, maxAttempts: 3, started: Effect.void, report: () => Effect.void })
       )
       // What the worker runtime does next: the operation ends as the job did.
       yield* moveOperation(row.msg_id, exit._tag === "Success" ? "completed" : "failed")
@@ -60,6 +60,7 @@ const runJob = (operationId: string, connectorId: string, force: boolean) =>
         payload: { connector_id: connectorId, force },
         attempt: 1,
         maxAttempts: 3,
+        started: Effect.void,
         report: (update) => Effect.sync(() => void reports.push(update))
       })
       .pipe(Effect.ensuring(Fiber.interrupt(purging)))

@@ -64,6 +64,7 @@ const runJob = (operationId: string, connectorId: string) =>
       payload: { connector_id: connectorId },
       attempt: 1,
       maxAttempts: 3,
+      started: Effect.void,
       report: (update) => Effect.sync(() => void reports.push(update))
     })
     // What the worker runtime does next: the operation completes.

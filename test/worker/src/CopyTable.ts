@@ -30,14 +30,17 @@ export const copyTable = (unit: string): JobHandler<
   unit,
   type: "copy_table",
   payload: CopyTablePayload,
+  // Looks for the source while the operation is marked running; records nothing before that.
+  startEarly: true,
   run: (job) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const { source_table: source, target_table: target, batch_rows: batchRows } = job.payload
+      const [found] = yield* sql<{ readonly exists: boolean }>`select to_regclass(${source}) is not null as exists`
+      yield* job.started
       yield* sql`insert into job_deliveries (operation_id, attempt) values (${job.operationId}, ${job.attempt})`
       yield* job.report({ stage: "prepare", stageLabel: "Preparing the target table", progress: 0 })
 
-      const [found] = yield* sql<{ readonly exists: boolean }>`select to_regclass(${source}) is not null as exists`
       if (!found?.exists) return yield* new JobFailed({ message: `Source table ${source} does not exist` })
       yield* sql.unsafe(`create table if not exists ${target} (like ${source} including all)`)
       // Names are interpolated: the payload schema admits only [a-z0-9_] identifiers.

@@ -35,6 +35,8 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
 export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | SnapshotsRepo | Engines | Copier | Passwords | FreshnessConfig | PostgresPools> = {
   ...CREATE_JOB,
   payload: BranchPayload,
+  // The branch and its engine are read while the operation is marked running; nothing changes before.
+  startEarly: true,
   run: (job) =>
     Effect.gen(function* () {
       const repo = yield* BranchesRepo
@@ -65,12 +67,12 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
 
       const first = yield* load
       if (first.branch.status === "active" && Option.isSome(first.envelope)) return branchResult({ branch: first.branch, urls: noUrls })
-      if (first.branch.status !== "creating") {
+      const lookedUp = first.branch.status === "creating" ? yield* Effect.either(engines.get(first.branch.connectorId)) : undefined
+      yield* job.started
+      if (first.branch.status !== "creating" || lookedUp === undefined) {
         return yield* abandon(Option.none(), first.branch, `Branch ${branchId} was ${first.branch.status} before it was ready`)
       }
-      const engine = yield* engines.get(first.branch.connectorId).pipe(
-        Effect.catchTag("ConnectorNotFound", () => abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
-      )
+      const engine = yield* Effect.catchTag(lookedUp, "ConnectorNotFound", () => abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
       if (!isBranchable(engine, { allowStale: first.branch.allowStale || first.branch.snapshotId !== null })) {
         return yield* abandon(Option.some(engine), first.branch, `The connector's branching engine is not ready to branch (branching_engine_status ${engine.status})`)
       }

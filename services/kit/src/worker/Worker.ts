@@ -8,7 +8,7 @@ import {
   OperationStatus,
   type ReportOperationRequestSchema
 } from "@scion/proto/scion/operation/v1/operation_pb"
-import { Cause, Config, Context, Deferred, Duration, Effect, Exit, FiberRef, Layer, Option, Schedule, Schema, type Scope } from "effect"
+import { Cause, Config, Context, Deferred, Duration, Effect, Exit, Fiber, FiberRef, Layer, Option, Schedule, Schema, type Scope } from "effect"
 import { recordJob } from "../metrics.js"
 import { CurrentRequestId, withRequestId } from "../request-id.js"
 import { withRemoteParent } from "../tracing.js"
@@ -101,8 +101,14 @@ export interface Job<P> {
   /** 1 on the first delivery; higher after a crash or a failed attempt (resume, don't repeat). */
   readonly attempt: number
   readonly maxAttempts: number
-  /** Records a step on the operation (and counts as a heartbeat). */
+  /** Records a step on the operation (and counts as a heartbeat); sent once the operation is marked running. */
   readonly report: (update: ProgressUpdate) => Effect.Effect<void, OperationEnded | RpcError>
+  /**
+   * The operation marked running: fails with OperationEnded when it had ended already. Done before
+   * `run` is called unless the handler starts early (JobHandler.startEarly), which awaits it before
+   * it changes anything.
+   */
+  readonly started: Effect.Effect<void, OperationEnded | RpcError>
 }
 
 export interface JobHandler<P, I, E, R> {
@@ -116,6 +122,12 @@ export interface JobHandler<P, I, E, R> {
    * operation fails with a message saying so.
    */
   readonly run: (job: Job<P>) => Effect.Effect<JsonObject, E, R>
+  /**
+   * Run while the operation is being marked running instead of after: the handler's reads overlap
+   * that round trip to the operation unit. Such a handler awaits `job.started` before its first
+   * change (an operation that had ended must find nothing changed); reports wait for it themselves.
+   */
+  readonly startEarly?: boolean
   /** Jobs of this type handled at once by this process (default 1). */
   readonly concurrency?: number
   readonly maxAttempts?: number
@@ -171,11 +183,16 @@ export const runJobs = <P, I, E, R>(
         )
       )
 
-    const heartbeats = (delivery: Delivery, operationId: string) =>
-      Effect.gen(function* () {
-        yield* delivery.working
-        yield* report({ id: operationId }).pipe(Effect.catchTag("RpcError", (e) => Effect.logWarning("operation heartbeat failed", e)))
-      }).pipe(Effect.repeat(Schedule.spaced(heartbeatInterval)), Effect.zipRight(Effect.never))
+    /** After the start (a start that fails ends the race with the handler, so ends the handler too). */
+    const heartbeats = (delivery: Delivery, operationId: string, started: Effect.Effect<void, OperationEnded | RpcError>) =>
+      Effect.zipRight(
+        // The first beat after an interval: the start itself just told both that the job runs.
+        Effect.zipRight(started, Effect.sleep(heartbeatInterval)),
+        Effect.gen(function* () {
+          yield* delivery.working
+          yield* report({ id: operationId }).pipe(Effect.catchTag("RpcError", (e) => Effect.logWarning("operation heartbeat failed", e)))
+        }).pipe(Effect.repeat(Schedule.spaced(heartbeatInterval)), Effect.zipRight(Effect.never))
+      )
 
     /** The attempts this process is running, by operation, with how each ended. */
     const running = new Map<string, Deferred.Deferred<void, unknown>>()
@@ -223,23 +240,27 @@ export const runJobs = <P, I, E, R>(
         }
         // One call both starts the operation (or, on a redelivery, says it still runs) and learns
         // whether it ended already: a terminal operation refuses it (OperationEnded: skipped, below).
-        yield* report({ id: operationId, status: OperationStatus.RUNNING })
+        const starting = report({ id: operationId, status: OperationStatus.RUNNING }).pipe(Effect.asVoid)
+        const started = handler.startEarly === true ? Fiber.join(yield* Effect.fork(starting)) : yield* Effect.as(starting, Effect.void)
         const job: Job<P> = {
           operationId,
           orgId,
           payload: payload.right,
           attempt: delivery.deliveryCount,
           maxAttempts,
+          started: Effect.provideService(started, ServiceIdentity, service),
           report: (update) =>
-            report({
+            Effect.zipRight(started, report({
               id: operationId,
               ...(update.stage !== undefined ? { stage: update.stage } : {}),
               ...(update.stageLabel !== undefined ? { stageLabel: update.stageLabel } : {}),
               ...(update.progress !== undefined ? { progress: Math.max(0, Math.min(100, Math.round(update.progress))) } : {}),
               ...(update.setupStatus !== undefined ? { setupStatus: update.setupStatus } : {})
-            }).pipe(Effect.asVoid, Effect.provideService(ServiceIdentity, service))
+            })).pipe(Effect.asVoid, Effect.provideService(ServiceIdentity, service))
         }
-        const outcome = yield* Effect.raceFirst(handler.run(job), heartbeats(delivery, operationId)).pipe(Effect.either)
+        const outcome = yield* Effect.raceFirst(handler.run(job), heartbeats(delivery, operationId, started)).pipe(Effect.either)
+        // Whatever the handler did, the operation must be running before it is ended.
+        yield* started
         if (outcome._tag === "Right") {
           yield* report({ id: operationId, status: OperationStatus.COMPLETED, progress: 100, result: outcome.right })
           return "completed" as const
