@@ -63,11 +63,12 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
 
     const get = Effect.fn("EngineAccess.get")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: principal.orgId ?? "", permission: "engines.access (service principals only)" })
-      const found = yield* repo.find(connectorId)
+      // Three reads by the connector's id, at once: every branch create asks this twice.
+      const [found, engineRow, standing] = yield* Effect.all([repo.find(connectorId), setups.engineRow(connectorId), quarantines.standing(connectorId)], { concurrency: "unbounded" })
       if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
       const connector = found.value
-      const row = Option.getOrUndefined(yield* setups.engineRow(connector.id))
-      const quarantine = Option.getOrUndefined(yield* quarantines.standing(connector.id))
+      const row = Option.getOrUndefined(engineRow)
+      const quarantine = Option.getOrUndefined(standing)
       const base = {
         connectorId: connector.id,
         orgId: connector.orgId,
