@@ -1,5 +1,5 @@
 import { PostgresPools } from "@scion/kit"
-import { Config, Context, Deferred, Duration, Effect, Exit, Layer } from "effect"
+import { Config, Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Scope } from "effect"
 import type { BranchingEngine } from "./Engines.js"
 import { ADMIN_SESSIONS, adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, type EngineClient, EngineFailure, resumeSubscriptions, waitTemplateFree } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
@@ -7,6 +7,16 @@ import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscripti
 interface Waiting {
   readonly database: string
   readonly done: Deferred.Deferred<CopyMark, EngineFailure>
+}
+
+interface MirrorSession {
+  readonly session: Effect.Effect<EngineClient, EngineFailure>
+  readonly close: Effect.Effect<void>
+}
+
+const noMirrorSession: MirrorSession = {
+  session: Effect.fail(new EngineFailure({ step: "pause", message: "no session on the mirror: it has no subscriptions to pause" })),
+  close: Effect.void
 }
 
 interface Queue {
@@ -64,15 +74,25 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        * workers end, it may miss one last transaction they apply: a stamp is a lower bound.
        * Nothing runs (null: each copy stamps itself) when no subscription is running.
        */
-      const pause = (engine: BranchingEngine) =>
-        Effect.scoped(
-          Effect.gen(function* () {
-            if (engine.subscriptionNames.length === 0) return null
-            const mirror = yield* connectEngine(engine, engine.mirrorDatabase)
-            yield* disableSubscriptions(mirror, engine.subscriptionNames)
-            return yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
-          })
-        ).pipe(Effect.withSpan("Copier.pause"))
+      const pause = (engine: BranchingEngine, mirrorSession: MirrorSession) =>
+        Effect.gen(function* () {
+          if (engine.subscriptionNames.length === 0) return null
+          const mirror = yield* mirrorSession.session
+          yield* disableSubscriptions(mirror, engine.subscriptionNames)
+          return yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
+        }).pipe(Effect.ensuring(mirrorSession.close), Effect.withSpan("Copier.pause"))
+
+      /**
+       * The session on the mirror the pause works on, logging in (TLS + SCRAM, the pause's longest
+       * step) while the batch takes its lock and checks its copies. Closed by the pause, or with
+       * the batch's scope when there is no pause.
+       */
+      const openMirrorSession = (engine: BranchingEngine) =>
+        Effect.gen(function* () {
+          const sessionScope = yield* Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential))
+          const connecting = yield* Effect.forkScoped(Scope.extend(connectEngine(engine, engine.mirrorDatabase), sessionScope))
+          return { session: Fiber.join(connecting), close: Scope.close(sessionScope, Exit.void) } satisfies MirrorSession
+        })
 
       /** Waiters whose database exists already (a crashed worker copied it) are answered now; the rest are left to copy. */
       const toCopy = (admin: EngineClient, waiting: ReadonlyArray<Waiting>) =>
@@ -101,6 +121,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         Effect.scoped(
           Effect.gen(function* () {
             const admin = yield* adminSession(engine)
+            const mirrorSession = engine.subscriptionNames.length > 0 ? yield* openMirrorSession(engine) : noMirrorSession
             // The connector names the lock (engine.proto, copy_lock_key) and takes it around its own subscription changes.
             const lock = engine.copyLockKey
             yield* Effect.acquireRelease(admin.query("lock", "select pg_advisory_lock(hashtext($1))", [lock]), () =>
@@ -119,7 +140,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             const marks: Record<string, number> = {}
             let copies = 0
             yield* Effect.acquireUseRelease(
-              Effect.tap(pause(paused), () => Effect.sync(() => (marks.paused = Date.now() - started))),
+              Effect.tap(pause(paused, mirrorSession), () => Effect.sync(() => (marks.paused = Date.now() - started))),
               (dataAsOf) =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
