@@ -46,7 +46,6 @@ export const BranchWorkers = (options: { readonly relayPollInterval?: Duration.D
     Effect.gen(function* () {
       const ackWait = yield* Config.duration("BRANCH_JOB_ACK_WAIT").pipe(Config.withDefault(Duration.seconds(10)), Effect.orDie)
       const concurrency = yield* Config.integer("BRANCH_JOB_CONCURRENCY").pipe(Config.withDefault(16), Effect.orDie)
-      const pollMillis = yield* Config.integer("OUTBOX_POLL_INTERVAL_MS").pipe(Config.withDefault(25), Effect.orDie)
       const heartbeatInterval = Duration.millis(Math.max(200, Duration.toMillis(ackWait) / 3))
       const common = { ackWait, heartbeatInterval, maxAttempts: 4, backoff: [Duration.millis(500), Duration.seconds(2), Duration.seconds(5)] }
       return Layer.mergeAll(
@@ -55,9 +54,10 @@ export const BranchWorkers = (options: { readonly relayPollInterval?: Duration.D
         JobWorker.layer({ ...resetJob, ...common, concurrency: 4 }),
         JobWorker.layer({ ...snapshotCreateJob, ...common, concurrency: 4 }),
         JobWorker.layer({ ...snapshotDeleteJob, ...common, concurrency: 4 }),
-        // A committed job wakes the relay at once (migration 0008's NOTIFY on branch_outbox); the
-        // poll (OUTBOX_POLL_INTERVAL_MS, default 25 ms) is the backstop while LISTEN is down.
-        OutboxRelay.layer({ pollInterval: options.relayPollInterval ?? Duration.millis(pollMillis), wakeChannel: "branch_outbox" })
+        // A committed job wakes the relay at once (migrations 0008 and 0010: NOTIFY on branch_outbox);
+        // the kit's poll (OUTBOX_POLL_INTERVAL_MS, 200 ms) is the backstop while LISTEN is down.
+        // (It was 25 ms while the NOTIFY went unheard: 40 empty transactions a second.)
+        OutboxRelay.layer({ ...(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {}), wakeChannel: "branch_outbox" })
       )
     })
   )

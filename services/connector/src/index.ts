@@ -82,7 +82,8 @@ export const ConnectorWorkers = (options: { readonly relayPollInterval?: Duratio
         })
       )
     ),
-    OutboxRelay.layer(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {}),
+    // A committed job wakes the relay at once (migration 0010's NOTIFY); the poll is the backstop.
+    OutboxRelay.layer({ ...(options.relayPollInterval !== undefined ? { pollInterval: options.relayPollInterval } : {}), wakeChannel: "connector_outbox" }),
     // Cutovers, rollbacks and cleanups of pipelines: short, each its own operation.
     JobWorker.layer({ ...pipelineJob, concurrency: 2, maxAttempts: 3, backoff: [Duration.seconds(1), Duration.seconds(5)] }),
     ProjectEventsConsumer,
