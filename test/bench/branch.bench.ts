@@ -18,7 +18,7 @@
  * BENCH_LARGE_MB=0 skips 3 GB.
  */
 import { execFileSync, execSync } from "node:child_process"
-import { existsSync, mkdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { performance } from "node:perf_hooks"
 import pg from "pg"
@@ -73,6 +73,18 @@ const generate = async (source: SourceCluster, mb: number) => {
 /** Where each create's time went, seen from the client: the 202, the completed operation, the first query. */
 const phases = { accepted: [] as Array<number>, completed: [] as Array<number>, connected: [] as Array<number> }
 
+/** The branches made so far on the connector being measured (deleted before a burst: the plan's limit counts them). */
+const made: Array<string> = []
+
+/** Deletes the branches made so far, through the API, and waits for each delete to finish. */
+const deleteMade = async (scion: Scion, token: string) => {
+  for (const id of made.splice(0, made.length)) {
+    const response = await scion.request("DELETE", `/v1/branches/${id}`, { token })
+    if (response.status !== 202) throw new Error(`delete: ${response.status} ${JSON.stringify(response.body)}`)
+    await settleOperation(scion, response.body.operation_id, token)
+  }
+}
+
 /** One branch, POST → a query answered on its URL; with `record`, its client-side phases too. */
 const timeOne = async (scion: Scion, token: string, connectorId: string, name: string, record = false) => {
   const started = performance.now()
@@ -82,6 +94,7 @@ const timeOne = async (scion: Scion, token: string, connectorId: string, name: s
   const operation = await settleOperation(scion, response.body.operation_id, token)
   if (operation.status !== "completed" || !operation.result?.branch_url) throw new Error(`branch: ${JSON.stringify(operation)}`)
   const completed = performance.now()
+  made.push(operation.result.branch_id)
   const url = new URL(operation.result.branch_url)
   const client = new pg.Client({
     host: url.hostname,
@@ -103,10 +116,82 @@ const timeOne = async (scion: Scion, token: string, connectorId: string, name: s
   return performance.now() - started
 }
 
-const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string) => {
+/** The machine's CPU time so far, all cores (/proc/stat, ticks of 10 ms): busy, waiting on I/O, and in all. */
+const machineCpu = () => {
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number) as Array<number>
+  const busy = user! + nice! + system! + irq! + softirq!
+  return { busy: busy * 10, iowait: iowait! * 10, total: (busy + idle! + iowait! + steal!) * 10 }
+}
+type MachineCpu = ReturnType<typeof machineCpu>
+
+/** How the whole machine spent the time between two samples (every process: units, Postgres, this client). */
+const machineUse = (before: MachineCpu, creates: number) => {
+  const after = machineCpu()
+  const total = after.total - before.total
+  const share = (v: number) => `${((100 * v) / total).toFixed(0)}%`
+  return `CPU ${share(after.busy - before.busy)} busy, ${share(after.iowait - before.iowait)} waiting on I/O; ${ms((after.busy - before.busy) / creates)} of CPU per create`
+}
+let sequentialUse = ""
+
+/**
+ * CPU time so far of every process this bench involves, by role: each unit, the bench client, NATS,
+ * and each Postgres cluster (metadata, engine, source) with its backends — those that ended count
+ * through their postmaster's reaped-children time (/proc/<pid>/stat cutime + cstime).
+ */
+const cpuByRole = (engineDir: string) => {
+  const procs: Array<{ pid: number; ppid: number; comm: string; self: number; reaped: number; args: string }> = []
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ").map(Number)
+      const args = readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ")
+      procs.push({ pid: Number(entry), ppid: f[1]!, comm, self: (f[11]! + f[12]!) * 10, reaped: (f[13]! + f[14]!) * 10, args })
+    } catch {
+      // Gone between the listing and the read.
+    }
+  }
+  const byPid = new Map(procs.map((p) => [p.pid, p]))
+  const roleOf = (p: (typeof procs)[number]): string | undefined => {
+    if (p.pid === process.pid) return "bench client"
+    if (p.comm === "nats-server") return "nats"
+    const unit = /(?:services\/(\w+)|(gateway))\/dist\/server\.mjs/.exec(p.args)
+    if (unit !== null) return unit[1] ?? unit[2]
+    if (p.comm !== "postgres") return undefined
+    const parent = byPid.get(p.ppid)
+    const postmaster = parent?.comm === "postgres" ? parent : p
+    const dir = / -D (\S+)/.exec(postmaster.args)?.[1] ?? ""
+    return dir.startsWith(engineDir) ? "postgres: engine" : dir.includes("scion-source") ? "postgres: source" : "postgres: metadata"
+  }
+  const totals = new Map<string, number>()
+  for (const p of procs) {
+    const role = roleOf(p)
+    if (role === undefined) continue
+    const isPostmaster = p.comm === "postgres" && byPid.get(p.ppid)?.comm !== "postgres"
+    totals.set(role, (totals.get(role) ?? 0) + p.self + (isPostmaster ? p.reaped : 0))
+  }
+  return totals
+}
+
+/** The CPU each role spent per create since `before`, largest first. */
+const cpuPerCreate = (engineDir: string, before: Map<string, number>, creates: number) =>
+  [...cpuByRole(engineDir)]
+    .map(([role, total]) => [role, (total - (before.get(role) ?? 0)) / creates] as const)
+    .filter(([, perCreate]) => perCreate >= 0.5)
+    .sort((a, b) => b[1] - a[1])
+    .map(([role, perCreate]) => `${role} ${ms(perCreate)}`)
+    .join(", ")
+let sequentialRoles = ""
+
+const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string) => {
   const times: Array<number> = []
   for (const list of Object.values(phases)) list.length = 0
+  const before = machineCpu()
+  const rolesBefore = cpuByRole(engineDir)
   for (let i = 0; i < BRANCHES; i++) times.push(await timeOne(scion, token, connectorId, `${label}-${i}`, true))
+  sequentialUse = machineUse(before, BRANCHES)
+  sequentialRoles = cpuPerCreate(engineDir, rolesBefore, BRANCHES)
   return times
 }
 
@@ -186,6 +271,7 @@ const timeDumpRestore = async (record: EngineRecord) => {
 const setUp = async (mb: number, env: Record<string, string>, engineDir: string | undefined) => {
   // Info logs: the branch unit's "branch ready" lines carry its step timings (read below).
   const scion = await startScion({ env: { LOG_LEVEL: "Info", ...env } })
+  made.length = 0
   const owner = await signUp(scion, "bench-owner")
   const orgId = (await createOrg(scion, owner.token, "Bench")).org_id
   const member = await addMember(scion, owner.token, orgId, "member")
@@ -227,6 +313,8 @@ const unitTimings = (scion: Scion) => {
   const values = (message: string, field: string) => lines.filter((l) => l.includes(message)).map((l) => logField(l, field)).filter((v) => !Number.isNaN(v))
   const show = (label: string, v: ReadonlyArray<number>) => (v.length > 0 ? `${label} p50 ${ms(p50(v))}` : `${label} n/a`)
   out(`    from the client:             POST → 202 p50 ${ms(p50(phases.accepted))}; → completed p50 ${ms(p50(phases.completed))}; → connected and queried p50 ${ms(p50(phases.connected))}`)
+  out(`    the machine, all cores:      ${sequentialUse} (one create at a time)`)
+  out(`    CPU per create, by process:  ${sequentialRoles}`)
   out(
     `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("reported", values("branch ready", "reported_ms"))}; ${show("copied", values("branch ready", "copied_ms"))}; ${show("recorded", values("branch ready", "recorded_ms"))}; ${show("connected", values("branch ready", "connected_ms"))}; ${show("stamped", values("branch ready", "stamped_ms"))}; ${show("readied (sequences, owner, CONNECT)", values("branch ready", "grant_ms"))} (cumulative); ${show("role, beside the copy", values("branch ready", "role_ms"))}`
   )
@@ -247,10 +335,17 @@ const report = (label: string, branch: ReadonlyArray<number>, template: Readonly
 }
 
 /** CONCURRENT creates at once against the single creates measured before on the same connector: their pauses and the ratio. */
-const concurrentBurst = async (scion: Scion, token: string, connectorId: string, label: string, single: ReadonlyArray<number>) => {
+const concurrentBurst = async (scion: Scion, token: string, connectorId: string, label: string, single: ReadonlyArray<number>, engineDir: string) => {
+  await deleteMade(scion, token)
   const batchesBefore = copierBatches(scion).length
+  const before = machineCpu()
+  const rolesBefore = cpuByRole(engineDir)
   const concurrent = await timeConcurrent(scion, token, connectorId, label)
+  const use = machineUse(before, CONCURRENT)
+  const roles = cpuPerCreate(engineDir, rolesBefore, CONCURRENT)
   out(`    ${CONCURRENT} concurrent creates     p50 ${ms(p50(concurrent))}   (all: ${concurrent.map((v) => v.toFixed(0)).join(", ")} ms)`)
+  out(`    the machine, all cores:      ${use}`)
+  out(`    CPU per create, by process:  ${roles}`)
   const burst = copierBatches(scion).slice(batchesBefore)
   out(`    their pauses                 ${burst.length} (copies per pause: ${burst.map((b) => b.copies).join(", ")}; copying took ${burst.map((b) => ms(b.copying)).join(", ")})`)
   out(`    concurrent / single          ${(p50(concurrent) / p50(single)).toFixed(2)}× (target ≤ 2×)`)
@@ -261,12 +356,12 @@ const defaultStorage = async () => {
   out(`1. ~${SMALL_MB} MB, default engine storage`)
   const small = await setUp(SMALL_MB, {}, undefined)
   teardown.push(small.stop)
-  const branchTimes = await timeBranches(small.scion, small.token, small.connectorId, "ext4")
+  const branchTimes = await timeBranches(small.scion, small.token, small.connectorId, "ext4", small.scion.engineDataDir)
   const templateTimes = await timeTemplateCopies(small.record)
   const dump = await timeDumpRestore(small.record)
   report(`${(small.bytes / 2 ** 20).toFixed(0)} MB (target: branch ≤ 1.1× the template copy)`, branchTimes, templateTimes, dump)
   unitTimings(small.scion)
-  await concurrentBurst(small.scion, small.token, small.connectorId, "ext4", branchTimes)
+  await concurrentBurst(small.scion, small.token, small.connectorId, "ext4", branchTimes, small.scion.engineDataDir)
   await small.stop()
   teardown.pop()
   expect(branchTimes.length).toBe(BRANCHES)
@@ -303,12 +398,12 @@ it("bench:branch", async () => {
     mkdirSync(dir, { recursive: true, mode: 0o755 })
     const sized = await setUp(mb, { ENGINE_DATA_DIR: dir, ENGINE_FILE_COPY_METHOD: "clone" }, dir)
     teardown.push(sized.stop)
-    const times = await timeBranches(sized.scion, sized.token, sized.connectorId, `xfs${mb}`)
+    const times = await timeBranches(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, dir)
     const template = await timeTemplateCopies(sized.record)
     report(`${(sized.bytes / 2 ** 20).toFixed(0)} MB on XFS, clone (targets: p50 ≤ 120 ms and ≤ 2× the clone, p99 ≤ 250 ms)`, times, template)
     out(`    branch p99                   ${ms([...times].sort((a, b) => a - b)[Math.max(0, Math.ceil(times.length * 0.99) - 1)]!)}`)
     unitTimings(sized.scion)
-    await concurrentBurst(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, times)
+    await concurrentBurst(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, times, dir)
     await sized.stop()
     teardown.pop()
   }

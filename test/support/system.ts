@@ -85,7 +85,9 @@ const RELAXED_RATE_LIMITS = {
 }
 
 export const startUnit = (name: string, script: string, env: Record<string, string>): UnitProcess => {
-  const child = spawn(process.execPath, [...UNIT_NODE_FLAGS, join(repoRoot, script)], {
+  // BENCH_NODE_FLAGS (for example "--cpu-prof --cpu-prof-dir=/tmp/prof") reach every unit, as in the benches that start their own.
+  const extraFlags = (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean)
+  const child = spawn(process.execPath, [...UNIT_NODE_FLAGS, ...extraFlags, join(repoRoot, script)], {
     cwd: repoRoot,
     // Tests make many requests from one address and one key, and fail logins on purpose: the rate
     // limits stay on at a height no test reaches (test/e2e/rate-limits.test.ts sets its own).
