@@ -6,7 +6,8 @@
  * the connector unit's local engine, set up through the REST API.
  *
  *   1. ~BENCH_SMALL_MB (300) MB on the default engine storage (ext4 here): branch vs
- *      CREATE DATABASE … TEMPLATE vs dump | restore; prints the ratios (target: branch ≤ 1.1× the
+ *      CREATE DATABASE … TEMPLATE (each branch followed by one raw copy, so both meet the disk
+ *      with the same write-back behind them) vs dump | restore; prints the ratios (target: branch ≤ 1.1× the
  *      template copy), then 10 creates at once against a single one (target ≤ 2×).
  *   2. The engines' data directory on XFS made with reflink=1 (a loop device; needs root and
  *      xfsprogs) and file_copy_method = clone, at ~BENCH_SMALL_MB and ~BENCH_LARGE_MB (3000) MB
@@ -122,16 +123,6 @@ const machineCpu = () => {
   const busy = user! + nice! + system! + irq! + softirq!
   return { busy: busy * 10, iowait: iowait! * 10, total: (busy + idle! + iowait! + steal!) * 10 }
 }
-type MachineCpu = ReturnType<typeof machineCpu>
-
-/** How the whole machine spent the time between two samples (every process: units, Postgres, this client). */
-const machineUse = (before: MachineCpu, creates: number) => {
-  const after = machineCpu()
-  const total = after.total - before.total
-  const share = (v: number) => `${((100 * v) / total).toFixed(0)}%`
-  return `CPU ${share(after.busy - before.busy)} busy, ${share(after.iowait - before.iowait)} waiting on I/O; ${ms((after.busy - before.busy) / creates)} of CPU per create`
-}
-let sequentialUse = ""
 
 /**
  * CPU time so far of every process this bench involves, by role: each unit, the bench client, NATS,
@@ -174,24 +165,55 @@ const cpuByRole = (engineDir: string) => {
   return totals
 }
 
-/** The CPU each role spent per create since `before`, largest first. */
-const cpuPerCreate = (engineDir: string, before: Map<string, number>, creates: number) =>
-  [...cpuByRole(engineDir)]
-    .map(([role, total]) => [role, (total - (before.get(role) ?? 0)) / creates] as const)
-    .filter(([, perCreate]) => perCreate >= 0.5)
-    .sort((a, b) => b[1] - a[1])
-    .map(([role, perCreate]) => `${role} ${ms(perCreate)}`)
-    .join(", ")
-let sequentialRoles = ""
+/**
+ * CPU spent over the stretches of time `measure` wraps, summed: the machine's (every process:
+ * units, Postgres, this client) and each role's. Stretches, so what runs between them (the raw
+ * copies of the baseline) is not counted.
+ */
+const cpuTally = (engineDir: string) => {
+  const machine = { busy: 0, iowait: 0, total: 0 }
+  const roles = new Map<string, number>()
+  return {
+    measure: async <A>(work: () => Promise<A>): Promise<A> => {
+      const [machineBefore, rolesBefore] = [machineCpu(), cpuByRole(engineDir)]
+      const result = await work()
+      const [machineAfter, rolesAfter] = [machineCpu(), cpuByRole(engineDir)]
+      machine.busy += machineAfter.busy - machineBefore.busy
+      machine.iowait += machineAfter.iowait - machineBefore.iowait
+      machine.total += machineAfter.total - machineBefore.total
+      for (const [role, total] of rolesAfter) roles.set(role, (roles.get(role) ?? 0) + total - (rolesBefore.get(role) ?? 0))
+      return result
+    },
+    /** The machine's use and each role's CPU per create, largest first. */
+    describe: (creates: number) => {
+      const share = (v: number) => `${((100 * v) / machine.total).toFixed(0)}%`
+      return {
+        machine: `CPU ${share(machine.busy)} busy, ${share(machine.iowait)} waiting on I/O; ${ms(machine.busy / creates)} of CPU per create`,
+        roles: [...roles]
+          .map(([role, total]) => [role, total / creates] as const)
+          .filter(([, perCreate]) => perCreate >= 0.5)
+          .sort((a, b) => b[1] - a[1])
+          .map(([role, perCreate]) => `${role} ${ms(perCreate)}`)
+          .join(", ")
+      }
+    }
+  }
+}
+let sequentialCpu = { machine: "", roles: "" }
 
-const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string) => {
+/**
+ * BRANCHES creates one after another; after each, `between(i)` (untimed here: the baseline's raw
+ * copy, so branch and baseline alternate and meet the disk in the same state).
+ */
+const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string, between: (i: number) => Promise<void>) => {
   const times: Array<number> = []
   for (const list of Object.values(phases)) list.length = 0
-  const before = machineCpu()
-  const rolesBefore = cpuByRole(engineDir)
-  for (let i = 0; i < BRANCHES; i++) times.push(await timeOne(scion, token, connectorId, `${label}-${i}`, true))
-  sequentialUse = machineUse(before, BRANCHES)
-  sequentialRoles = cpuPerCreate(engineDir, rolesBefore, BRANCHES)
+  const tally = cpuTally(engineDir)
+  for (let i = 0; i < BRANCHES; i++) {
+    times.push(await tally.measure(() => timeOne(scion, token, connectorId, `${label}-${i}`, true)))
+    await between(i)
+  }
+  sequentialCpu = tally.describe(BRANCHES)
   return times
 }
 
@@ -200,32 +222,44 @@ const CONCURRENT = 10
 const timeConcurrent = (scion: Scion, token: string, connectorId: string, label: string) =>
   Promise.all(Array.from({ length: CONCURRENT }, (_, i) => timeOne(scion, token, connectorId, `${label}-c${i}`)))
 
-/** CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY alone (subscriptions paused around it, not timed). */
-const timeTemplateCopies = async (record: EngineRecord) => {
-  const times: Array<number> = []
+/** One CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY alone, as bench_raw_<i> (subscriptions paused around it, not timed). */
+const timeTemplateCopy = async (record: EngineRecord, i: number) => {
   const mirror = await engineClient(record, "mirror")
   const subscriptions = (await mirror.query("select subname from pg_subscription")).rows.map((r) => r.subname as string)
   for (const s of subscriptions) await mirror.query(`alter subscription "${s}" disable`)
   await mirror.end()
   const admin = await engineClient(record, "postgres")
   try {
-    for (let i = 0; i < 50; i++) {
+    for (let attempt = 0; attempt < 50; attempt++) {
       if ((await admin.query("select count(*)::int as n from pg_stat_activity where datname = 'mirror'")).rows[0].n === 0) break
       await new Promise((r) => setTimeout(r, 20))
     }
-    for (let i = 0; i < BRANCHES; i++) {
-      const started = performance.now()
-      await admin.query(`create database bench_raw_${i} template mirror strategy file_copy`)
-      times.push(performance.now() - started)
-    }
-    for (let i = 0; i < BRANCHES; i++) await admin.query(`drop database bench_raw_${i}`)
+    const started = performance.now()
+    await admin.query(`create database bench_raw_${i} template mirror strategy file_copy`)
+    return performance.now() - started
   } finally {
     await admin.end()
     const again = await engineClient(record, "mirror")
     for (const s of subscriptions) await again.query(`alter subscription "${s}" enable`)
     await again.end()
   }
-  return times
+}
+
+const dropTemplateCopies = async (record: EngineRecord, count: number) => {
+  const admin = await engineClient(record, "postgres")
+  try {
+    for (let i = 0; i < count; i++) await admin.query(`drop database if exists bench_raw_${i}`)
+  } finally {
+    await admin.end()
+  }
+}
+
+/** Branches and raw copies in turn: each branch followed by one raw copy of the same mirror. */
+const timeBranchesAndCopies = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string, record: EngineRecord) => {
+  const template: Array<number> = []
+  const branch = await timeBranches(scion, token, connectorId, label, engineDir, async (i) => void template.push(await timeTemplateCopy(record, i)))
+  await dropTemplateCopies(record, BRANCHES)
+  return { branch, template }
 }
 
 /**
@@ -313,8 +347,8 @@ const unitTimings = (scion: Scion) => {
   const values = (message: string, field: string) => lines.filter((l) => l.includes(message)).map((l) => logField(l, field)).filter((v) => !Number.isNaN(v))
   const show = (label: string, v: ReadonlyArray<number>) => (v.length > 0 ? `${label} p50 ${ms(p50(v))}` : `${label} n/a`)
   out(`    from the client:             POST → 202 p50 ${ms(p50(phases.accepted))}; → completed p50 ${ms(p50(phases.completed))}; → connected and queried p50 ${ms(p50(phases.connected))}`)
-  out(`    the machine, all cores:      ${sequentialUse} (one create at a time)`)
-  out(`    CPU per create, by process:  ${sequentialRoles}`)
+  out(`    the machine, all cores:      ${sequentialCpu.machine} (one create at a time)`)
+  out(`    CPU per create, by process:  ${sequentialCpu.roles}`)
   out(
     `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("reported", values("branch ready", "reported_ms"))}; ${show("copied", values("branch ready", "copied_ms"))}; ${show("recorded", values("branch ready", "recorded_ms"))}; ${show("connected", values("branch ready", "connected_ms"))}; ${show("stamped", values("branch ready", "stamped_ms"))}; ${show("readied (sequences, owner, CONNECT)", values("branch ready", "grant_ms"))} (cumulative); ${show("role, beside the copy", values("branch ready", "role_ms"))}`
   )
@@ -338,14 +372,12 @@ const report = (label: string, branch: ReadonlyArray<number>, template: Readonly
 const concurrentBurst = async (scion: Scion, token: string, connectorId: string, label: string, single: ReadonlyArray<number>, engineDir: string) => {
   await deleteMade(scion, token)
   const batchesBefore = copierBatches(scion).length
-  const before = machineCpu()
-  const rolesBefore = cpuByRole(engineDir)
-  const concurrent = await timeConcurrent(scion, token, connectorId, label)
-  const use = machineUse(before, CONCURRENT)
-  const roles = cpuPerCreate(engineDir, rolesBefore, CONCURRENT)
+  const tally = cpuTally(engineDir)
+  const concurrent = await tally.measure(() => timeConcurrent(scion, token, connectorId, label))
+  const cpu = tally.describe(CONCURRENT)
   out(`    ${CONCURRENT} concurrent creates     p50 ${ms(p50(concurrent))}   (all: ${concurrent.map((v) => v.toFixed(0)).join(", ")} ms)`)
-  out(`    the machine, all cores:      ${use}`)
-  out(`    CPU per create, by process:  ${roles}`)
+  out(`    the machine, all cores:      ${cpu.machine}`)
+  out(`    CPU per create, by process:  ${cpu.roles}`)
   const burst = copierBatches(scion).slice(batchesBefore)
   out(`    their pauses                 ${burst.length} (copies per pause: ${burst.map((b) => b.copies).join(", ")}; copying took ${burst.map((b) => ms(b.copying)).join(", ")})`)
   out(`    concurrent / single          ${(p50(concurrent) / p50(single)).toFixed(2)}× (target ≤ 2×)`)
@@ -356,8 +388,7 @@ const defaultStorage = async () => {
   out(`1. ~${SMALL_MB} MB, default engine storage`)
   const small = await setUp(SMALL_MB, {}, undefined)
   teardown.push(small.stop)
-  const branchTimes = await timeBranches(small.scion, small.token, small.connectorId, "ext4", small.scion.engineDataDir)
-  const templateTimes = await timeTemplateCopies(small.record)
+  const { branch: branchTimes, template: templateTimes } = await timeBranchesAndCopies(small.scion, small.token, small.connectorId, "ext4", small.scion.engineDataDir, small.record)
   const dump = await timeDumpRestore(small.record)
   report(`${(small.bytes / 2 ** 20).toFixed(0)} MB (target: branch ≤ 1.1× the template copy)`, branchTimes, templateTimes, dump)
   unitTimings(small.scion)
@@ -398,8 +429,7 @@ it("bench:branch", async () => {
     mkdirSync(dir, { recursive: true, mode: 0o755 })
     const sized = await setUp(mb, { ENGINE_DATA_DIR: dir, ENGINE_FILE_COPY_METHOD: "clone" }, dir)
     teardown.push(sized.stop)
-    const times = await timeBranches(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, dir)
-    const template = await timeTemplateCopies(sized.record)
+    const { branch: times, template } = await timeBranchesAndCopies(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, dir, sized.record)
     report(`${(sized.bytes / 2 ** 20).toFixed(0)} MB on XFS, clone (targets: p50 ≤ 120 ms and ≤ 2× the clone, p99 ≤ 250 ms)`, times, template)
     out(`    branch p99                   ${ms([...times].sort((a, b) => a - b)[Math.max(0, Math.ceil(times.length * 0.99) - 1)]!)}`)
     unitTimings(sized.scion)
