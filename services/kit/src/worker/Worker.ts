@@ -248,7 +248,7 @@ export const runJobs = <P, I, E, R>(
           payload: payload.right,
           attempt: delivery.deliveryCount,
           maxAttempts,
-          started: Effect.provideService(started, ServiceIdentity, service),
+          started,
           report: (update) =>
             Effect.zipRight(started, report({
               id: operationId,
