@@ -184,20 +184,31 @@ const scionSetup = async (scion: Scion, tokens: { orgId: string; member: string;
   return { discovery: discoveryMs, setup: setupMs, operation: operationMs, stages }
 }
 
-/** Stops one connector's engine (an immediate shutdown of its postmaster) and removes its directory. */
+/**
+ * Stops one connector's engine (an immediate shutdown of its postmaster) and removes its directory.
+ * The connector unit's monitors start an engine they find stopped (the local adapter's start is
+ * "make sure it runs"), so one may come back while the directory goes: stopped again, and removed again.
+ */
 const stopEngine = async (scion: Scion, connectorId: string) => {
   const dir = join(scion.engineDataDir, connectorId)
-  const pid = Number((await readFile(join(dir, "pgdata", "postmaster.pid"), "utf8").catch(() => "")).split("\n")[0])
-  if (Number.isInteger(pid) && pid > 0) {
+  for (let attempt = 0; ; attempt++) {
+    const pid = Number((await readFile(join(dir, "pgdata", "postmaster.pid"), "utf8").catch(() => "")).split("\n")[0])
+    if (Number.isInteger(pid) && pid > 0) {
+      try {
+        process.kill(pid, "SIGQUIT")
+        for (let i = 0; i < 100; i++) {
+          process.kill(pid, 0)
+          await sleep(50)
+        }
+      } catch {}
+    }
     try {
-      process.kill(pid, "SIGQUIT")
-      for (let i = 0; i < 100; i++) {
-        process.kill(pid, 0)
-        await sleep(50)
-      }
-    } catch {}
+      return await rm(dir, { recursive: true, force: true })
+    } catch (error) {
+      if (attempt >= 10) throw error
+      await sleep(200)
+    }
   }
-  await rm(dir, { recursive: true, force: true })
 }
 
 const teardown: Array<() => Promise<void>> = []
