@@ -14,6 +14,7 @@ interface MirrorSession {
   readonly close: Effect.Effect<void>
 }
 
+/** An engine without subscriptions: nothing to pause, so no session (the pause never asks for it). */
 const noMirrorSession: MirrorSession = {
   session: Effect.fail(new EngineFailure({ step: "pause", message: "no session on the mirror: it has no subscriptions to pause" })),
   close: Effect.void
@@ -87,11 +88,12 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        * step) while the batch takes its lock and checks its copies. Closed by the pause, or with
        * the batch's scope when there is no pause.
        */
-      const openMirrorSession = (engine: BranchingEngine) =>
+      const openMirrorSession = (engine: BranchingEngine): Effect.Effect<MirrorSession, never, Scope.Scope> =>
         Effect.gen(function* () {
+          if (engine.subscriptionNames.length === 0) return noMirrorSession
           const sessionScope = yield* Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential))
           const connecting = yield* Effect.forkScoped(Scope.extend(connectEngine(engine, engine.mirrorDatabase), sessionScope))
-          return { session: Fiber.join(connecting), close: Scope.close(sessionScope, Exit.void) } satisfies MirrorSession
+          return { session: Fiber.join(connecting), close: Scope.close(sessionScope, Exit.void) }
         })
 
       /** Waiters whose database exists already (a crashed worker copied it) are answered now; the rest are left to copy. */
@@ -121,7 +123,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         Effect.scoped(
           Effect.gen(function* () {
             const admin = yield* adminSession(engine)
-            const mirrorSession = engine.subscriptionNames.length > 0 ? yield* openMirrorSession(engine) : noMirrorSession
+            const mirrorSession = yield* openMirrorSession(engine)
             // The connector names the lock (engine.proto, copy_lock_key) and takes it around its own subscription changes.
             const lock = engine.copyLockKey
             yield* Effect.acquireRelease(admin.query("lock", "select pg_advisory_lock(hashtext($1))", [lock]), () =>

@@ -241,7 +241,9 @@ export const runJobs = <P, I, E, R>(
         // One call both starts the operation (or, on a redelivery, says it still runs) and learns
         // whether it ended already: a terminal operation refuses it (OperationEnded: skipped, below).
         const starting = report({ id: operationId, status: OperationStatus.RUNNING }).pipe(Effect.asVoid)
-        const started = handler.startEarly === true ? Fiber.join(yield* Effect.fork(starting)) : yield* Effect.as(starting, Effect.void)
+        let started: Effect.Effect<void, OperationEnded | RpcError> = Effect.void
+        if (handler.startEarly === true) started = Fiber.join(yield* Effect.fork(starting))
+        else yield* starting
         const job: Job<P> = {
           operationId,
           orgId,
