@@ -88,7 +88,7 @@ const generate = async (source: SourceCluster, mb: number) => {
 
 /** POST → completed operation → the URL answers a query, BRANCHES times. */
 /** Where each create's time went, seen from the client: the 202, the completed operation, the first query. */
-const phases = { accepted: [] as Array<number>, completed: [] as Array<number>, connected: [] as Array<number> }
+const phases = { accepted: [] as Array<number>, completed: [] as Array<number>, connected: [] as Array<number>, started: [] as Array<number>, heard: [] as Array<number> }
 
 /** The branches made so far on the connector being measured (deleted before a burst: the plan's limit counts them). */
 const made: Array<string> = []
@@ -108,9 +108,13 @@ const timeOne = async (scion: Scion, token: string, connectorId: string, name: s
   const response = await scion.request("POST", "/v1/branch/create", { token, body: { connector_id: connectorId, name, service_type: "postgres" } })
   if (response.status !== 202) throw new Error(`create: ${response.status} ${JSON.stringify(response.body)}`)
   const accepted = performance.now()
+  // Wall clocks, to set beside the operation's started_at and completed_at (the operation unit's
+  // database clock, on this machine): when the worker started the job, and when its end was heard.
+  const acceptedAt = Date.now()
   const operation = await settleOperation(scion, response.body.operation_id, token)
   if (operation.status !== "completed" || !operation.result?.branch_url) throw new Error(`branch: ${JSON.stringify(operation)}`)
   const completed = performance.now()
+  const heardAt = Date.now()
   made.push(operation.result.branch_id)
   const url = new URL(operation.result.branch_url)
   const client = new pg.Client({
@@ -129,6 +133,8 @@ const timeOne = async (scion: Scion, token: string, connectorId: string, name: s
     phases.accepted.push(accepted - started)
     phases.completed.push(completed - accepted)
     phases.connected.push(performance.now() - completed)
+    phases.started.push(Date.parse(operation.started_at) - acceptedAt)
+    phases.heard.push(heardAt - Date.parse(operation.completed_at))
   }
   return performance.now() - started
 }
@@ -365,6 +371,7 @@ const unitTimings = (scion: Scion) => {
   const values = (message: string, field: string) => lines.filter((l) => l.includes(message)).map((l) => logField(l, field)).filter((v) => !Number.isNaN(v))
   const show = (label: string, v: ReadonlyArray<number>) => (v.length > 0 ? `${label} p50 ${ms(p50(v))}` : `${label} n/a`)
   out(`    from the client:             POST → 202 p50 ${ms(p50(phases.accepted))}; → completed p50 ${ms(p50(phases.completed))}; → connected and queried p50 ${ms(p50(phases.connected))}`)
+  out(`    the operation's clock:       202 → started p50 ${ms(p50(phases.started))}; completed → the client heard it p50 ${ms(p50(phases.heard))}`)
   out(`    the machine, all cores:      ${sequentialCpu.machine} (one create at a time)`)
   out(`    CPU per create, by process:  ${sequentialCpu.roles}`)
   out(
