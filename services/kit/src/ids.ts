@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto"
+import { randomFillSync } from "node:crypto"
 import { Effect } from "effect"
 
 // Crockford base32, lower-cased: ids sort by creation time and read unambiguously.
@@ -20,6 +20,21 @@ const encodeRandom = (bytes: Uint8Array): string => {
   return out
 }
 
+/**
+ * Random bytes for ids, drawn from the CSPRNG 4 KiB at a time: one call per id cost more than
+ * the rest of the id (the gateway makes one per request, for its request id).
+ */
+const pool = Buffer.alloc(4096)
+let poolOffset = pool.length
+const randomBytes16 = (): Uint8Array => {
+  if (poolOffset + 16 > pool.length) {
+    randomFillSync(pool)
+    poolOffset = 0
+  }
+  poolOffset += 16
+  return pool.subarray(poolOffset - 16, poolOffset)
+}
+
 /** An opaque, prefixed, time-sortable id such as `org_01jd3v…`. */
 export const makeId = (prefix: string): Effect.Effect<string> =>
-  Effect.sync(() => `${prefix}_${encodeTime(Date.now())}${encodeRandom(randomBytes(16))}`)
+  Effect.sync(() => `${prefix}_${encodeTime(Date.now())}${encodeRandom(randomBytes16())}`)
