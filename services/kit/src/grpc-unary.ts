@@ -164,6 +164,15 @@ function answer(response: http2.Http2ServerResponse, payload: Uint8Array | undef
 const transportFailure = (cause: unknown): ConnectError =>
   cause instanceof ConnectError ? cause : new ConnectError(cause instanceof Error ? cause.message : String(cause), Code.Unavailable)
 
+/**
+ * Times a refused call is sent again. A stream the server refused (RST_STREAM REFUSED_STREAM,
+ * which is also what a stream above a GOAWAY's last stream id gets) was never processed: HTTP/2
+ * guarantees it, so even a call that changes something may go again, on a new connection when
+ * the old one is going away. A unit that shuts down (a rolling update) refuses the streams that
+ * cross its GOAWAY; without this, each became the caller's UNAVAILABLE (a 503 at the gateway).
+ */
+const REFUSED_STREAM_RETRIES = 1
+
 /** Unary gRPC calls over the session manager's one HTTP/2 connection (pings, GOAWAY, reconnects). */
 export const grpcDirectUnary =
   (sessions: Http2SessionManager): DirectUnary =>
@@ -171,45 +180,51 @@ export const grpcDirectUnary =
     new Promise((resolve, reject) => {
       if (signal.aborted) return reject(new ConnectError("the call was cancelled", Code.Canceled))
       const body = frame(toBinary(method.input, create(method.input, request as never)))
-      sessions
-        .request("POST", methodPath(method), { ...headers, "content-type": "application/grpc+proto", te: "trailers" }, {})
-        .then((stream) => {
-          const onAbort = () => stream.close(http2.constants.NGHTTP2_CANCEL)
-          signal.addEventListener("abort", onAbort, { once: true })
-          const chunks: Array<Buffer> = []
-          let status: ConnectError | undefined | null = null
-          let failed: unknown
-          stream.once("response", (responseHeaders) => {
-            if (responseHeaders[":status"] !== 200) {
-              status = new ConnectError(`HTTP ${String(responseHeaders[":status"])}`, responseHeaders[":status"] === 503 ? Code.Unavailable : Code.Unknown)
-              return
-            }
-            // Trailers-only: the status is in the headers.
-            if (responseHeaders["grpc-status"] !== undefined) status = findTrailerError(toHeaders(responseHeaders)) ?? undefined
-          })
-          stream.on("data", (chunk: Buffer) => {
-            chunks.push(chunk)
-            sessions.notifyResponseByteRead(stream)
-          })
-          stream.once("trailers", (trailers) => {
-            if (status === null) status = findTrailerError(toHeaders(trailers)) ?? undefined
-          })
-          stream.once("error", (error) => (failed = error))
-          stream.once("close", () => {
-            signal.removeEventListener("abort", onAbort)
-            if (signal.aborted) return reject(new ConnectError("the call was cancelled", Code.Canceled))
-            if (status instanceof ConnectError) return reject(status)
-            if (status === null) return reject(transportFailure(failed ?? new ConnectError("the stream closed without a status", Code.Unavailable)))
-            const message = unframe(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))
-            if (message instanceof ConnectError) return reject(message)
-            try {
-              resolve(fromBinary(method.output, message))
-            } catch {
-              reject(new ConnectError("protocol error: the response does not parse", Code.Internal))
-            }
-          })
-          stream.end(body)
-        }, (error: unknown) => reject(transportFailure(error)))
+      const send = (retriesLeft: number): void => {
+        sessions
+          .request("POST", methodPath(method), { ...headers, "content-type": "application/grpc+proto", te: "trailers" }, {})
+          .then((stream) => {
+            const onAbort = () => stream.close(http2.constants.NGHTTP2_CANCEL)
+            signal.addEventListener("abort", onAbort, { once: true })
+            const chunks: Array<Buffer> = []
+            let status: ConnectError | undefined | null = null
+            let responded = false
+            let failed: unknown
+            stream.once("response", (responseHeaders) => {
+              responded = true
+              if (responseHeaders[":status"] !== 200) {
+                status = new ConnectError(`HTTP ${String(responseHeaders[":status"])}`, responseHeaders[":status"] === 503 ? Code.Unavailable : Code.Unknown)
+                return
+              }
+              // Trailers-only: the status is in the headers.
+              if (responseHeaders["grpc-status"] !== undefined) status = findTrailerError(toHeaders(responseHeaders)) ?? undefined
+            })
+            stream.on("data", (chunk: Buffer) => {
+              chunks.push(chunk)
+              sessions.notifyResponseByteRead(stream)
+            })
+            stream.once("trailers", (trailers) => {
+              if (status === null) status = findTrailerError(toHeaders(trailers)) ?? undefined
+            })
+            stream.once("error", (error) => (failed = error))
+            stream.once("close", () => {
+              signal.removeEventListener("abort", onAbort)
+              if (signal.aborted) return reject(new ConnectError("the call was cancelled", Code.Canceled))
+              if (!responded && stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM && retriesLeft > 0) return send(retriesLeft - 1)
+              if (status instanceof ConnectError) return reject(status)
+              if (status === null) return reject(transportFailure(failed ?? new ConnectError("the stream closed without a status", Code.Unavailable)))
+              const message = unframe(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))
+              if (message instanceof ConnectError) return reject(message)
+              try {
+                resolve(fromBinary(method.output, message))
+              } catch {
+                reject(new ConnectError("protocol error: the response does not parse", Code.Internal))
+              }
+            })
+            stream.end(body)
+          }, (error: unknown) => reject(transportFailure(error)))
+      }
+      send(REFUSED_STREAM_RETRIES)
     })
 
 const toHeaders = (headers: http2.IncomingHttpHeaders): Headers => {
