@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools } from "@scion/kit"
-import { Clock, Effect, Fiber, Option, Redacted } from "effect"
+import { Clock, Effect, Fiber, FiberSet, Option, Redacted } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
 import { BranchesRepo } from "./BranchesRepo.js"
@@ -39,7 +39,7 @@ import {
   validateMaskingPolicy,
   validateMaskingRules
 } from "./domain/models.js"
-import { dropBranch } from "./engine/EngineSql.js"
+import { dropBranch, warmAdminSessions } from "./engine/EngineSql.js"
 import { readCatalog } from "./engine/SchemaCatalog.js"
 import { schemaDiff } from "./domain/schemaDiff.js"
 import { Engines, isBranchable } from "./engine/Engines.js"
@@ -73,7 +73,7 @@ export interface BranchView {
  * (EngineAccessService), never from the request; another org's connector or branch is not found.
  */
 export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches", {
-  effect: Effect.gen(function* () {
+  scoped: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const repo = yield* BranchesRepo
     const engines = yield* Engines
@@ -85,6 +85,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const snapshots = yield* Snapshots
     const snapshotsRepo = yield* SnapshotsRepo
     const transaction = transactional(sql)
+    /** Work a request starts and does not wait for (the engine's logins ahead of a job); ends with the service. */
+    const background = yield* FiberSet.make()
 
     /** The connector's engine if the caller holds the permission in its org; other orgs' connectors are not found. */
     const visibleConnector = (principal: Principal, connectorId: string, permission: "branches.read" | "branches.create" | "connectors.update") =>
@@ -132,7 +134,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       const fingerprint = fingerprintOf(valid)
       // The plan's allowance travels while the transaction decides everything else.
       const allowance = yield* Effect.fork(limits.branchAllowance(orgId))
-      return yield* transaction(
+      const handle = yield* transaction(
         Effect.gen(function* () {
           if (valid.idempotencyKey !== null) {
             yield* repo.lockIdempotencyKey(orgId, valid.idempotencyKey)
@@ -206,6 +208,10 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           return { operationId, branchId, status: "pending", replayed: false } satisfies Handle
         })
       )
+      // The job's engine logins start as the create is answered, while the job is published and
+      // starts (a no-op when the pool holds them; after it, they would wait at its copy batch).
+      if (!handle.replayed) yield* FiberSet.run(background, Effect.provideService(warmAdminSessions(engine), PostgresPools, pools))
+      return handle
     })
 
     const get = Effect.fn("Branches.get")(function* (principal: Principal, branchId: string) {

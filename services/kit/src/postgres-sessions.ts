@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import type { ConnectionOptions } from "node:tls"
 import pg from "pg"
-import { Context, Effect, Layer, Redacted, Schema, type Scope } from "effect"
+import { Context, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 
 /**
  * Sessions on Postgres databases that are not ours to own (a team's source, a branching engine),
@@ -164,6 +164,31 @@ export const pooledSession = (
       Effect.tryPromise({ try: () => pool.connect(), catch: (cause) => new PostgresFailure({ cause }) }),
       (client) => Effect.sync(() => client.release(broken))
     ).pipe(Effect.map((client) => sessionOn(client, () => (broken = true))))
+  })
+
+/**
+ * Opens sessions in the endpoint's pool until it holds `sessions` (idle or in use), all at once, and
+ * leaves them idle in it: a caller that knows it will need them soon (a branch create, accepted
+ * tens of milliseconds before its job copies) pays the TLS + SCRAM logins while it waits for
+ * something else. A pool that holds enough already is left alone. A login that fails is dropped
+ * (the session's own borrower will see the failure and report it).
+ */
+export const warmPool = (
+  endpoint: PostgresEndpoint,
+  options: PostgresSessionOptions & { readonly max: number },
+  sessions: number
+): Effect.Effect<void, never, PostgresPools> =>
+  Effect.flatMap(PostgresPools, (pools) => {
+    const pool = pools.poolFor(endpoint, options)
+    const missing = Math.min(sessions, options.max) - pool.totalCount
+    if (missing <= 0) return Effect.void
+    // A borrow takes an idle session before it opens one, and all are borrowed before any goes
+    // back (a session returned at once would serve the next borrow): the idle ones, and the missing.
+    return Effect.forEach(
+      Array.from({ length: pool.idleCount + missing }),
+      () => Effect.option(Effect.tryPromise(() => pool.connect())),
+      { concurrency: "unbounded" }
+    ).pipe(Effect.flatMap((clients) => Effect.sync(() => clients.forEach((client) => Option.map(client, (c) => c.release())))))
   })
 
 /**

@@ -1,5 +1,5 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto"
-import { connectPostgres, pooledSession, type PostgresEndpoint, type PostgresPools, type PostgresSession, quoteIdent, quoteLiteral, tlsWithoutVerification } from "@scion/kit"
+import { connectPostgres, pooledSession, type PostgresEndpoint, type PostgresPools, type PostgresSession, quoteIdent, quoteLiteral, tlsWithoutVerification, warmPool } from "@scion/kit"
 import { Duration, Effect, Redacted, Schema, type Scope } from "effect"
 import type { MaskingRule } from "../domain/models.js"
 import type { BranchingEngine } from "./Engines.js"
@@ -48,6 +48,24 @@ export const adminSession = (engine: BranchingEngine): Effect.Effect<EngineClien
     Effect.mapError((failure) => new EngineFailure({ step: "connect", message: `connecting to postgres on ${engine.host}:${engine.port}: ${failure.message}` })),
     Effect.map(clientOf)
   )
+
+/**
+ * Sessions on a branch create's path to its copy: its copy batch's (lock, checks, pause
+ * bookkeeping) and its copy's. (The role's, made beside the copy, costs the create no time.)
+ */
+const CREATE_ADMIN_SESSIONS = 2
+
+/**
+ * Logs in, ahead of a create's job, the admin sessions its copy waits for (see warmPool): idle
+ * ones close after 30 s, so every create after a quiet spell would otherwise wait for the logins
+ * at the start of its copy batch and of its copy. Never fails; nothing when the pool holds them.
+ */
+export const warmAdminSessions = (engine: BranchingEngine): Effect.Effect<void, never, PostgresPools> =>
+  engine.host === ""
+    ? Effect.void
+    : warmPool(superuserOn(engine, "postgres"), { applicationName: "scion-branch", connectMillis: 10_000, max: ADMIN_SESSIONS }, CREATE_ADMIN_SESSIONS).pipe(
+        Effect.withSpan("EngineSql.warmAdminSessions")
+      )
 
 /**
  * A SCRAM-SHA-256 verifier for a password (RFC 7677, Postgres' format), so CREATE ROLE never
