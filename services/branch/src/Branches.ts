@@ -275,7 +275,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       if (!isBranchable(engine, { allowStale: branch.allowStale })) {
         return yield* new EngineNotReady({ connectorId: engine.connectorId, status: engine.status, ...Option.match(engine.quarantine, { onNone: () => ({}), onSome: (quarantine) => ({ quarantine }) }) })
       }
-      return yield* transaction(
+      const handle = yield* transaction(
         Effect.gen(function* () {
           const row = yield* repo.lock(branch.id)
           if (Option.isNone(row) || row.value.status === "deleted") return yield* new BranchNotFound({ branchId })
@@ -291,6 +291,9 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           return { operationId, branchId: branch.id, status: "pending", replayed: false } satisfies Handle
         })
       )
+      // As for a create: the job's drop and copy wait on these sessions.
+      yield* FiberSet.run(background, Effect.provideService(warmAdminSessions(engine), PostgresPools, pools))
+      return handle
     })
 
     /**
