@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { PgClient } from "@effect/sql-pg"
 import { Migrator, SqlClient, SqlError } from "@effect/sql"
-import { Config, Effect, Layer, Redacted } from "effect"
+import { Config, Duration, Effect, Layer, Redacted } from "effect"
 import { compensatedTransaction } from "./rollback-undo.js"
 
 /**
@@ -49,9 +49,16 @@ export const unitDatabase = (options: UnitDatabaseOptions) => {
     Effect.gen(function* () {
       const url = yield* Config.redacted("DATABASE_URL")
       const maxConnections = yield* Config.integer("DATABASE_MAX_CONNECTIONS").pipe(Config.withDefault(options.maxConnections ?? 10))
+      // Connections above the floor close after the idle timeout; the floor stays open, so the
+      // first request after a quiet spell does not open connections (traced: 1.5-7 ms a statement
+      // instead of 0.3-0.6 when every pool had emptied after pg-pool's 10 s).
+      const minConnections = yield* Config.integer("DATABASE_MIN_CONNECTIONS").pipe(Config.withDefault(Math.min(2, maxConnections)))
+      const idleTimeout = yield* Config.integer("DATABASE_IDLE_TIMEOUT_MS").pipe(Config.withDefault(10_000))
       return PgClient.layer({
         url: Redacted.make(withSearchPath(Redacted.value(url), options.schema)),
         maxConnections,
+        minConnections: Math.min(minConnections, maxConnections),
+        idleTimeout: Duration.millis(idleTimeout),
         applicationName: `scion-${options.schema}`
       })
     })
