@@ -7,29 +7,46 @@ export const peakRssMb = (pid) => {
   return match ? Number(match[1]) / 1024 : NaN
 }
 
-/** CPU time (user + system) a process has used so far, in ms. */
-export const cpuMs = (pid) => {
+/**
+ * One process as /proc/<pid>/stat and cmdline show it: parent, command, its own CPU (user + system)
+ * and that of its children it reaped (an ended Postgres backend's, counted by its postmaster), in
+ * ms (ticks of 10 ms). Undefined when the process is gone.
+ */
+export const processStat = (pid) => {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ").map(Number)
+    return {
+      pid: Number(pid),
+      ppid: fields[1],
+      comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
+      self: (fields[11] + fields[12]) * 10,
+      reaped: (fields[13] + fields[14]) * 10,
+      args: readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ")
+    }
   } catch {
-    return 0
+    return undefined
   }
 }
+
+/** Every process on this machine (processStat), those that end while listed left out. */
+export const allProcesses = () =>
+  readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(processStat)
+    .filter((p) => p !== undefined)
+
+/** The machine's CPU time so far, all cores (/proc/stat, ticks of 10 ms): busy, waiting on I/O, and in all, in ms. */
+export const machineCpu = () => {
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number)
+  const busy = user + nice + system + irq + softirq
+  return { busy: busy * 10, iowait: iowait * 10, total: (busy + idle + iowait + steal) * 10 }
+}
+
+/** CPU time (user + system) a process has used so far, in ms. */
+export const cpuMs = (pid) => processStat(pid)?.self ?? 0
 /** CPU time of each Postgres process on this machine, in ms, by pid. */
-const postgresCpuMs = () =>
-  new Map(
-    readdirSync("/proc")
-      .filter((entry) => /^\d+$/.test(entry))
-      .filter((pid) => {
-        try {
-          return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "postgres"
-        } catch {
-          return false
-        }
-      })
-      .map((pid) => [pid, cpuMs(pid)])
-  )
+const postgresCpuMs = () => new Map(allProcesses().filter((p) => p.comm === "postgres").map((p) => [p.pid, p.self]))
 
 /** CPU Postgres spent between two samples: backends that ended in between count from what they had. */
 const postgresCpuSince = (before) => {

@@ -42,7 +42,7 @@ import {
 import { dropBranch, warmAdminSessions } from "./engine/EngineSql.js"
 import { readCatalog } from "./engine/SchemaCatalog.js"
 import { schemaDiff } from "./domain/schemaDiff.js"
-import { Engines, isBranchable } from "./engine/Engines.js"
+import { type BranchingEngine, Engines, isBranchable } from "./engine/Engines.js"
 import { type PasswordEnvelope, Passwords } from "./Passwords.js"
 import { PlanLimits } from "./PlanLimits.js"
 import { Snapshots } from "./Snapshots.js"
@@ -87,6 +87,11 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const transaction = transactional(sql)
     /** Work a request starts and does not wait for (the engine's logins ahead of a job); ends with the service. */
     const background = yield* FiberSet.make()
+    /**
+     * The engine logins a just-accepted job's copy will wait on, started as the request is answered
+     * (a no-op when the pool holds them; they would otherwise wait at its copy batch).
+     */
+    const warmForJob = (engine: BranchingEngine) => FiberSet.run(background, Effect.provideService(warmAdminSessions(engine), PostgresPools, pools))
 
     /** The connector's engine if the caller holds the permission in its org; other orgs' connectors are not found. */
     const visibleConnector = (principal: Principal, connectorId: string, permission: "branches.read" | "branches.create" | "connectors.update") =>
@@ -208,9 +213,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           return { operationId, branchId, status: "pending", replayed: false } satisfies Handle
         })
       )
-      // The job's engine logins start as the create is answered, while the job is published and
-      // starts (a no-op when the pool holds them; after it, they would wait at its copy batch).
-      if (!handle.replayed) yield* FiberSet.run(background, Effect.provideService(warmAdminSessions(engine), PostgresPools, pools))
+      if (!handle.replayed) yield* warmForJob(engine)
       return handle
     })
 
@@ -291,8 +294,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           return { operationId, branchId: branch.id, status: "pending", replayed: false } satisfies Handle
         })
       )
-      // As for a create: the job's drop and copy wait on these sessions.
-      yield* FiberSet.run(background, Effect.provideService(warmAdminSessions(engine), PostgresPools, pools))
+      yield* warmForJob(engine)
       return handle
     })
 

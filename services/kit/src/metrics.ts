@@ -23,40 +23,39 @@ const tag = <T, I, O>(metric: Metric.Metric<T, I, O>, tags: Record<string, strin
   Metric.taggedWithLabels(metric, Object.entries(tags).map(([key, value]) => MetricLabel.make(key, value)))
 
 /**
- * `tag`, made once per label set for the metrics recorded on every request, RPC and job: a tagged
- * metric's key is built and hashed when it is made, which cost more than the update itself. Their
- * label sets are bounded (routes, methods, codes, job types), and so is this map.
+ * `tag`, made once per metric and label set for the metrics recorded on every request, RPC and
+ * job: a tagged metric's key is built and hashed when it is made, which cost more than the update
+ * itself. Their label sets are bounded (routes, methods, codes, job types), and so are these maps.
  */
-const tagged = new Map<string, Metric.Metric<any, any, any>>()
-const tagOnce = <T, I, O>(metric: Metric.Metric<T, I, O>, name: string, tags: Record<string, string>): Metric.Metric<T, I, O> => {
-  const key = `${name}\u0000${Object.values(tags).join("\u0000")}`
-  let found = tagged.get(key)
-  if (found === undefined) {
-    found = tag(metric, tags)
-    tagged.set(key, found)
-  }
+const tagged = new Map<Metric.Metric<any, any, any>, Map<string, Metric.Metric<any, any, any>>>()
+const tagOnce = <T, I, O>(metric: Metric.Metric<T, I, O>, tags: Record<string, string>): Metric.Metric<T, I, O> => {
+  let byLabels = tagged.get(metric)
+  if (byLabels === undefined) tagged.set(metric, (byLabels = new Map()))
+  const key = Object.values(tags).join("\u0000")
+  let found = byLabels.get(key)
+  if (found === undefined) byLabels.set(key, (found = tag(metric, tags)))
   return found as Metric.Metric<T, I, O>
 }
 
 /** One RPC answered. */
 export const recordRpc = (service: string, method: string, code: string, elapsedSeconds: number) =>
   Effect.zipRight(
-    Metric.increment(tagOnce(rpcRequests, "rpcRequests", { service, method, code })),
-    Metric.update(tagOnce(rpcDuration, "rpcDuration", { service, method }), elapsedSeconds)
+    Metric.increment(tagOnce(rpcRequests, { service, method, code })),
+    Metric.update(tagOnce(rpcDuration, { service, method }), elapsedSeconds)
   )
 
 /** One REST request answered (route: the endpoint's template, or "unmatched"). */
 export const recordHttp = (method: string, route: string, status: number, elapsedSeconds: number) =>
   Effect.zipRight(
-    Metric.increment(tagOnce(httpRequests, "httpRequests", { method, route, status: String(status) })),
-    Metric.update(tagOnce(httpDuration, "httpDuration", { method, route }), elapsedSeconds)
+    Metric.increment(tagOnce(httpRequests, { method, route, status: String(status) })),
+    Metric.update(tagOnce(httpDuration, { method, route }), elapsedSeconds)
   )
 
 /** One job delivery ran to an outcome. */
 export const recordJob = (unit: string, type: string, outcome: "completed" | "failed" | "retried" | "skipped", elapsedSeconds: number) =>
   Effect.zipRight(
-    Metric.increment(tagOnce(jobs, "jobs", { unit, type, outcome })),
-    Metric.update(tagOnce(jobDuration, "jobDuration", { unit, type }), elapsedSeconds)
+    Metric.increment(tagOnce(jobs, { unit, type, outcome })),
+    Metric.update(tagOnce(jobDuration, { unit, type }), elapsedSeconds)
   )
 
 /**

@@ -188,7 +188,13 @@ export const warmPool = (
       Array.from({ length: pool.idleCount + missing }),
       () => Effect.option(Effect.tryPromise(() => pool.connect())),
       { concurrency: "unbounded" }
-    ).pipe(Effect.flatMap((clients) => Effect.sync(() => clients.forEach((client) => Option.map(client, (c) => c.release())))))
+    ).pipe(
+      Effect.flatMap((clients) =>
+        Effect.sync(() => {
+          for (const client of clients) if (Option.isSome(client)) client.value.release()
+        })
+      )
+    )
   })
 
 /**

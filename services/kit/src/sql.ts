@@ -52,7 +52,7 @@ export const unitDatabase = (options: UnitDatabaseOptions) => {
       // Connections above the floor close after the idle timeout; the floor stays open, so the
       // first request after a quiet spell does not open connections (traced: 1.5-7 ms a statement
       // instead of 0.3-0.6 when every pool had emptied after pg-pool's 10 s).
-      const minConnections = yield* Config.integer("DATABASE_MIN_CONNECTIONS").pipe(Config.withDefault(Math.min(2, maxConnections)))
+      const minConnections = yield* Config.integer("DATABASE_MIN_CONNECTIONS").pipe(Config.withDefault(2))
       const idleTimeout = yield* Config.integer("DATABASE_IDLE_TIMEOUT_MS").pipe(Config.withDefault(10_000))
       return PgClient.layer({
         url: Redacted.make(withSearchPath(Redacted.value(url), options.schema)),

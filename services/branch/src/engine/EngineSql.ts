@@ -37,6 +37,9 @@ export const connectEngine = (engine: BranchingEngine, database: string, options
 /** Sessions per engine in this process's pool of admin sessions (adminSession). */
 export const ADMIN_SESSIONS = 8
 
+/** The pool adminSession borrows from and warmAdminSessions fills (one per engine and process). */
+const adminPool = { applicationName: "scion-branch", connectMillis: 10_000, max: ADMIN_SESSIONS }
+
 /**
  * A session on the engine's `postgres` database as its superuser, borrowed from this process's pool
  * for the engine (PostgresPools, up to ADMIN_SESSIONS): a branch create runs several statements there,
@@ -44,7 +47,7 @@ export const ADMIN_SESSIONS = 8
  * undone before the scope closes; a session whose statement failed is discarded.
  */
 export const adminSession = (engine: BranchingEngine): Effect.Effect<EngineClient, EngineFailure, Scope.Scope | PostgresPools> =>
-  pooledSession(superuserOn(engine, "postgres"), { applicationName: "scion-branch", connectMillis: 10_000, max: ADMIN_SESSIONS }).pipe(
+  pooledSession(superuserOn(engine, "postgres"), adminPool).pipe(
     Effect.mapError((failure) => new EngineFailure({ step: "connect", message: `connecting to postgres on ${engine.host}:${engine.port}: ${failure.message}` })),
     Effect.map(clientOf)
   )
@@ -63,7 +66,7 @@ const CREATE_ADMIN_SESSIONS = 2
 export const warmAdminSessions = (engine: BranchingEngine): Effect.Effect<void, never, PostgresPools> =>
   engine.host === ""
     ? Effect.void
-    : warmPool(superuserOn(engine, "postgres"), { applicationName: "scion-branch", connectMillis: 10_000, max: ADMIN_SESSIONS }, CREATE_ADMIN_SESSIONS).pipe(
+    : warmPool(superuserOn(engine, "postgres"), adminPool, CREATE_ADMIN_SESSIONS).pipe(
         Effect.withSpan("EngineSql.warmAdminSessions")
       )
 

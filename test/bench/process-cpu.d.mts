@@ -1,0 +1,20 @@
+// Types for process-cpu.mjs, which the JS benches import as it is and the TS benches through these.
+export interface ProcessStat {
+  readonly pid: number
+  readonly ppid: number
+  readonly comm: string
+  /** CPU (user + system) the process used so far, ms. */
+  readonly self: number
+  /** CPU of the children it reaped so far, ms. */
+  readonly reaped: number
+  readonly args: string
+}
+export declare const processStat: (pid: number | string) => ProcessStat | undefined
+export declare const allProcesses: () => Array<ProcessStat>
+export declare const machineCpu: () => { readonly busy: number; readonly iowait: number; readonly total: number }
+export declare const cpuMs: (pid: number | string) => number
+export declare const peakRssMb: (pid: number) => number
+export declare const measured: <R extends { readonly total: number }>(
+  run: () => Promise<R>,
+  pids: Record<string, number | undefined>
+) => Promise<R & { readonly cpuUsPerRequest: Record<string, number> }>
