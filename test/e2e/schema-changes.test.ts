@@ -408,11 +408,16 @@ describe("freshness of branches", () => {
     expect(refused.body.detail).toContain(quarantineId)
     expect(refused.body.detail).toContain("allow_stale")
 
+    // A key past the mirror's sequence: with no subscription to pause (the only one is
+    // quarantined) nothing aligns the mirror's sequences before the copy, so the copy aligns its own.
+    await queryEngine(scion, connectorId, "insert into public.tags (id, label) values (900000, 'mirror-only')")
     const stale = await createBranch({ name: "stale-ok", allow_stale: true })
     expect(stale.status, scion.explain(stale)).toBe(202)
     const staleDone = await settleOperation(scion, stale.body.operation_id, tokens.member)
     expect(staleDone.status, JSON.stringify(staleDone)).toBe("completed")
     expect(await branchRows(staleDone.result.branch_url, "select pct from public.vouchers where code = 'CLASH'")).toEqual([{ pct: 1 }])
+    expect(await branchRows(staleDone.result.branch_url, "insert into public.tags (label) values ('in-branch') returning id")).toEqual([{ id: 900001 }])
+    await queryEngine(scion, connectorId, "delete from public.tags where id = 900000")
     // The quarantine still holds the subscription: the stale create did not resume it.
     expect((await queryEngine(scion, connectorId, "select subenabled from pg_subscription")).rows[0].subenabled).toBe(false)
 

@@ -1,7 +1,7 @@
 import { PostgresPools } from "@scion/kit"
 import { Config, Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Scope } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { ADMIN_SESSIONS, adminSession, connectEngine, copyDatabase, databaseExists, disableSubscriptions, type EngineClient, EngineFailure, resumeSubscriptions, waitTemplateFree } from "./EngineSql.js"
+import { ADMIN_SESSIONS, adminSession, alignMirrorSequences, connectEngine, copyDatabase, databaseExists, disableSubscriptions, type EngineClient, EngineFailure, resumeSubscriptions, waitSubscriptionWorkersGone, waitTemplateFree } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
@@ -70,17 +70,28 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
       const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
 
       /**
-       * Pauses the subscriptions and, on the same session, reads the heartbeat the mirror holds:
-       * the batch's freshness stamp, so no copy has to open a session just to read it. Read as the
-       * workers end, it may miss one last transaction they apply: a stamp is a lower bound.
-       * Nothing runs (null: each copy stamps itself) when no subscription is running.
+       * Pauses the subscriptions and, on the same session, once their workers have exited (the
+       * mirror's data no longer changes): aligns the mirror's sequences, once for every copy of the
+       * pause rather than in each copy, where on reflink storage it read every page it touched from
+       * disk (a clone shares the mirror's blocks, not its page cache: ~110 ms a copy against ~35
+       * on the mirror, measured with 30 keyed tables); and reads the heartbeat the mirror holds, the
+       * batch's freshness stamp, so no copy has to open a session just to read it. An alignment that
+       * fails is left to each copy's readying (which reports the failure). Nothing runs (each copy
+       * stamps and aligns itself) when no subscription is running.
        */
       const pause = (engine: BranchingEngine, mirrorSession: MirrorSession) =>
         Effect.gen(function* () {
-          if (engine.subscriptionNames.length === 0) return null
+          if (engine.subscriptionNames.length === 0) return { dataAsOf: null, sequencesAligned: false }
           const mirror = yield* mirrorSession.session
           yield* disableSubscriptions(mirror, engine.subscriptionNames)
-          return yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
+          // Never fails the pause once the subscriptions are disabled (only the batch's use resumes them).
+          const sequencesAligned = yield* waitSubscriptionWorkersGone(mirror, engine.subscriptionNames, options.templateWait).pipe(
+            Effect.zipRight(alignMirrorSequences(mirror)),
+            Effect.as(true),
+            Effect.catchAll((e) => Effect.as(Effect.logWarning("could not align the paused mirror's sequences; each copy aligns its own", e), false))
+          )
+          const dataAsOf = yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
+          return { dataAsOf, sequencesAligned }
         }).pipe(Effect.ensuring(mirrorSession.close), Effect.withSpan("Copier.pause"))
 
       /**
@@ -143,12 +154,12 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             let copies = 0
             yield* Effect.acquireUseRelease(
               Effect.tap(pause(paused, mirrorSession), () => Effect.sync(() => (marks.paused = Date.now() - started))),
-              (dataAsOf) =>
+              ({ dataAsOf, sequencesAligned }) =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
                   marks.free = Date.now() - started
                   // Every copy of the batch holds what the paused mirror held.
-                  const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf }
+                  const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf, sequencesAligned }
                   let round: ReadonlyArray<Waiting> = todo
                   while (round.length > 0) {
                     counters.copies += round.length

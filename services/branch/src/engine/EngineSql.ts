@@ -109,6 +109,26 @@ export const resumeSubscriptions = (engine: BranchingEngine) =>
   ).pipe(Effect.withSpan("EngineSql.resume"))
 
 /**
+ * Waits, on a session connected to the mirror, until the named subscriptions' workers have exited
+ * (their slots in pg_stat_subscription are empty): until then a terminated worker may still commit
+ * the transaction it was applying. After this the paused mirror's data no longer changes. Bounded.
+ */
+export const waitSubscriptionWorkersGone = (mirror: EngineClient, names: ReadonlyArray<string>, timeout: Duration.DurationInput) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + Duration.toMillis(timeout)
+    while (true) {
+      const [row] = yield* mirror.query<{ n: number }>(
+        "pause",
+        "select count(*)::int as n from pg_stat_subscription s join pg_subscription p on p.oid = s.subid where p.subname = any($1) and s.pid is not null",
+        [[...names]]
+      )
+      if ((row?.n ?? 0) === 0) return
+      if (Date.now() > deadline) return yield* new EngineFailure({ step: "pause", message: `the mirror's subscription workers did not exit within ${Duration.format(Duration.decode(timeout))}` })
+      yield* Effect.sleep("5 millis")
+    }
+  })
+
+/**
  * Waits until no other session is connected to the mirror (a template copy refuses to start
  * otherwise): after DISABLE the subscriptions' apply workers exit within moments. Bounded.
  */
@@ -336,6 +356,22 @@ export const dropDatabase = (engine: BranchingEngine, database: string) =>
 
 
 /**
+ * Whether a readying moves the copy's sequences past its rows: not when the copy was cut from a
+ * mirror whose sequences the pause aligned (CopyMark.sequencesAligned), or from a readied snapshot.
+ */
+export interface ReadyOptions {
+  readonly alignSequences: boolean
+}
+
+/**
+ * Aligns the paused mirror's sequences (ALIGN_SEQUENCES), once for every copy of the pause: on a
+ * reflink clone the same work reads every catalog page and index it touches from disk (the clone's
+ * files share the mirror's blocks but not its page cache), on the mirror they are in memory.
+ */
+export const alignMirrorSequences = (mirror: EngineClient) =>
+  mirror.query("align", ALIGN_SEQUENCES).pipe(Effect.asVoid, Effect.withSpan("EngineSql.alignMirrorSequences"))
+
+/**
  * Readies a fresh copy for its role in one round trip and one transaction (a multi-statement
  * query: one commit, one WAL flush, so it is durable before the branch is reported ready), run on
  * a session in the copy: Scion's own `scion` schema goes (the branch holds the user's tables
@@ -343,13 +379,13 @@ export const dropDatabase = (engine: BranchingEngine, database: string) =>
  * (CONNECT, CREATE, TEMP as its owner; nobody else may connect: branch roles never see each
  * other's branches) and everything in it. Every part is idempotent, so a redelivery repeats it.
  */
-export const readyBranchDatabase = (branch: EngineClient, database: string, role: string) =>
+export const readyBranchDatabase = (branch: EngineClient, database: string, role: string, options: ReadyOptions) =>
   branch
     .query(
       "ready",
       [
         "drop schema if exists scion cascade",
-        ALIGN_SEQUENCES,
+        ...(options.alignSequences ? [ALIGN_SEQUENCES] : []),
         ownershipBlock(role),
         `alter database ${quoteIdent(database)} owner to ${quoteIdent(role)}`,
         `revoke all on database ${quoteIdent(database)} from public`
@@ -362,8 +398,10 @@ export const readyBranchDatabase = (branch: EngineClient, database: string, role
  * and the sequences are aligned (the branches copied from it own what they copy; nobody owns the
  * snapshot). Idempotent.
  */
-export const readySnapshotDatabase = (snapshot: EngineClient) =>
-  snapshot.query("ready", ["drop schema if exists scion cascade", ALIGN_SEQUENCES].join(";\n")).pipe(Effect.asVoid, Effect.withSpan("EngineSql.readySnapshotDatabase"))
+export const readySnapshotDatabase = (snapshot: EngineClient, options: ReadyOptions) =>
+  snapshot
+    .query("ready", ["drop schema if exists scion cascade", ...(options.alignSequences ? [ALIGN_SEQUENCES] : [])].join(";\n"))
+    .pipe(Effect.asVoid, Effect.withSpan("EngineSql.readySnapshotDatabase"))
 
 /**
  * Seals a snapshot's database: a template nobody can connect to, so branches can be copied from it

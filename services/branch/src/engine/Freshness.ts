@@ -11,14 +11,17 @@ import { connectEngine, type EngineClient, EngineFailure } from "./EngineSql.js"
 
 /**
  * What the pause found: the source position the paused mirror holds, and the newest heartbeat it
- * had applied (the source time its data is at least as fresh as); null when it cannot tell.
+ * had applied (the source time its data is at least as fresh as); null when it cannot tell. And
+ * whether it aligned the mirror's sequences.
  */
 export interface CopyMark {
   readonly sourceLsn: string | null
   readonly dataAsOf: Date | null
+  /** The paused mirror's sequences stood past its rows when it was copied: the copy needs no alignment. */
+  readonly sequencesAligned: boolean
 }
 
-export const noMark: CopyMark = { sourceLsn: null, dataAsOf: null }
+export const noMark: CopyMark = { sourceLsn: null, dataAsOf: null, sequencesAligned: false }
 
 /**
  * The source position the mirror has applied, read while its subscriptions are paused: each

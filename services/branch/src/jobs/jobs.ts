@@ -130,13 +130,17 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
               engine_host: engine.host,
               engine_port: engine.port,
               source_lsn: snapshot.value.sourceLsn,
-              data_as_of: snapshot.value.dataAsOf
+              data_as_of: snapshot.value.dataAsOf,
+              // A ready snapshot's sequences were aligned by its own readying.
+              sequences_aligned_at: new Date()
             })
             ;({ branch } = yield* load)
           }
           // What runs beside the copy and the first session: settled before the copy is changed.
           let copyRecorded: Effect.Effect<void, OperationEnded | RpcError> = Effect.void
           let dataAsOf = branch.dataAsOf
+          // When the copy's sequences stood past its rows: aligned by the pause, or by a snapshot's readying.
+          let sequencesAlignedAt = branch.sequencesAlignedAt
           if (branch.copiedAt === null) {
             // The stage report travels while the copy runs; a report refused (the operation ended)
             // still fails the job, once the copy is done.
@@ -144,6 +148,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
             const copied = yield* copier.copy(engine, branch.databaseName)
             yield* mark("copied_ms")
             dataAsOf ??= copied.dataAsOf
+            if (copied.sequencesAligned) sequencesAlignedAt ??= new Date()
             // Recorded while the new database's first session opens (the steps below read none of
             // it), and before anything inside the copy changes: a redelivery finds the copy made,
             // with the stamp the pause read (the copy's own `scion` schema goes below).
@@ -153,7 +158,9 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
                 engine_host: engine.host,
                 engine_port: engine.port,
                 ...(copied.sourceLsn !== null ? { source_lsn: copied.sourceLsn } : {}),
-                ...(dataAsOf !== null ? { data_as_of: dataAsOf } : {})
+                ...(dataAsOf !== null ? { data_as_of: dataAsOf } : {}),
+                // The pause aligned the mirror's sequences before this copy was cut from it.
+                ...(copied.sequencesAligned && sequencesAlignedAt !== null ? { sequences_aligned_at: sequencesAlignedAt } : {})
               })
             )
             copyRecorded = Effect.zipRight(Fiber.join(reported), Fiber.join(recorded))
@@ -178,9 +185,9 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
               let ready: BranchUpdate = {}
               if (branch.writeReadyAt === null) {
                 // Sequences, ownership and CONNECT in one transaction, after the role exists.
-                yield* readyBranchDatabase(session, branch.databaseName, branch.roleName)
+                yield* readyBranchDatabase(session, branch.databaseName, branch.roleName, { alignSequences: sequencesAlignedAt === null })
                 const now = new Date()
-                ready = { sequences_aligned_at: branch.sequencesAlignedAt ?? now, read_ready_at: now, write_ready_at: now }
+                ready = { sequences_aligned_at: sequencesAlignedAt ?? now, read_ready_at: now, write_ready_at: now }
               }
               yield* mark("grant_ms")
               const rules = yield* Fiber.join(rulesLoaded)
@@ -286,7 +293,7 @@ export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, C
           Effect.gen(function* () {
             const session = yield* connectEngine(engine, branch.databaseName)
             const dataAsOf = copied.dataAsOf ?? (yield* readHeartbeat(session, branch.connectorId))
-            yield* readyBranchDatabase(session, branch.databaseName, branch.roleName)
+            yield* readyBranchDatabase(session, branch.databaseName, branch.roleName, { alignSequences: !copied.sequencesAligned })
             if (rules.length > 0) {
               yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
               yield* applyMasking(session, rules)
