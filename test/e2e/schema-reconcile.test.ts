@@ -6,7 +6,9 @@
  * the change and the remedy. GET …/schema-changes lists them as reconciled.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { queryEngine, readyConnector } from "../support/engine.js"
+import { engineCopyLockKey } from "@scion/kit"
+import pg from "pg"
+import { engineRecordOf, queryEngine, readyConnector } from "../support/engine.js"
 import { teamOrg } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { startScion, waitFor, type Scion } from "../support/system.js"
@@ -65,6 +67,25 @@ describe("schema changes without capture", () => {
     const after = await connector()
     expect(after.schema_version).toBeGreaterThan(1)
     expect(after.needs_reselection).toBe(false)
+  })
+
+  it("a change waits while a branch batch holds the engine's copy lock (the batch read the mirror's schema for its copies), then follows", async () => {
+    const record = await engineRecordOf(scion, connectorId)
+    const batch = new pg.Client({ host: record.host, port: record.port, user: record.username, password: record.password, database: "postgres", ssl: { rejectUnauthorized: false } })
+    await batch.connect()
+    try {
+      await batch.query("select pg_advisory_lock(hashtext($1))", [engineCopyLockKey("mirror")])
+      await source.query("alter table public.orders add column note text")
+      // Three monitor rounds (QUARANTINE_MONITOR_INTERVAL is 1 s here) find the change and leave it.
+      await new Promise((resolve) => setTimeout(resolve, 3_500))
+      expect(await onMirror("select column_name from information_schema.columns where table_name = 'orders' and column_name = 'note'")).toEqual([])
+      await batch.query("select pg_advisory_unlock(hashtext($1))", [engineCopyLockKey("mirror")])
+    } finally {
+      await batch.end()
+    }
+    await waitFor("the column in the mirror once the lock is free", async () =>
+      (await onMirror("select 1 from information_schema.columns where table_name = 'orders' and column_name = 'note'")).length === 1, 30_000)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   })
 
   it("a renamed column follows once rows need it, without a quarantine", async () => {

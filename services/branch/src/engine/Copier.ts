@@ -1,7 +1,21 @@
 import { PostgresPools } from "@scion/kit"
 import { Config, Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Scope } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { ADMIN_SESSIONS, adminSession, alignMirrorSequences, connectEngine, copyDatabase, databaseExists, disableSubscriptions, type EngineClient, EngineFailure, resumeSubscriptions, waitSubscriptionWorkersGone, waitTemplateFree } from "./EngineSql.js"
+import {
+  ADMIN_SESSIONS,
+  adminSession,
+  alignMirrorSequences,
+  connectEngine,
+  copyDatabase,
+  databaseExists,
+  disableSubscriptions,
+  type EngineClient,
+  EngineFailure,
+  listOwnedObjects,
+  resumeSubscriptions,
+  waitSubscriptionWorkersGone,
+  waitTemplateFree
+} from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
 
 interface Waiting {
@@ -74,14 +88,17 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        * mirror's data no longer changes): aligns the mirror's sequences, once for every copy of the
        * pause rather than in each copy, where on reflink storage it read every page it touched from
        * disk (a clone shares the mirror's blocks, not its page cache: ~110 ms a copy against ~35
-       * on the mirror, measured with 30 keyed tables); and reads the heartbeat the mirror holds, the
+       * on the mirror, measured with 30 keyed tables); lists the objects the copies' roles are to
+       * own (the mirror's schema stays as it is while the batch holds the copy lock: the connector
+       * changes it only under that lock), so no copy searches its own catalogs for them; and reads
+       * the heartbeat the mirror holds, the
        * batch's freshness stamp, so no copy has to open a session just to read it. An alignment that
        * fails is left to each copy's readying (which reports the failure). Nothing runs (each copy
        * stamps and aligns itself) when no subscription is running.
        */
       const pause = (engine: BranchingEngine, mirrorSession: MirrorSession) =>
         Effect.gen(function* () {
-          if (engine.subscriptionNames.length === 0) return { dataAsOf: null, sequencesAligned: false }
+          if (engine.subscriptionNames.length === 0) return { dataAsOf: null, sequencesAligned: false, owned: null }
           const mirror = yield* mirrorSession.session
           yield* disableSubscriptions(mirror, engine.subscriptionNames)
           // Never fails the pause once the subscriptions are disabled (only the batch's use resumes them).
@@ -90,8 +107,11 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             Effect.as(true),
             Effect.catchAll((e) => Effect.as(Effect.logWarning("could not align the paused mirror's sequences; each copy aligns its own", e), false))
           )
+          const owned = yield* listOwnedObjects(mirror).pipe(
+            Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the paused mirror's objects; each copy searches its own", e), null))
+          )
           const dataAsOf = yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
-          return { dataAsOf, sequencesAligned }
+          return { dataAsOf, sequencesAligned, owned }
         }).pipe(Effect.ensuring(mirrorSession.close), Effect.withSpan("Copier.pause"))
 
       /**
@@ -154,12 +174,12 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             let copies = 0
             yield* Effect.acquireUseRelease(
               Effect.tap(pause(paused, mirrorSession), () => Effect.sync(() => (marks.paused = Date.now() - started))),
-              ({ dataAsOf, sequencesAligned }) =>
+              ({ dataAsOf, owned, sequencesAligned }) =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
                   marks.free = Date.now() - started
                   // Every copy of the batch holds what the paused mirror held.
-                  const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf, sequencesAligned }
+                  const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf, sequencesAligned, owned }
                   let round: ReadonlyArray<Waiting> = todo
                   while (round.length > 0) {
                     counters.copies += round.length

@@ -222,6 +222,62 @@ begin
 end
 $scion$`
 
+/** An object a copy brings that its branch's role is made the owner of (ALTER <kind> <name> OWNER TO). */
+export interface OwnedObject {
+  readonly kind: OwnedKind
+  readonly name: string
+}
+
+const OWNED_KINDS = ["schema", "table", "sequence", "view", "materialized view", "foreign table", "type", "function", "procedure", "aggregate"] as const
+type OwnedKind = (typeof OWNED_KINDS)[number]
+
+/**
+ * What ownershipBlock walks, listed on the paused mirror for every copy of the pause (Scion's own
+ * `scion` schema left out: a copy drops it first). Names are quoted and schema-qualified by the
+ * engine (format %I); a function's by its identity arguments, printed for the default search_path,
+ * which the copy's session has too.
+ */
+const OWNED_OBJECTS = `
+select 'schema' as kind, format('%I', n.nspname) as name, 0 as ord from pg_namespace n
+where n.nspname not like 'pg\\_%' and n.nspname not in ('information_schema', 'scion')
+union all
+select case c.relkind when 'S' then 'sequence' when 'v' then 'view' when 'm' then 'materialized view' when 'f' then 'foreign table' else 'table' end,
+       format('%I.%I', n.nspname, c.relname), 1
+from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where n.nspname not like 'pg\\_%' and n.nspname not in ('information_schema', 'scion') and c.relkind in ('r', 'p', 'v', 'm', 'f', 'S')
+  and not (c.relkind = 'S' and exists (select 1 from pg_depend d where d.objid = c.oid and d.classid = 'pg_class'::regclass and d.deptype in ('a', 'i')))
+union all
+select 'type', format('%I.%I', n.nspname, t.typname), 2 from pg_type t join pg_namespace n on n.oid = t.typnamespace
+where n.nspname not like 'pg\\_%' and n.nspname not in ('information_schema', 'scion') and t.typtype in ('e', 'd', 'r', 'm')
+union all
+select case p.prokind when 'p' then 'procedure' when 'a' then 'aggregate' else 'function' end,
+       format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)), 3
+from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+where n.nspname not like 'pg\\_%' and n.nspname not in ('information_schema', 'scion')
+  and not exists (select 1 from pg_depend d where d.objid = p.oid and d.classid = 'pg_proc'::regclass and d.deptype = 'e')
+order by 3, 2`
+
+/**
+ * The objects every copy of a pause will hold, read on the paused mirror (whose schema the
+ * connector changes only under the engine's copy lock, which the batch holds until its copies are
+ * made): a copy's readying then alters them without searching its own catalogs, whose pages a
+ * reflink clone reads from disk (`pg_proc` whole, for the functions).
+ */
+export const listOwnedObjects = (mirror: EngineClient) =>
+  mirror.query<{ kind: string; name: string }>("owners", OWNED_OBJECTS).pipe(
+    Effect.flatMap((rows) =>
+      Effect.forEach(rows, (row) =>
+        (OWNED_KINDS as ReadonlyArray<string>).includes(row.kind)
+          ? Effect.succeed<OwnedObject>({ kind: row.kind as OwnedKind, name: row.name })
+          : Effect.fail(new EngineFailure({ step: "owners", message: `unexpected object kind ${row.kind}` }))
+      )
+    ),
+    Effect.withSpan("EngineSql.listOwnedObjects")
+  )
+
+const ownershipStatements = (owned: ReadonlyArray<OwnedObject>, role: string) =>
+  owned.map((o) => `alter ${o.kind} ${o.name} owner to ${quoteIdent(role)}`)
+
 /**
  * Logical replication carries rows, not sequence values: the mirror's sequences stay where its
  * setup left them while its tables fill up, so a branch would hand out keys its rows already use.
@@ -363,6 +419,11 @@ export interface ReadyOptions {
   readonly alignSequences: boolean
 }
 
+/** And the objects its role is to own, when the pause listed them (CopyMark.owned); else the copy's catalog is searched. */
+export interface BranchReadyOptions extends ReadyOptions {
+  readonly owned: ReadonlyArray<OwnedObject> | null
+}
+
 /**
  * Aligns the paused mirror's sequences (ALIGN_SEQUENCES), once for every copy of the pause: on a
  * reflink clone the same work reads every catalog page and index it touches from disk (the clone's
@@ -379,14 +440,14 @@ export const alignMirrorSequences = (mirror: EngineClient) =>
  * (CONNECT, CREATE, TEMP as its owner; nobody else may connect: branch roles never see each
  * other's branches) and everything in it. Every part is idempotent, so a redelivery repeats it.
  */
-export const readyBranchDatabase = (branch: EngineClient, database: string, role: string, options: ReadyOptions) =>
+export const readyBranchDatabase = (branch: EngineClient, database: string, role: string, options: BranchReadyOptions) =>
   branch
     .query(
       "ready",
       [
         "drop schema if exists scion cascade",
         ...(options.alignSequences ? [ALIGN_SEQUENCES] : []),
-        ownershipBlock(role),
+        ...(options.owned !== null ? ownershipStatements(options.owned, role) : [ownershipBlock(role)]),
         `alter database ${quoteIdent(database)} owner to ${quoteIdent(role)}`,
         `revoke all on database ${quoteIdent(database)} from public`
       ].join(";\n")

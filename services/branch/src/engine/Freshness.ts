@@ -1,6 +1,6 @@
 import { Duration, Effect } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { connectEngine, type EngineClient, EngineFailure } from "./EngineSql.js"
+import { connectEngine, type EngineClient, EngineFailure, type OwnedObject } from "./EngineSql.js"
 
 /**
  * What a branch's copy contains, stated (ARCHITECTURE.md, "Pipelines, schema changes and
@@ -12,16 +12,18 @@ import { connectEngine, type EngineClient, EngineFailure } from "./EngineSql.js"
 /**
  * What the pause found: the source position the paused mirror holds, and the newest heartbeat it
  * had applied (the source time its data is at least as fresh as); null when it cannot tell. And
- * whether it aligned the mirror's sequences.
+ * whether it aligned the mirror's sequences, and what it found for the copies' roles to own.
  */
 export interface CopyMark {
   readonly sourceLsn: string | null
   readonly dataAsOf: Date | null
   /** The paused mirror's sequences stood past its rows when it was copied: the copy needs no alignment. */
   readonly sequencesAligned: boolean
+  /** The objects the copy holds that its role is to own, listed on the paused mirror; null: the copy's readying searches for them. */
+  readonly owned: ReadonlyArray<OwnedObject> | null
 }
 
-export const noMark: CopyMark = { sourceLsn: null, dataAsOf: null, sequencesAligned: false }
+export const noMark: CopyMark = { sourceLsn: null, dataAsOf: null, sequencesAligned: false, owned: null }
 
 /**
  * The source position the mirror has applied, read while its subscriptions are paused: each

@@ -12,7 +12,7 @@ import { adminSession, applyMasking, connectEngine, copyFromSnapshot, dropBranch
 import { SnapshotsRepo } from "../SnapshotsRepo.js"
 import { generatePassword, type PasswordEnvelope, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
-import { readHeartbeat, waitForSourcePosition } from "../engine/Freshness.js"
+import { type CopyMark, readHeartbeat, waitForSourcePosition } from "../engine/Freshness.js"
 import { FreshnessConfig } from "../engine/FreshnessConfig.js"
 
 export const BranchPayload = Schema.Struct({ branch_id: Schema.String })
@@ -141,6 +141,8 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
           let dataAsOf = branch.dataAsOf
           // When the copy's sequences stood past its rows: aligned by the pause, or by a snapshot's readying.
           let sequencesAlignedAt = branch.sequencesAlignedAt
+          // What the pause listed for the role to own (only for the copy made now: a redelivery searches).
+          let owned: CopyMark["owned"] = null
           if (branch.copiedAt === null) {
             // The stage report travels while the copy runs; a report refused (the operation ended)
             // still fails the job, once the copy is done.
@@ -149,6 +151,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
             yield* mark("copied_ms")
             dataAsOf ??= copied.dataAsOf
             if (copied.sequencesAligned) sequencesAlignedAt ??= new Date()
+            owned = copied.owned
             // Recorded while the new database's first session opens (the steps below read none of
             // it), and before anything inside the copy changes: a redelivery finds the copy made,
             // with the stamp the pause read (the copy's own `scion` schema goes below).
@@ -185,7 +188,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
               let ready: BranchUpdate = {}
               if (branch.writeReadyAt === null) {
                 // Sequences, ownership and CONNECT in one transaction, after the role exists.
-                yield* readyBranchDatabase(session, branch.databaseName, branch.roleName, { alignSequences: sequencesAlignedAt === null })
+                yield* readyBranchDatabase(session, branch.databaseName, branch.roleName, { alignSequences: sequencesAlignedAt === null, owned })
                 const now = new Date()
                 ready = { sequences_aligned_at: sequencesAlignedAt ?? now, read_ready_at: now, write_ready_at: now }
               }
@@ -293,7 +296,7 @@ export const resetJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, C
           Effect.gen(function* () {
             const session = yield* connectEngine(engine, branch.databaseName)
             const dataAsOf = copied.dataAsOf ?? (yield* readHeartbeat(session, branch.connectorId))
-            yield* readyBranchDatabase(session, branch.databaseName, branch.roleName, { alignSequences: !copied.sequencesAligned })
+            yield* readyBranchDatabase(session, branch.databaseName, branch.roleName, { alignSequences: !copied.sequencesAligned, owned: copied.owned })
             if (rules.length > 0) {
               yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
               yield* applyMasking(session, rules)

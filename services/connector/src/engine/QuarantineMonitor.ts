@@ -6,7 +6,7 @@ import { quoteIdent, recordReplicationLags } from "@scion/kit"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
-import { engineSession, type PgSession, sourceSession, withSubscriptionLock } from "./PgSession.js"
+import { engineSession, type PgSession, sourceSession, tryWithSubscriptionLock, withSubscriptionLock } from "./PgSession.js"
 import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
 import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
@@ -222,7 +222,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      * mirror follows. Changes applied reset the apply-error baseline (the errors they caused are
      * over); a change that cannot be applied is answered for quarantine.
      */
-    const reconcileDrift = (engine: EngineRow, mirror: PgSession) =>
+    const reconcileDrift = (engine: EngineRow, running: Engine, mirror: PgSession) =>
       Effect.gen(function* () {
         const details = yield* sourceOf(engine.connector_id)
         if (Option.isNone(details)) return { applied: 0, pending: 0, drift: Option.none<Drift>() }
@@ -237,7 +237,15 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         }
         const outcome = yield* Effect.scoped(
           Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis: 30_000 }), (source) =>
-            reconcile({ connectorId: engine.connector_id, slotName: engine.slot_name, source, mirror, erroring, changes })
+            reconcile({
+              connectorId: engine.connector_id,
+              slotName: engine.slot_name,
+              source,
+              mirror,
+              erroring,
+              changes,
+              underCopyLock: (change) => tryWithSubscriptionLock(running, engine.mirror_database, change)
+            })
           )
         ).pipe(Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as({ applied: 0, pending: 0, drift: Option.none<Drift>() }))))
         if (outcome.applied > 0) {
@@ -272,7 +280,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
             }
             const drift = { pending: false, reconciled: false }
             if (engine.schema_follow === "reconcile") {
-              const outcome = yield* reconcileDrift(engine, mirror)
+              const outcome = yield* reconcileDrift(engine, running.value, mirror)
               drift.pending = outcome.pending > 0
               drift.reconciled = outcome.applied > 0
               if (Option.isSome(outcome.drift)) {

@@ -92,6 +92,12 @@ export const reconcile = (input: {
   readonly mirror: PgSession
   readonly erroring: boolean
   readonly changes: SchemaChangesRepo
+  /**
+   * Runs a change to the mirror under the engine's subscription lock, or answers None when a
+   * branch batch holds it (the change waits for the next round): a batch reads the paused
+   * mirror's schema once for all its copies.
+   */
+  readonly underCopyLock: <A, E>(change: Effect.Effect<A, E>) => Effect.Effect<Option.Option<A>, E | PgStepFailed>
 }): Effect.Effect<ReconcileOutcome, PgStepFailed> =>
   Effect.gen(function* () {
     const { source, mirror } = input
@@ -146,7 +152,14 @@ export const reconcile = (input: {
               return row?.actions ?? []
             })
       // One transaction on the mirror: the table and the snapshot it follows move together.
-      const outcome = yield* mirror.query("begin").pipe(Effect.zipRight(apply), Effect.tap(() => mirror.query("commit")), Effect.either)
+      // (The lock's own failure, the engine unreachable, ends the round: it is no drift.)
+      const locked = yield* input.underCopyLock(Effect.either(mirror.query("begin").pipe(Effect.zipRight(apply), Effect.tap(() => mirror.query("commit")))))
+      if (Option.isNone(locked)) {
+        // A branch batch is copying the mirror: the change goes in next round.
+        pending++
+        continue
+      }
+      const outcome = locked.value
       if (outcome._tag === "Left") {
         yield* mirror.query("rollback").pipe(Effect.ignore)
         yield* input.changes.recordReconciled(input.connectorId, { commandTag: "ALTER TABLE", objectIdentity: label, status: "failed", actions: [], error: outcome.left.reason })
