@@ -328,13 +328,23 @@ const buildMirror = (run: SetupRun, basis: SetupBasis, engine: Engine, prepared:
         Effect.mapError((e) => stepFailed("schema", e))
       )
       yield* run.step("schema", 20, { tables_total: tablesTotal })
-      yield* createMirrorTables(mirror, prepared)
-      // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
-      yield* prepareMirror(mirror, { ...prepared.capture, tables: basis.refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+      // The mirror's schema changes under the subscription lock: a branch batch lists the paused
+      // mirror's objects once for all its copies (a roll-out runs on an engine that was ready).
+      yield* withSubscriptionLock(
+        engine,
+        basis.pipeline.mirrorDatabase,
+        Effect.gen(function* () {
+          yield* createMirrorTables(mirror, prepared)
+          // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
+          yield* prepareMirror(mirror, { ...prepared.capture, tables: basis.refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+        })
+      ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("schema", e) : e)))
 
       yield* run.step("subscription", 30, { tables_total: tablesTotal })
       yield* subscribe(engine, mirror, basis.pipeline, basis.details)
-      yield* dropUnselectedTables(run.connectorId, mirror, basis.plan)
+      yield* withSubscriptionLock(engine, basis.pipeline.mirrorDatabase, dropUnselectedTables(run.connectorId, mirror, basis.plan)).pipe(
+        Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e))
+      )
 
       // The initial copy: every table of the subscription ready, progress moving with them.
       yield* awaitInitialCopy(mirror, basis.pipeline.subscription, run.options, (ready, total) =>
