@@ -354,7 +354,7 @@ const unitTimings = (scion: Scion) => {
     `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("reported", values("branch ready", "reported_ms"))}; ${show("copied", values("branch ready", "copied_ms"))}; ${show("recorded", values("branch ready", "recorded_ms"))}; ${show("connected", values("branch ready", "connected_ms"))}; ${show("stamped", values("branch ready", "stamped_ms"))}; ${show("readied (sequences, owner, CONNECT)", values("branch ready", "grant_ms"))} (cumulative); ${show("role, beside the copy", values("branch ready", "role_ms"))}`
   )
   out(
-    `    the copier's batches:        ${show("subscriptions paused at", values("template copies done", "paused_at_ms"))}; ${show("mirror free at", values("template copies done", "free_at_ms"))}; ${show("copied at", values("template copies done", "copied_at_ms"))}; ${show("resumed at", values("template copies done", "pause_ms"))}`
+    `    the copier's batches:        ${show("mirror session at", values("template copies done", "logged_in_at_ms"))}; ${show("disabled at", values("template copies done", "disabled_at_ms"))}; ${show("workers gone at", values("template copies done", "workers_gone_at_ms"))}; ${show("sequences aligned at", values("template copies done", "aligned_at_ms"))}; ${show("objects listed at", values("template copies done", "listed_at_ms"))}; ${show("subscriptions paused at", values("template copies done", "paused_at_ms"))}; ${show("mirror free at", values("template copies done", "free_at_ms"))}; ${show("copied at", values("template copies done", "copied_at_ms"))}; ${show("resumed at", values("template copies done", "pause_ms"))}`
   )
 }
 

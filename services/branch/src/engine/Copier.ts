@@ -96,20 +96,25 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        * fails is left to each copy's readying (which reports the failure). Nothing runs (each copy
        * stamps and aligns itself) when no subscription is running.
        */
-      const pause = (engine: BranchingEngine, mirrorSession: MirrorSession) =>
+      const pause = (engine: BranchingEngine, mirrorSession: MirrorSession, mark: (step: string) => Effect.Effect<void>) =>
         Effect.gen(function* () {
           if (engine.subscriptionNames.length === 0) return { dataAsOf: null, sequencesAligned: false, owned: null }
           const mirror = yield* mirrorSession.session
+          yield* mark("logged_in")
           yield* disableSubscriptions(mirror, engine.subscriptionNames)
+          yield* mark("disabled")
           // Never fails the pause once the subscriptions are disabled (only the batch's use resumes them).
           const sequencesAligned = yield* waitSubscriptionWorkersGone(mirror, engine.subscriptionNames, options.templateWait).pipe(
+            Effect.tap(() => mark("workers_gone")),
             Effect.zipRight(alignMirrorSequences(mirror)),
+            Effect.tap(() => mark("aligned")),
             Effect.as(true),
             Effect.catchAll((e) => Effect.as(Effect.logWarning("could not align the paused mirror's sequences; each copy aligns its own", e), false))
           )
           const owned = yield* listOwnedObjects(mirror).pipe(
             Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the paused mirror's objects; each copy searches its own", e), null))
           )
+          yield* mark("listed")
           const dataAsOf = yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
           return { dataAsOf, sequencesAligned, owned }
         }).pipe(Effect.ensuring(mirrorSession.close), Effect.withSpan("Copier.pause"))
@@ -171,13 +176,14 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             const started = Date.now()
             counters.pauses++
             const marks: Record<string, number> = {}
+            const markStep = (step: string) => Effect.sync(() => void (marks[step] = Date.now() - started))
             let copies = 0
             yield* Effect.acquireUseRelease(
-              Effect.tap(pause(paused, mirrorSession), () => Effect.sync(() => (marks.paused = Date.now() - started))),
+              Effect.tap(pause(paused, mirrorSession, markStep), () => markStep("paused")),
               ({ dataAsOf, owned, sequencesAligned }) =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
-                  marks.free = Date.now() - started
+                  yield* markStep("free")
                   // Every copy of the batch holds what the paused mirror held.
                   const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf, sequencesAligned, owned }
                   let round: ReadonlyArray<Waiting> = todo
@@ -191,7 +197,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                     // Taken off the queue here, so answered here if the check fails.
                     round = yield* toCopy(admin, joined).pipe(Effect.onError((cause) => Effect.forEach(joined, (w) => Deferred.failCause(w.done, cause), { discard: true })))
                   }
-                  marks.copied = Date.now() - started
+                  yield* markStep("copied")
                 }),
               () =>
                 resumeSubscriptions(paused).pipe(
@@ -200,7 +206,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                 )
             )
             yield* Effect.logInfo("template copies done").pipe(
-              Effect.annotateLogs({ engine: keyOf(engine), copies, pause_ms: Date.now() - started, paused_at_ms: marks.paused ?? -1, free_at_ms: marks.free ?? -1, copied_at_ms: marks.copied ?? -1 })
+              Effect.annotateLogs({ engine: keyOf(engine), copies, pause_ms: Date.now() - started, ...Object.fromEntries(Object.entries(marks).map(([step, at]) => [`${step}_at_ms`, at])) })
             )
           })
         ).pipe(Effect.provideService(PostgresPools, pools), Effect.withSpan("Copier.batch", { attributes: { queued: waiting.length } }))
