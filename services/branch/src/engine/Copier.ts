@@ -85,16 +85,19 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
 
       /**
        * Pauses the subscriptions and, on the same session, once their workers have exited (the
-       * mirror's data no longer changes): aligns the mirror's sequences, once for every copy of the
-       * pause rather than in each copy, where on reflink storage it read every page it touched from
-       * disk (a clone shares the mirror's blocks, not its page cache: ~110 ms a copy against ~35
-       * on the mirror, measured with 30 keyed tables); lists the objects the copies' roles are to
-       * own (the mirror's schema stays as it is while the batch holds the copy lock: the connector
-       * changes it only under that lock), so no copy searches its own catalogs for them; and reads
-       * the heartbeat the mirror holds, the
-       * batch's freshness stamp, so no copy has to open a session just to read it. An alignment that
-       * fails is left to each copy's readying (which reports the failure). Nothing runs (each copy
-       * stamps and aligns itself) when no subscription is running.
+       * mirror's data no longer changes):
+       * - aligns the mirror's sequences, once for every copy of the pause rather than in each copy,
+       *   where on reflink storage it read every page it touched from disk (a clone shares the
+       *   mirror's blocks, not its page cache: ~110 ms a copy against ~35 on the mirror, measured
+       *   with 30 keyed tables);
+       * - lists the objects the copies' roles are to own, so no copy searches its own catalogs for
+       *   them (the mirror's schema holds still while the batch holds the copy lock: the connector
+       *   changes it only under that lock);
+       * - reads the heartbeat the mirror holds, the batch's freshness stamp, so no copy has to open
+       *   a session just to read it.
+       * What fails here is left to each copy's readying (which reports a failure of its own); a
+       * pause never fails once the subscriptions are disabled (only the batch's use resumes them).
+       * Nothing runs (each copy stamps and readies itself) when no subscription is running.
        */
       const pause = (engine: BranchingEngine, mirrorSession: MirrorSession, mark: (step: string) => Effect.Effect<void>) =>
         Effect.gen(function* () {
@@ -103,17 +106,24 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           yield* mark("logged_in")
           yield* disableSubscriptions(mirror, engine.subscriptionNames)
           yield* mark("disabled")
-          // Never fails the pause once the subscriptions are disabled (only the batch's use resumes them).
-          const sequencesAligned = yield* waitSubscriptionWorkersGone(mirror, engine.subscriptionNames, options.templateWait).pipe(
-            Effect.tap(() => mark("workers_gone")),
-            Effect.zipRight(alignMirrorSequences(mirror)),
-            Effect.tap(() => mark("aligned")),
+          // Until the workers are gone the mirror may still change: nothing is read for the copies.
+          const settled = yield* waitSubscriptionWorkersGone(mirror, engine.subscriptionNames, options.templateWait).pipe(
             Effect.as(true),
-            Effect.catchAll((e) => Effect.as(Effect.logWarning("could not align the paused mirror's sequences; each copy aligns its own", e), false))
+            Effect.catchAll((e) => Effect.as(Effect.logWarning("the paused mirror's workers did not exit; each copy readies itself", e), false))
           )
-          const owned = yield* listOwnedObjects(mirror).pipe(
-            Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the paused mirror's objects; each copy searches its own", e), null))
-          )
+          yield* mark("workers_gone")
+          const sequencesAligned =
+            settled &&
+            (yield* alignMirrorSequences(mirror).pipe(
+              Effect.as(true),
+              Effect.catchAll((e) => Effect.as(Effect.logWarning("could not align the paused mirror's sequences; each copy aligns its own", e), false))
+            ))
+          yield* mark("aligned")
+          const owned = settled
+            ? yield* listOwnedObjects(mirror).pipe(
+                Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the paused mirror's objects; each copy searches its own", e), null))
+              )
+            : null
           yield* mark("listed")
           const dataAsOf = yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
           return { dataAsOf, sequencesAligned, owned }
