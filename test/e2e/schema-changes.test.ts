@@ -5,6 +5,8 @@
  * updates continuously; afterwards a new branch's schema and data equal the source's for the
  * selected tables, nothing is quarantined, and GET …/schema-changes lists each statement.
  */
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
@@ -218,6 +220,26 @@ describe("captured schema changes", () => {
     const listed = await schemaChanges()
     expect(listed.status).toBe(200)
     expect(listed.body).toEqual({ changes: [] })
+  })
+
+  it("the follower logs in to the mirror only after the mirror applied something (a session there holds up branch copies)", async () => {
+    // It looks every 200 ms here and the source's heartbeat, every second, is all the mirror
+    // applies meanwhile: in 4 s at most one login per heartbeat (and one at the window's edge),
+    // not one per look (~16). Counted from the engine's own connection log.
+    await queryEngine(scion, connectorId, "alter system set log_connections = 'on'", [], "postgres")
+    await queryEngine(scion, connectorId, "select pg_reload_conf()", [], "postgres")
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    const engineLog = () => readFileSync(join(scion.engineDataDir, connectorId, "log", "postgres.log"), "utf8")
+    const from = engineLog().length
+    await new Promise((resolve) => setTimeout(resolve, 4_000))
+    const logins = engineLog()
+      .slice(from)
+      .split("\n")
+      .filter((line) => line.includes("connection authorized") && line.includes("database=mirror") && line.includes("application_name=scion-schema-follower"))
+    await queryEngine(scion, connectorId, "alter system reset log_connections", [], "postgres")
+    await queryEngine(scion, connectorId, "select pg_reload_conf()", [], "postgres")
+    expect(logins.length).toBeLessThanOrEqual(5)
+    // (That it still follows every change is the migration test's below.)
   })
 
   it("the connector states its replication: streaming, capturing, with the source time of the last heartbeat applied", async () => {

@@ -6,7 +6,7 @@ import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
-import { EngineProvisioner } from "../engine/EngineProvisioner.js"
+import { type Engine, EngineProvisioner } from "../engine/EngineProvisioner.js"
 import { engineSession, type PgSession, sourceSession, withSubscriptionLock } from "../engine/PgSession.js"
 import { makeSessionCache } from "./SessionCache.js"
 import { writeHeartbeat } from "./SourceCapture.js"
@@ -55,10 +55,39 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
       Effect.provideService(SqlClient.SqlClient, sql)
     )
 
+  /** A session on each followed engine's `postgres` database, kept across rounds (it holds no mirror). */
+  const engineAdmins = yield* makeSessionCache<PgSession>()
+  /** Per connector: the source position its mirror had applied when the follower last read all its results. */
+  const readUpTo = new Map<string, string>()
+
+  /**
+   * The source position the mirror has applied (its subscription's replication origin), read on
+   * the engine's `postgres` database: a result is written by the transaction that applies its
+   * change, which moves the origin, so an unmoved origin means nothing new to read and no session
+   * on the mirror — which would make a branch's template copy wait for it to leave, and cost a
+   * TLS + SCRAM login every round. Null when it cannot tell (the mirror is read then).
+   */
+  const appliedPosition = (engine: FollowedEngine, running: Engine) =>
+    engineAdmins
+      .withSession(engine.connector_id, engineSession(running, "postgres", connect), (admin) =>
+        admin.query<{ lsn: string | null }>(
+          "select o.remote_lsn::text as lsn from pg_subscription s join pg_replication_origin_status o on o.external_id = 'pg_' || s.oid where s.subname = $1",
+          [engine.subscription_name]
+        )
+      )
+      .pipe(
+        Effect.map((rows) => rows[0]?.lsn ?? null),
+        Effect.orElseSucceed(() => null)
+      )
+
   const followOne = (engine: FollowedEngine) =>
     Effect.gen(function* () {
       const running = yield* provisioner.start(engine.connector_id).pipe(Effect.option)
       if (Option.isNone(running)) return
+      const applied = yield* appliedPosition(engine, running.value)
+      if (applied !== null && readUpTo.get(engine.connector_id) === applied) return
+      // Read in full (below) up to at least `applied`: remembered once the round has done everything.
+      const readAll = () => Effect.sync(() => void (applied !== null ? readUpTo.set(engine.connector_id, applied) : readUpTo.delete(engine.connector_id)))
       yield* Effect.scoped(
         Effect.gen(function* () {
           const mirror = yield* engineSession(running.value, engine.mirror_database, connect)
@@ -67,7 +96,7 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
              from scion.schema_change_results where log_id > $1 order by log_id limit 200`,
             [engine.schema_log_position]
           )
-          if (results.length === 0) return
+          if (results.length === 0) return yield* readAll()
           if (results.some((r) => r.tables_added.length > 0)) {
             // New tables joined the publication on the source: the refresh starts their copy.
             yield* withSubscriptionLock(
@@ -84,6 +113,8 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
             results,
             mirrored.map((m) => `${details.database}.${m.path}`)
           )
+          // A full page may have more behind it: read again next round.
+          if (results.length < 200) yield* readAll()
           yield* Effect.logInfo("schema changes followed").pipe(
             Effect.annotateLogs({
               connector_id: engine.connector_id,
@@ -119,7 +150,13 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
 
   const round = Effect.all(
     [
-      Effect.flatMap(repo.capturingEngines, (engines) => Effect.forEach(engines, followOne, { concurrency: 4, discard: true })),
+      Effect.flatMap(repo.capturingEngines, (engines) =>
+        // Sessions on engines no longer followed close.
+        Effect.zipRight(
+          engineAdmins.closeAllBut(new Set(engines.map((e) => e.connector_id))),
+          Effect.forEach(engines, followOne, { concurrency: 4, discard: true })
+        )
+      ),
       Effect.flatMap(repo.heartbeatEngines, (engines) =>
         // Sessions of connectors gone (deleted, or no longer set up) close.
         Effect.zipRight(
