@@ -215,3 +215,21 @@ export const withAdvisoryLock = <A, E, R, E2>(
     () => effect,
     () => session.query("select pg_advisory_unlock(hashtext($1))", [key]).pipe(Effect.ignore)
   )
+
+/**
+ * Runs `effect` holding the session advisory lock `key` on `session` if nobody holds it now, released
+ * when it ends; None, without running it, when the lock is taken.
+ */
+export const tryWithAdvisoryLock = <A, E, R, E2>(
+  session: { readonly query: <T extends Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<T>, E2> },
+  key: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<Option.Option<A>, E | E2, R> =>
+  Effect.flatMap(session.query<{ locked: boolean }>("select pg_try_advisory_lock(hashtext($1)) as locked", [key]), ([row]) =>
+    row?.locked === true
+      ? effect.pipe(
+          Effect.map(Option.some),
+          Effect.ensuring(session.query("select pg_advisory_unlock(hashtext($1))", [key]).pipe(Effect.ignore))
+        )
+      : Effect.succeed(Option.none<A>())
+  )

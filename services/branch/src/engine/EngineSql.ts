@@ -109,45 +109,48 @@ export const resumeSubscriptions = (engine: BranchingEngine) =>
   ).pipe(Effect.withSpan("EngineSql.resume"))
 
 /**
+ * Asks `count` (a query answering `n` and a description of what is left) every 5 ms until it
+ * answers none; fails naming what is left once `timeout` has passed.
+ */
+const untilNoneLeft = (client: EngineClient, step: string, count: string, values: ReadonlyArray<unknown>, timeout: Duration.DurationInput, left: (what: string) => string) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + Duration.toMillis(timeout)
+    while (true) {
+      const [row] = yield* client.query<{ n: number; what: string | null }>(step, count, values)
+      if ((row?.n ?? 0) === 0) return
+      if (Date.now() > deadline) return yield* new EngineFailure({ step, message: left(row?.what ?? "?") })
+      yield* Effect.sleep("5 millis")
+    }
+  })
+
+/**
  * Waits, on a session connected to the mirror, until the named subscriptions' workers have exited
  * (their slots in pg_stat_subscription are empty): until then a terminated worker may still commit
  * the transaction it was applying. After this the paused mirror's data no longer changes. Bounded.
  */
 export const waitSubscriptionWorkersGone = (mirror: EngineClient, names: ReadonlyArray<string>, timeout: Duration.DurationInput) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + Duration.toMillis(timeout)
-    while (true) {
-      const [row] = yield* mirror.query<{ n: number }>(
-        "pause",
-        "select count(*)::int as n from pg_stat_subscription s join pg_subscription p on p.oid = s.subid where p.subname = any($1) and s.pid is not null",
-        [[...names]]
-      )
-      if ((row?.n ?? 0) === 0) return
-      if (Date.now() > deadline) return yield* new EngineFailure({ step: "pause", message: `the mirror's subscription workers did not exit within ${Duration.format(Duration.decode(timeout))}` })
-      yield* Effect.sleep("5 millis")
-    }
-  })
+  untilNoneLeft(
+    mirror,
+    "pause",
+    "select count(*)::int as n, string_agg(p.subname, ', ') as what from pg_stat_subscription s join pg_subscription p on p.oid = s.subid where p.subname = any($1) and s.pid is not null",
+    [[...names]],
+    timeout,
+    (what) => `the mirror's subscription workers (${what}) did not exit within ${Duration.format(Duration.decode(timeout))}`
+  )
 
 /**
  * Waits until no other session is connected to the mirror (a template copy refuses to start
  * otherwise): after DISABLE the subscriptions' apply workers exit within moments. Bounded.
  */
 export const waitTemplateFree = (client: EngineClient, mirror: string, timeout: Duration.DurationInput) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + Duration.toMillis(timeout)
-    while (true) {
-      const rows = yield* client.query<{ n: number; kinds: string | null }>(
-        "wait",
-        "select count(*)::int as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as kinds from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
-        [mirror]
-      )
-      if ((rows[0]?.n ?? 0) === 0) return
-      if (Date.now() > deadline) {
-        return yield* new EngineFailure({ step: "wait", message: `other sessions (${rows[0]?.kinds ?? "?"}) stayed connected to the mirror database ${mirror}` })
-      }
-      yield* Effect.sleep("5 millis")
-    }
-  })
+  untilNoneLeft(
+    client,
+    "wait",
+    "select count(*)::int as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as what from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
+    [mirror],
+    timeout,
+    (what) => `other sessions (${what}) stayed connected to the mirror database ${mirror}`
+  )
 
 export const databaseExists = (client: EngineClient, name: string) =>
   Effect.map(client.query<{ one: number }>("inspect", "select 1 as one from pg_database where datname = $1", [name]), (rows) => rows.length > 0)
@@ -187,41 +190,6 @@ export const ensureRole = (client: EngineClient, role: string, password: Redacte
     )
   })
 
-/**
- * The role gets everything the copy brought (the engine superuser's): every schema, table, view,
- * sequence, type and function. REASSIGN OWNED cannot move objects of the bootstrap superuser, hence
- * the explicit ALTER … OWNER TO over the catalog.
- */
-const ownershipBlock = (role: string) =>
-  `do $scion$
-declare r record; target text := ${quoteLiteral(role)};
-begin
-  for r in select nspname from pg_namespace where nspname not like 'pg\\_%' and nspname <> 'information_schema' loop
-    execute format('alter schema %I owner to %I', r.nspname, target);
-  end loop;
-  for r in
-    select c.oid::regclass::text as name, c.relkind from pg_class c join pg_namespace n on n.oid = c.relnamespace
-    where n.nspname not like 'pg\\_%' and n.nspname <> 'information_schema' and c.relkind in ('r', 'p', 'v', 'm', 'f', 'S')
-    and not (c.relkind = 'S' and exists (select 1 from pg_depend d where d.objid = c.oid and d.classid = 'pg_class'::regclass and d.deptype in ('a', 'i')))
-  loop
-    execute format('alter %s %s owner to %I', case r.relkind when 'S' then 'sequence' when 'v' then 'view' when 'm' then 'materialized view' when 'f' then 'foreign table' else 'table' end, r.name, target);
-  end loop;
-  for r in
-    select t.oid::regtype::text as name from pg_type t join pg_namespace n on n.oid = t.typnamespace
-    where n.nspname not like 'pg\\_%' and n.nspname <> 'information_schema' and t.typtype in ('e', 'd', 'r', 'm')
-  loop
-    execute format('alter type %s owner to %I', r.name, target);
-  end loop;
-  for r in
-    select p.oid::regprocedure::text as name, p.prokind from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-    where n.nspname not like 'pg\\_%' and n.nspname <> 'information_schema'
-    and not exists (select 1 from pg_depend d where d.objid = p.oid and d.classid = 'pg_proc'::regclass and d.deptype = 'e')
-  loop
-    execute format('alter %s %s owner to %I', case r.prokind when 'p' then 'procedure' when 'a' then 'aggregate' else 'function' end, r.name, target);
-  end loop;
-end
-$scion$`
-
 /** An object a copy brings that its branch's role is made the owner of (ALTER <kind> <name> OWNER TO). */
 export interface OwnedObject {
   readonly kind: OwnedKind
@@ -232,8 +200,9 @@ const OWNED_KINDS = ["schema", "table", "sequence", "view", "materialized view",
 type OwnedKind = (typeof OWNED_KINDS)[number]
 
 /**
- * What ownershipBlock walks, listed on the paused mirror for every copy of the pause (Scion's own
- * `scion` schema left out: a copy drops it first). Names are quoted and schema-qualified by the
+ * The objects a branch's role is made the owner of: listed on the paused mirror for every copy of
+ * the pause, or walked by ownershipBlock in a copy (Scion's own `scion` schema left out: a copy
+ * drops it first). Names are quoted and schema-qualified by the
  * engine (format %I); a function's by its identity arguments, printed for the default search_path,
  * which the copy's session has too.
  */
@@ -256,6 +225,23 @@ from pg_proc p join pg_namespace n on n.oid = p.pronamespace
 where n.nspname not like 'pg\\_%' and n.nspname not in ('information_schema', 'scion')
   and not exists (select 1 from pg_depend d where d.objid = p.oid and d.classid = 'pg_proc'::regclass and d.deptype = 'e')
 order by 3, 2`
+
+/**
+ * The role gets everything the copy brought (the engine superuser's): every schema, table, view,
+ * sequence, type and function — what OWNED_OBJECTS lists, searched in the copy itself when the pause
+ * could not list it. REASSIGN OWNED cannot move objects of the bootstrap superuser, hence the
+ * explicit ALTER … OWNER TO over the catalog.
+ */
+const ownershipBlock = (role: string) =>
+  `do $scion$
+declare r record; target text := ${quoteLiteral(role)};
+begin
+  for r in ${OWNED_OBJECTS}
+  loop
+    execute format('alter %s %s owner to %I', r.kind, r.name, target);
+  end loop;
+end
+$scion$`
 
 /**
  * The objects every copy of a pause will hold, read on the paused mirror (whose schema the

@@ -1,5 +1,5 @@
-import { connectPostgres, engineCopyLockKey, type PostgresFailure, type PostgresSession, tlsWithoutVerification, withAdvisoryLock } from "@scion/kit"
-import { Effect, Option, Schema, type Scope } from "effect"
+import { connectPostgres, engineCopyLockKey, type PostgresFailure, type PostgresSession, tlsWithoutVerification, tryWithAdvisoryLock, withAdvisoryLock } from "@scion/kit"
+import { Effect, Schema, type Scope } from "effect"
 import type { PostgresDetails } from "../connectors/ConnectionDetails.js"
 import { openSourceSession, sourceReason } from "../connectors/SourceConnection.js"
 import type { Engine } from "./EngineProvisioner.js"
@@ -81,16 +81,9 @@ export const withSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: st
  */
 export const tryWithSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: string, effect: Effect.Effect<A, E, R>) =>
   Effect.scoped(
-    Effect.gen(function* () {
-      const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-connector", connectMillis: 10_000 })
-      const key = engineCopyLockKey(mirrorDatabase)
-      const [row] = yield* admin.query<{ locked: boolean }>("select pg_try_advisory_lock(hashtext($1)) as locked", [key])
-      if (row?.locked !== true) return Option.none<A>()
-      return yield* effect.pipe(
-        Effect.map(Option.some),
-        Effect.ensuring(admin.query("select pg_advisory_unlock(hashtext($1))", [key]).pipe(Effect.ignore))
-      )
-    })
+    Effect.flatMap(engineSession(engine, "postgres", { applicationName: "scion-connector", connectMillis: 10_000 }), (admin) =>
+      tryWithAdvisoryLock(admin, engineCopyLockKey(mirrorDatabase), effect)
+    )
   )
 
 /**
