@@ -8,7 +8,6 @@ import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { EngineSetupRepo } from "./EngineSetupRepo.js"
 import { sourceSession } from "./PgSession.js"
-import { QuarantineRepo } from "./QuarantineRepo.js"
 import { writeHeartbeat } from "../replication/SourceCapture.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
 
@@ -59,29 +58,27 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
     const provisioner = yield* EngineProvisioner
     const secrets = yield* SecretStore
     const setups = yield* EngineSetupRepo
-    const quarantines = yield* QuarantineRepo
 
     const get = Effect.fn("EngineAccess.get")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: principal.orgId ?? "", permission: "engines.access (service principals only)" })
-      // Three reads by the connector's id, at once: every branch create asks this twice.
-      const [found, engineRow, standing] = yield* Effect.all([repo.find(connectorId), setups.engineRow(connectorId), quarantines.standing(connectorId)], { concurrency: "unbounded" })
+      // One statement: every branch create asks this twice.
+      const found = yield* setups.accessRow(connectorId)
       if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
-      const connector = found.value
-      const row = Option.getOrUndefined(engineRow)
-      const quarantine = Option.getOrUndefined(standing)
+      const row = found.value
       const base = {
-        connectorId: connector.id,
-        orgId: connector.orgId,
-        branchingEngineStatus: connector.branchingEngineStatus,
-        maskingSuggestions: suggestionsOf(connector.selectedSchemaStructure),
-        quarantine: quarantine ?? null
+        connectorId: row.id,
+        orgId: row.org_id,
+        branchingEngineStatus: row.branching_engine_status,
+        maskingSuggestions: suggestionsOf(row.selected_schema_structure),
+        quarantine:
+          row.quarantine_id === null ? null : { id: row.quarantine_id, reason: row.quarantine_reason ?? "", detail: row.quarantine_detail ?? "" }
       }
-      if (row === undefined || row.host === null) {
+      if (!row.has_engine || row.host === null || row.mirror_database === null || row.subscription_name === null) {
         return { ...base, host: "", port: 0, superuserUsername: "", superuserPassword: Redacted.make(""), mirrorDatabase: "", subscriptionNames: [], copyLockKey: "", fileCopyClone: false, pooler: null } satisfies BranchingEngineView
       }
-      const engine = yield* provisioner.start(connector.id).pipe(
+      const engine = yield* provisioner.start(row.id).pipe(
         Effect.map(Option.some),
-        Effect.catchTag("EngineError", (e) => new EngineUnavailable({ connectorId: connector.id, reason: e.message })),
+        Effect.catchTag("EngineError", (e) => new EngineUnavailable({ connectorId: row.id, reason: e.message })),
         // Set up once, gone since (destroyed by hand): report it as not branchable.
         Effect.catchTag("EngineNotFound", () => Effect.succeed(Option.none()))
       )

@@ -25,6 +25,21 @@ export interface ReadyEngine {
   readonly schemaFollow: "capture" | "reconcile"
 }
 
+/** EngineSetupRepo.accessRow: a connector as EngineAccessService describes it. */
+export interface EngineAccessRow {
+  readonly id: string
+  readonly org_id: string
+  readonly branching_engine_status: BranchingEngineStatus
+  readonly selected_schema_structure: unknown
+  readonly has_engine: boolean
+  readonly mirror_database: string | null
+  readonly subscription_name: string | null
+  readonly host: string | null
+  readonly quarantine_id: string | null
+  readonly quarantine_reason: string | null
+  readonly quarantine_detail: string | null
+}
+
 /** The engine record of a connector: where its subscription lives. */
 export const engineRecord = (connectorId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -128,14 +143,28 @@ export class EngineSetupRepo extends Effect.Service<EngineSetupRepo>()("@scion/c
       sql`update connectors set last_indexed_version = selected_schema_version, indexing_status = 'indexed', updated_at = now()
           where id = ${connectorId} and last_indexed_version < selected_schema_version`.pipe(Effect.asVoid, Effect.orDie)
 
-    /** The engine row's address and active pipeline names, once a setup recorded them. */
-    const engineRow = (connectorId: string) =>
-      sql<{ readonly mirror_database: string; readonly subscription_name: string; readonly host: string | null }>`
-        select mirror_database, subscription_name, host from engines where connector_id = ${connectorId}`.pipe(
+    /**
+     * What EngineAccessService answers about a connector, in one statement: the connector's org,
+     * status and selection (for the masking suggestions), its engine row's address and active
+     * pipeline once a setup recorded them, and its standing quarantine. Only these columns: a
+     * connector row also holds the source's whole discovered structure, which every branch create
+     * (asking twice) would otherwise carry and parse.
+     */
+    const accessRow = (connectorId: string) =>
+      sql<EngineAccessRow>`
+        select c.id, c.org_id, c.branching_engine_status, c.selected_schema_structure,
+               e.connector_id is not null as has_engine, e.mirror_database, e.subscription_name, e.host,
+               q.id as quarantine_id, q.reason as quarantine_reason, q.detail as quarantine_detail
+        from connectors c
+        left join engines e on e.connector_id = c.id
+        left join lateral (
+          select id, reason, detail from quarantine_entries where connector_id = c.id and status in ('quarantined', 'released') limit 1
+        ) q on true
+        where c.id = ${connectorId}`.pipe(
         Effect.map((rows) => Option.fromNullable(rows[0])),
         Effect.orDie
       )
 
-    return { engineRow, engineStatus, setEngineStatus, markIndexingFailed, recordEngine, mirroredTables, markReady, lockPointers, setupOperationOf, pointSetup, recordIndexed } as const
+    return { accessRow, engineStatus, setEngineStatus, markIndexingFailed, recordEngine, mirroredTables, markReady, lockPointers, setupOperationOf, pointSetup, recordIndexed } as const
   })
 }) {}

@@ -129,17 +129,9 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
         where id = ${quarantineId} and connector_id = ${connectorId}
         returning id, connector_id, status, reason, detail, quarantined_at, released_at`).pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
 
-    /** The entry that keeps the engine degraded (quarantined, or released and not yet restored). */
-    const standing = (connectorId: string) =>
-      orDie(sql<{ readonly id: string; readonly reason: string; readonly detail: string }>`
-        select id, reason, detail from quarantine_entries where connector_id = ${connectorId} and status in ('quarantined', 'released')`).pipe(
-        Effect.map((rows) => Option.fromNullable(rows[0]))
-      )
-
     return {
       listQuarantined,
       release,
-      standing,
       monitoredEngines,
       takeLease,
       openEntry,
