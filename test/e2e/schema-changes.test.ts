@@ -242,6 +242,44 @@ describe("captured schema changes", () => {
     // (That it still follows every change is the migration test's below.)
   })
 
+  it("the quarantine monitor is on the mirror only to read it, never while it waits on the source (a session there holds up branch copies)", async () => {
+    // A source slow to log in (as a remote one is): the monitor's logins there take ≥ 400 ms.
+    // Its sessions on the mirror, timed by the engine itself (log_disconnections), stay shorter:
+    // a monitor that held the mirror through its round held it through that login.
+    await source.query(`
+      create function audit.scion_test_slow_monitor_login() returns event_trigger language plpgsql as $$
+      begin
+        if current_setting('application_name') = 'scion-quarantine-monitor' then perform pg_sleep(0.4); end if;
+      end $$;
+      create event trigger scion_test_slow_monitor_login on login execute function audit.scion_test_slow_monitor_login();`)
+    for (const setting of ["log_connections = 'on'", "log_disconnections = 'on'"]) await queryEngine(scion, connectorId, `alter system set ${setting}`, [], "postgres")
+    await queryEngine(scion, connectorId, "select pg_reload_conf()", [], "postgres")
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const engineLog = () => readFileSync(join(scion.engineDataDir, connectorId, "log", "postgres.log"), "utf8")
+      const from = engineLog().length
+      // Rounds every second here.
+      await new Promise((resolve) => setTimeout(resolve, 4_500))
+      const lines = engineLog().slice(from).split("\n")
+      const pidOf = (line: string) => /\[(\d+)\]/.exec(line)?.[1]
+      const monitorPids = new Set(
+        lines.filter((l) => l.includes("connection authorized") && l.includes("database=mirror") && l.includes("application_name=scion-quarantine-monitor")).map(pidOf)
+      )
+      const sessionSeconds = lines
+        .filter((l) => l.includes("disconnection: session time:") && monitorPids.has(pidOf(l)))
+        .map((l) => {
+          const [, h, m, s] = /session time: (\d+):(\d+):([\d.]+)/.exec(l)!
+          return Number(h) * 3600 + Number(m) * 60 + Number(s)
+        })
+      expect(sessionSeconds.length).toBeGreaterThanOrEqual(2)
+      for (const seconds of sessionSeconds) expect(seconds).toBeLessThan(0.4)
+    } finally {
+      await source.query("drop event trigger scion_test_slow_monitor_login; drop function audit.scion_test_slow_monitor_login()")
+      for (const setting of ["log_connections", "log_disconnections"]) await queryEngine(scion, connectorId, `alter system reset ${setting}`, [], "postgres")
+      await queryEngine(scion, connectorId, "select pg_reload_conf()", [], "postgres")
+    }
+  })
+
   it("the connector states its replication: streaming, capturing, with the source time of the last heartbeat applied", async () => {
     const before = Date.now()
     await waitFor("a heartbeat applied after now", async () => {

@@ -38,6 +38,12 @@ const newQuarantineId = () => `qua_${Date.now().toString(36)}${randomBytes(6).to
 
 type EngineRow = MonitoredEngine
 
+/** What a round reads on the mirror (readMirror), on a session it holds only for that. */
+interface MirrorFacts {
+  readonly subscription: { readonly enabled: boolean; readonly worker: boolean; readonly apply_errors: string; readonly copying: number } | undefined
+  readonly lastApplied: Date | null
+}
+
 /**
  * The quarantine monitor (services/connector/README.md, "Quarantine"): every interval, each ready
  * engine's replication is checked — the slot still on the source, the subscription enabled with
@@ -67,35 +73,48 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       storedPostgresDetails(connectorId).pipe(Effect.provideService(ConnectorsRepo, repo), Effect.provideService(SecretStore, secrets), Effect.option)
 
     /**
+     * A session on the engine's mirror for `use` alone. The monitor never keeps one open across
+     * other work (the source, the control database, a lock): a branch batch copies the mirror only
+     * once no session is connected to it, so every moment one is open, branch creates wait.
+     */
+    const onMirror = <A, E, R>(running: Engine, engine: EngineRow, use: (mirror: PgSession) => Effect.Effect<A, E, R>) =>
+      Effect.scoped(Effect.flatMap(engineSession(running, engine.mirror_database, connect), use))
+
+    /**
      * Disables the subscription while an entry is quarantined. Asked again every round: a disable
      * that failed (the lock busy under load) or a branch create's pause ending with an enable
-     * must not leave a quarantined pipeline applying changes.
+     * must not leave a quarantined pipeline applying changes. The mirror session is opened once the
+     * lock is held, so a batch holding the lock is not kept waiting for the mirror meanwhile.
      */
-    const pause = (engine: EngineRow, running: Engine, mirror: PgSession) =>
-      Effect.gen(function* () {
-        const [state] = yield* mirror.query<{ enabled: boolean }>("select subenabled as enabled from pg_subscription where subname = $1", [engine.subscription_name])
-        if (state?.enabled !== true) return
-        yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`))
-      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("the quarantined subscription could not be paused yet; the next round tries again", cause)))
+    const pause = (engine: EngineRow, running: Engine, facts: MirrorFacts) =>
+      (facts.subscription?.enabled !== true
+        ? Effect.void
+        : withSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, (mirror) => mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`))).pipe(Effect.asVoid)
+      ).pipe(Effect.catchAllCause((cause) => Effect.logWarning("the quarantined subscription could not be paused yet; the next round tries again", cause)))
 
-    const quarantine = (engine: EngineRow, running: Engine, mirror: PgSession, reason: QuarantineReason, detail: string) =>
+    /** Opens the entry (the first break found is the one recorded), pauses the subscription, records the replication as quarantined. */
+    const quarantine = (engine: EngineRow, running: Engine, reason: QuarantineReason, detail: string, lag: Option.Option<number | null>) =>
       Effect.gen(function* () {
         const id = newQuarantineId()
         // The entry and the degraded status commit together: never ready while quarantined (branches
         // are refused unless the caller accepts stale data), not even while the pause is waiting.
-        if (!(yield* quarantines.openEntry(id, engine.connector_id, reason, detail))) return
-        yield* pause(engine, running, mirror)
-        yield* Effect.logWarning("connector replication quarantined").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: id, reason, detail }))
+        const opened = yield* quarantines.openEntry(id, engine.connector_id, reason, detail)
+        const facts = yield* onMirror(running, engine, (mirror) => readMirror(engine, mirror))
+        if (opened) {
+          yield* pause(engine, running, facts)
+          yield* Effect.logWarning("connector replication quarantined").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: id, reason, detail }))
+        }
+        yield* recordState(engine, facts, "quarantined", lag)
       })
 
-    /** The checks, in order; the first break found is the one recorded. */
+    /** The lags measured this round, published as the round ends (connectors not measured drop out). */
+    const measuredLags = new Map<string, number>()
+
     /**
      * The slot's lag on the source in bytes: None when the source cannot be asked (an unreachable
      * source is not a break of Scion's pipeline by itself: the subscription's errors say so),
      * Some(null) when the slot is gone.
      */
-    /** The lags measured this round, published as the round ends (connectors not measured drop out). */
-    const measuredLags = new Map<string, number>()
     const lagOf = (engine: EngineRow) =>
       Effect.gen(function* () {
         const details = yield* sourceOf(engine.connector_id)
@@ -115,7 +134,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         )
       })
 
-    const inspect = (engine: EngineRow, mirror: PgSession, lag: Option.Option<number | null>, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
+    /** The checks, in order; the first break found is the one recorded. */
+    const inspect = (engine: EngineRow, facts: MirrorFacts, lag: Option.Option<number | null>, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
       Effect.gen(function* () {
         if (Option.isSome(lag) && lag.value === null) {
           return Option.some({ reason: "slot_lost" as const, detail: `The replication slot ${engine.slot_name} no longer exists on the source` })
@@ -123,13 +143,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         if (Option.isSome(lag) && lag.value !== null && lag.value > options.maxLagBytes) {
           return Option.some({ reason: "lag_exceeded" as const, detail: `The mirror is ${lag.value} bytes of WAL behind the source (bound ${options.maxLagBytes})` })
         }
-        const [state] = yield* mirror.query<{ enabled: boolean; worker: boolean; apply_errors: string }>(
-          `select s.subenabled as enabled,
-                  exists (select 1 from pg_stat_subscription w where w.subid = s.oid and w.relid is null and w.pid is not null) as worker,
-                  coalesce((select apply_error_count from pg_stat_subscription_stats st where st.subid = s.oid), 0)::text as apply_errors
-           from pg_subscription s where s.subname = $1`,
-          [engine.subscription_name]
-        )
+        const state = facts.subscription
         if (state === undefined) return Option.some({ reason: "subscription_stopped" as const, detail: `The subscription ${engine.subscription_name} is missing from the engine` })
         // Errors before a change reconciled this round were that change's: a new baseline.
         const previous = drift.reconciled || engine.last_apply_error_count === null ? null : Number(engine.last_apply_error_count)
@@ -152,16 +166,20 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       })
 
     /** A released entry: put the pipeline back, then delete the row. */
-    const restore = (engine: EngineRow, running: Engine, mirror: PgSession, entry: { readonly id: string; readonly reason: string }) =>
+    const restore = (engine: EngineRow, running: Engine, entry: { readonly id: string; readonly reason: string }) =>
       Effect.gen(function* () {
         if (entry.reason === "slot_lost") {
           // The slot's position is gone: the mirror starts over from a new slot and a full copy.
-          yield* dropSubscriptionKeepingSlot(running, engine.mirror_database, mirror, engine.subscription_name)
-          const tables = engine.mirrored_tables.map((path) => {
-            const [, schema, name] = path.split(".")
-            return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
-          })
-          if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
+          yield* onMirror(running, engine, (mirror) =>
+            Effect.gen(function* () {
+              yield* dropSubscriptionKeepingSlot(running, engine.mirror_database, mirror, engine.subscription_name)
+              const tables = engine.mirrored_tables.map((path) => {
+                const [, schema, name] = path.split(".")
+                return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
+              })
+              if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
+            })
+          )
           yield* quarantines.deleteEntry(entry.id)
           const started = yield* setup.restart(engine.connector_id)
           yield* Effect.logInfo("quarantine released: engine setup restarted to re-create the slot").pipe(
@@ -169,7 +187,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           )
           return
         }
-        yield* withSubscriptionLock(running, engine.mirror_database, mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`))
+        yield* withSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, (mirror) => mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`)))
         yield* quarantines.forgetBaselines(engine.connector_id)
         if (entry.reason === "lag_exceeded") {
           // Restored once it has caught up to within the bound; until then the released row stays
@@ -183,61 +201,71 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       })
 
     /** streaming, or what keeps it from streaming: a table being copied after it joined, lag. */
-    const statusOf = (engine: EngineRow, mirror: PgSession, lag: Option.Option<number | null>) =>
+    const statusOf = (facts: MirrorFacts, lag: Option.Option<number | null>): ReplicationStatus => {
+      const state = facts.subscription
+      if (state === undefined || !state.enabled) return "stopped"
+      if (state.copying > 0) return "applying_schema_change"
+      if (Option.isSome(lag) && lag.value !== null && lag.value > options.catchingUpBytes) return "catching_up"
+      return "streaming"
+    }
+
+    /**
+     * What a round reads on the mirror, on one short session: the subscription's state, and the
+     * source time of the newest heartbeat the mirror applied (the subscription's last report to
+     * the source where there is none).
+     */
+    const readMirror = (engine: EngineRow, mirror: PgSession) =>
       Effect.gen(function* () {
-        const [state] = yield* mirror.query<{ enabled: boolean; copying: number }>(
-          `select s.subenabled as enabled, (select count(*)::int from pg_subscription_rel r where r.srsubid = s.oid and r.srsubstate <> 'r') as copying
+        const [subscription] = yield* mirror.query<{ enabled: boolean; worker: boolean; apply_errors: string; copying: number }>(
+          `select s.subenabled as enabled,
+                  exists (select 1 from pg_stat_subscription w where w.subid = s.oid and w.relid is null and w.pid is not null) as worker,
+                  coalesce((select apply_error_count from pg_stat_subscription_stats st where st.subid = s.oid), 0)::text as apply_errors,
+                  (select count(*)::int from pg_subscription_rel r where r.srsubid = s.oid and r.srsubstate <> 'r') as copying
            from pg_subscription s where s.subname = $1`,
           [engine.subscription_name]
         )
-        if (state === undefined || !state.enabled) return "stopped" as const
-        if (state.copying > 0) return "applying_schema_change" as const
-        if (Option.isSome(lag) && lag.value !== null && lag.value > options.catchingUpBytes) return "catching_up" as const
-        return "streaming" as const
-      })
-
-    /**
-     * The connector's replication block: status, lag, and the source time of the newest heartbeat
-     * the mirror applied (the subscription's last report to the source where there is none).
-     */
-    const recordState = (engine: EngineRow, mirror: PgSession, status: ReplicationStatus, lag: Option.Option<number | null>) =>
-      Effect.gen(function* () {
         const [present] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.heartbeat') is not null as present")
         const [heartbeat] = present?.present === true ? yield* mirror.query<{ at: Date | null }>("select max(at) as at from scion.heartbeat where connector_id = $1", [engine.connector_id]) : []
         const [reported] = heartbeat?.at ? [] : yield* mirror.query<{ at: Date | null }>("select max(latest_end_time) as at from pg_stat_subscription where subname = $1", [engine.subscription_name])
         const lastApplied = heartbeat?.at ?? reported?.at ?? null
-        const state: ReplicationState = {
-          status,
-          lag_bytes: Option.isSome(lag) ? lag.value : null,
-          last_applied_at: lastApplied === null ? null : new Date(lastApplied).toISOString(),
-          active_pipeline_id: engine.publication_name,
-          schema_follow: engine.schema_follow,
-          measured_at: new Date().toISOString()
-        }
-        yield* quarantines.recordReplication(engine.connector_id, state)
+        return { subscription, lastApplied: lastApplied === null ? null : new Date(lastApplied) } satisfies MirrorFacts
       })
+
+    /** The connector's replication block: status, lag, and the source time of the last heartbeat applied. */
+    const recordState = (engine: EngineRow, facts: MirrorFacts, status: ReplicationStatus, lag: Option.Option<number | null>) =>
+      quarantines.recordReplication(engine.connector_id, {
+        status,
+        lag_bytes: Option.isSome(lag) ? lag.value : null,
+        last_applied_at: facts.lastApplied === null ? null : facts.lastApplied.toISOString(),
+        active_pipeline_id: engine.publication_name,
+        schema_follow: engine.schema_follow,
+        measured_at: new Date().toISOString()
+      } satisfies ReplicationState)
 
     /**
      * Drift reconciliation for an engine without capture: the source's catalog against what the
      * mirror follows. Changes applied reset the apply-error baseline (the errors they caused are
      * over); a change that cannot be applied is answered for quarantine.
      */
-    const reconcileDrift = (engine: EngineRow, running: Engine, mirror: PgSession) =>
+    const reconcileDrift = (engine: EngineRow, running: Engine) =>
       Effect.gen(function* () {
         const details = yield* sourceOf(engine.connector_id)
         if (Option.isNone(details)) return { applied: 0, pending: 0, drift: Option.none<Drift>() }
-        const [state] = yield* mirror.query<{ apply_errors: string }>(
-          `select coalesce((select apply_error_count from pg_stat_subscription_stats st where st.subname = $1), 0)::text as apply_errors`,
-          [engine.subscription_name]
-        )
-        const erroring = engine.last_apply_error_count !== null && Number(state?.apply_errors ?? 0) > Number(engine.last_apply_error_count)
-        // Without a baseline there is nothing to compare with next round: take one now.
-        if (engine.last_apply_error_count === null) {
-          yield* quarantines.baselineApplyErrors(engine.connector_id, state?.apply_errors ?? "0")
-        }
         const outcome = yield* Effect.scoped(
-          Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis: 30_000 }), (source) =>
-            reconcile({
+          Effect.gen(function* () {
+            // The source's login first (a remote source's is the slow one), then the mirror's.
+            const source = yield* sourceSession(details.value, details.value.password, { ...connect, queryMillis: 30_000 })
+            const mirror = yield* engineSession(running, engine.mirror_database, connect)
+            const [state] = yield* mirror.query<{ apply_errors: string }>(
+              `select coalesce((select apply_error_count from pg_stat_subscription_stats st where st.subname = $1), 0)::text as apply_errors`,
+              [engine.subscription_name]
+            )
+            const erroring = engine.last_apply_error_count !== null && Number(state?.apply_errors ?? 0) > Number(engine.last_apply_error_count)
+            // Without a baseline there is nothing to compare with next round: take one now.
+            if (engine.last_apply_error_count === null) {
+              yield* quarantines.baselineApplyErrors(engine.connector_id, state?.apply_errors ?? "0")
+            }
+            return yield* reconcile({
               connectorId: engine.connector_id,
               slotName: engine.slot_name,
               source,
@@ -246,7 +274,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               changes,
               underCopyLock: (change) => tryWithSubscriptionLock(running, engine.mirror_database, change)
             })
-          )
+          })
         ).pipe(Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as({ applied: 0, pending: 0, drift: Option.none<Drift>() }))))
         if (outcome.applied > 0) {
           yield* quarantines.forgetApplyErrors(engine.connector_id)
@@ -260,56 +288,50 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         return outcome
       })
 
+    /**
+     * One engine's check. The mirror is read on a session of its own, after the source was asked
+     * (a monitor that held the mirror while it logged in to a remote source kept every branch
+     * batch waiting that long); a drift reconciliation holds both while it compares and applies.
+     */
     const checkOne = (engine: EngineRow) =>
       Effect.gen(function* () {
         if (!(yield* lease(engine.connector_id))) return
         const running = yield* provisioner.start(engine.connector_id).pipe(Effect.option)
         if (Option.isNone(running)) return
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const mirror = yield* engineSession(running.value, engine.mirror_database, connect)
-            const found = yield* quarantines.findOpen(engine.connector_id)
-            if (Option.isSome(found)) {
-              const open = found.value
-              if (open.status === "released") yield* restore(engine, running.value, mirror, open)
-              else {
-                yield* pause(engine, running.value, mirror)
-                yield* recordState(engine, mirror, "quarantined", Option.none())
-              }
-              return
-            }
-            const drift = { pending: false, reconciled: false }
-            if (engine.schema_follow === "reconcile") {
-              const outcome = yield* reconcileDrift(engine, running.value, mirror)
-              drift.pending = outcome.pending > 0
-              drift.reconciled = outcome.applied > 0
-              if (Option.isSome(outcome.drift)) {
-                const d = outcome.drift.value
-                yield* quarantine(
-                  engine,
-                  running.value,
-                  mirror,
-                  "schema_drift",
-                  `${d.table}: ${d.change} could not be applied on the mirror (${d.error}). Make the mirror's table match the source's (or drop the table from the selection and index), then release this entry; a source whose role may create event triggers follows such changes in order (ddl_capture).`
-                )
-                return yield* recordState(engine, mirror, "quarantined", Option.none())
-              }
-            }
-            const lag = yield* lagOf(engine)
-            const broken = yield* inspect(engine, mirror, lag, drift)
-            if (Option.isSome(broken)) {
-              yield* quarantine(engine, running.value, mirror, broken.value.reason, broken.value.detail)
-              return yield* recordState(engine, mirror, "quarantined", lag)
-            }
-            yield* recordState(engine, mirror, yield* statusOf(engine, mirror, lag), lag)
-          })
-        )
+        const found = yield* quarantines.findOpen(engine.connector_id)
+        if (Option.isSome(found)) {
+          const open = found.value
+          if (open.status === "released") return yield* restore(engine, running.value, open)
+          const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
+          yield* pause(engine, running.value, facts)
+          return yield* recordState(engine, facts, "quarantined", Option.none())
+        }
+        const drift = { pending: false, reconciled: false }
+        if (engine.schema_follow === "reconcile") {
+          const outcome = yield* reconcileDrift(engine, running.value)
+          drift.pending = outcome.pending > 0
+          drift.reconciled = outcome.applied > 0
+          if (Option.isSome(outcome.drift)) {
+            const d = outcome.drift.value
+            return yield* quarantine(
+              engine,
+              running.value,
+              "schema_drift",
+              `${d.table}: ${d.change} could not be applied on the mirror (${d.error}). Make the mirror's table match the source's (or drop the table from the selection and index), then release this entry; a source whose role may create event triggers follows such changes in order (ddl_capture).`,
+              Option.none()
+            )
+          }
+        }
+        const lag = yield* lagOf(engine)
+        const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
+        const broken = yield* inspect(engine, facts, lag, drift)
+        if (Option.isSome(broken)) return yield* quarantine(engine, running.value, broken.value.reason, broken.value.detail, lag)
+        yield* recordState(engine, facts, statusOf(facts, lag), lag)
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("quarantine check failed", cause).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))),
         Effect.withSpan("QuarantineMonitor.check", { attributes: { connectorId: engine.connector_id } })
       )
 
-    /** One round over every ready engine (and the ones a released slot_lost entry left setting up). */
     /** Retired pipelines past their rollback grace: a cleanup operation each (once). */
     const startCleanups = Effect.gen(function* () {
       for (const due of yield* pipelines.dueCleanups) {
@@ -321,6 +343,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("pipeline cleanups could not start", cause)))
 
+    /** One round over every ready engine (and the ones a released slot_lost entry left setting up). */
     const round = Effect.gen(function* () {
       yield* startCleanups
       const engines = yield* quarantines.monitoredEngines
