@@ -88,7 +88,10 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
       if (applied !== null && readUpTo.get(engine.connector_id) === applied) return
       // Read in full (below) up to at least `applied`: remembered once the round has done everything.
       const readAll = () => Effect.sync(() => void (applied !== null ? readUpTo.set(engine.connector_id, applied) : readUpTo.delete(engine.connector_id)))
-      yield* Effect.scoped(
+      // Read on a session of its own, closed before anything else: a branch batch copies the
+      // mirror only once no session is connected to it, and what follows waits on a lock, the
+      // source (a remote one is slow) and the control database.
+      const { results, mirrored } = yield* Effect.scoped(
         Effect.gen(function* () {
           const mirror = yield* engineSession(running.value, engine.mirror_database, connect)
           const results = yield* mirror.query<MirrorChangeResult & Record<string, unknown>>(
@@ -96,33 +99,40 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
              from scion.schema_change_results where log_id > $1 order by log_id limit 200`,
             [engine.schema_log_position]
           )
-          if (results.length === 0) return yield* readAll()
-          if (results.some((r) => r.tables_added.length > 0)) {
-            // New tables joined the publication on the source: the refresh starts their copy.
-            yield* withSubscriptionLock(
-              running.value,
-              engine.mirror_database,
+          if (results.length === 0) return { results, mirrored: [] }
+          const mirrored = yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")
+          return { results, mirrored }
+        })
+      )
+      if (results.length === 0) return yield* readAll()
+      if (results.some((r) => r.tables_added.length > 0)) {
+        // New tables joined the publication on the source: the refresh starts their copy. The
+        // mirror session is opened once the lock is held (a batch holding it waits for the mirror).
+        yield* withSubscriptionLock(
+          running.value,
+          engine.mirror_database,
+          Effect.scoped(
+            Effect.flatMap(engineSession(running.value, engine.mirror_database, connect), (mirror) =>
               mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} refresh publication with (copy_data = true)`)
             )
-          }
-          const details = yield* detailsOf(engine.connector_id)
-          const mirrored = yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")
-          if (results.some((r) => r.status === "applied")) yield* refreshStructure(engine.connector_id).pipe(provideSources)
-          yield* repo.recordCaptured(
-            engine.connector_id,
-            results,
-            mirrored.map((m) => `${details.database}.${m.path}`)
           )
-          // A full page may have more behind it: read again next round.
-          if (results.length < 200) yield* readAll()
-          yield* Effect.logInfo("schema changes followed").pipe(
-            Effect.annotateLogs({
-              connector_id: engine.connector_id,
-              applied: results.filter((r) => r.status === "applied").length,
-              skipped: results.filter((r) => r.status === "skipped").length,
-              failed: results.filter((r) => r.status === "failed").length
-            })
-          )
+        )
+      }
+      const details = yield* detailsOf(engine.connector_id)
+      if (results.some((r) => r.status === "applied")) yield* refreshStructure(engine.connector_id).pipe(provideSources)
+      yield* repo.recordCaptured(
+        engine.connector_id,
+        results,
+        mirrored.map((m) => `${details.database}.${m.path}`)
+      )
+      // A full page may have more behind it: read again next round.
+      if (results.length < 200) yield* readAll()
+      yield* Effect.logInfo("schema changes followed").pipe(
+        Effect.annotateLogs({
+          connector_id: engine.connector_id,
+          applied: results.filter((r) => r.status === "applied").length,
+          skipped: results.filter((r) => r.status === "skipped").length,
+          failed: results.filter((r) => r.status === "failed").length
         })
       )
     }).pipe(
