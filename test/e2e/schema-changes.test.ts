@@ -430,6 +430,10 @@ describe("freshness of branches", () => {
     await new Promise((resolve) => setTimeout(resolve, 1500))
     const waiting = (await scion.request("GET", `/v1/operations/${consistent.body.operation_id}`, { token: tokens.member })).body
     expect(waiting).toMatchObject({ status: "running", stage: "catch_up" })
+    // The wait watches the subscription from the engine's postgres database: a session on the
+    // mirror through it would hold up every other create's copy, which needs the mirror free.
+    const onMirror = await queryEngine(scion, connectorId, "select count(*)::int as n from pg_stat_activity where datname = 'mirror' and application_name = 'scion-branch'", [], "postgres")
+    expect(onMirror.rows).toEqual([{ n: 0 }])
     await queryEngine(scion, connectorId, `alter subscription ${subscription()} enable`)
     const done = await settleOperation(scion, consistent.body.operation_id, tokens.member)
     expect(done.status, JSON.stringify(done)).toBe("completed")

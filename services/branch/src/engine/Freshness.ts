@@ -1,6 +1,6 @@
 import { Duration, Effect } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { connectEngine, type EngineClient, EngineFailure, type OwnedObject } from "./EngineSql.js"
+import { adminSession, type EngineClient, EngineFailure, type OwnedObject } from "./EngineSql.js"
 
 /**
  * What a branch's copy contains, stated (ARCHITECTURE.md, "Pipelines, schema changes and
@@ -50,33 +50,37 @@ export const runningSubscriptions = (client: EngineClient, names: ReadonlyArray<
 /**
  * Waits until the mirror has applied the source up to `target`: the furthest of what the
  * subscription applied (its origin) and what it last confirmed to the source (keepalives move
- * that on when nothing it publishes changed). Bounded by `timeout`.
+ * that on when nothing it publishes changed). Bounded by `timeout`. Asked on an admin session
+ * (every catalog and view it reads is the cluster's): a session on the mirror through the wait
+ * would hold up every branch batch meanwhile, which copies the mirror only once none is connected.
  */
 export const waitForSourcePosition = (engine: BranchingEngine, target: string, timeout: Duration.DurationInput) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const mirror = yield* connectEngine(engine, engine.mirrorDatabase)
-      const deadline = Date.now() + Duration.toMillis(timeout)
-      while (true) {
-        const [row] = yield* mirror.query<{ reached: boolean | null; at: string | null }>(
-          "catch_up",
-          `select min(greatest(coalesce(o.remote_lsn, '0/0'), coalesce((select max(w.latest_end_lsn) from pg_stat_subscription w where w.subid = s.oid), '0/0'))) >= $2::pg_lsn as reached,
-                  min(greatest(coalesce(o.remote_lsn, '0/0'), coalesce((select max(w.latest_end_lsn) from pg_stat_subscription w where w.subid = s.oid), '0/0')))::text as at
-           from pg_subscription s left join pg_replication_origin_status o on o.external_id = 'pg_' || s.oid
-           where s.subname = any($1)`,
-          [[...engine.subscriptionNames], target]
+  Effect.gen(function* () {
+    const deadline = Date.now() + Duration.toMillis(timeout)
+    while (true) {
+      // Borrowed for each look, not held through the wait: the pool serves the copies too.
+      const [row] = yield* Effect.scoped(
+        Effect.flatMap(adminSession(engine), (admin) =>
+          admin.query<{ reached: boolean | null; at: string | null }>(
+            "catch_up",
+            `select min(greatest(coalesce(o.remote_lsn, '0/0'), coalesce((select max(w.latest_end_lsn) from pg_stat_subscription w where w.subid = s.oid), '0/0'))) >= $2::pg_lsn as reached,
+                    min(greatest(coalesce(o.remote_lsn, '0/0'), coalesce((select max(w.latest_end_lsn) from pg_stat_subscription w where w.subid = s.oid), '0/0')))::text as at
+             from pg_subscription s left join pg_replication_origin_status o on o.external_id = 'pg_' || s.oid
+             where s.subname = any($1)`,
+            [[...engine.subscriptionNames], target]
+          )
         )
-        if (row?.reached === true) return
-        if (Date.now() > deadline) {
-          return yield* new EngineFailure({
-            step: "catch_up",
-            message: `the mirror did not reach the source position ${target} within ${Duration.format(Duration.decode(timeout))} (it has applied up to ${row?.at ?? "nothing"}); see the connector's replication status`
-          })
-        }
-        yield* Effect.sleep(Duration.millis(50))
+      )
+      if (row?.reached === true) return
+      if (Date.now() > deadline) {
+        return yield* new EngineFailure({
+          step: "catch_up",
+          message: `the mirror did not reach the source position ${target} within ${Duration.format(Duration.decode(timeout))} (it has applied up to ${row?.at ?? "nothing"}); see the connector's replication status`
+        })
       }
-    })
-  ).pipe(Effect.withSpan("Freshness.waitForSourcePosition", { attributes: { target } }))
+      yield* Effect.sleep(Duration.millis(50))
+    }
+  }).pipe(Effect.withSpan("Freshness.waitForSourcePosition", { attributes: { target } }))
 
 /**
  * The newest heartbeat of the connector a mirror, or a copy of it, holds: the source time its data
