@@ -193,21 +193,26 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       const record = found.value
       const details = yield* storedDetails(connectorId)
       if (Either.isLeft(details)) return false
-      return yield* Effect.scoped(
-        Effect.gen(function* () {
-          const engine = yield* provisioner.start(connectorId)
-          const mirror = yield* engineSession(engine, record.mirror_database, { applicationName: "scion-connector", connectMillis: 10_000 })
-          const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [record.subscription_name])
-          if (present === undefined) return false
-          yield* withSubscriptionLock(
-            engine,
-            record.mirror_database,
-            withoutStatementLog(mirror, mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`))
+      return yield* Effect.gen(function* () {
+        const engine = yield* provisioner.start(connectorId)
+        // The lock first, then the mirror: a branch batch holding the lock waits for the mirror
+        // to be free of sessions, so a session there waiting for the lock would hold both up.
+        const changed = yield* withSubscriptionLock(
+          engine,
+          record.mirror_database,
+          Effect.scoped(
+            Effect.gen(function* () {
+              const mirror = yield* engineSession(engine, record.mirror_database, { applicationName: "scion-connector", connectMillis: 10_000 })
+              const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [record.subscription_name])
+              if (present === undefined) return false
+              yield* withoutStatementLog(mirror, mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`))
+              return true
+            })
           )
-          yield* Effect.logInfo("engine subscription given the new credentials").pipe(Effect.annotateLogs({ connector_id: connectorId }))
-          return true
-        })
-      ).pipe(
+        )
+        if (changed) yield* Effect.logInfo("engine subscription given the new credentials").pipe(Effect.annotateLogs({ connector_id: connectorId }))
+        return changed
+      }).pipe(
         Effect.catchAll((error) =>
           Effect.logWarning("the engine's subscription could not be given the new credentials").pipe(
             Effect.annotateLogs({ connector_id: connectorId, error: (error as { message?: string }).message ?? String(error) }),

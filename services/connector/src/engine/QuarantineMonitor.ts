@@ -170,16 +170,12 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       Effect.gen(function* () {
         if (entry.reason === "slot_lost") {
           // The slot's position is gone: the mirror starts over from a new slot and a full copy.
-          yield* onMirror(running, engine, (mirror) =>
-            Effect.gen(function* () {
-              yield* dropSubscriptionKeepingSlot(running, engine.mirror_database, mirror, engine.subscription_name)
-              const tables = engine.mirrored_tables.map((path) => {
-                const [, schema, name] = path.split(".")
-                return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
-              })
-              if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
-            })
-          )
+          yield* dropSubscriptionKeepingSlot(running, engine.mirror_database, engine.subscription_name, connect.applicationName)
+          const tables = engine.mirrored_tables.map((path) => {
+            const [, schema, name] = path.split(".")
+            return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
+          })
+          if (tables.length > 0) yield* onMirror(running, engine, (mirror) => mirror.query(`truncate ${tables.join(", ")}`))
           yield* quarantines.deleteEntry(entry.id)
           const started = yield* setup.restart(engine.connector_id)
           yield* Effect.logInfo("quarantine released: engine setup restarted to re-create the slot").pipe(

@@ -598,8 +598,8 @@ const resetPipeline = (run: SetupRun, { pipeline, details, sourceOptions }: Setu
     const connectMillis = Duration.toMillis(run.options.connectTimeout)
     yield* Effect.scoped(
       Effect.gen(function* () {
+        yield* dropSubscriptionKeepingSlot(engine, pipeline.mirrorDatabase, pipeline.subscription, "scion-engine-setup")
         const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis })
-        yield* dropSubscriptionKeepingSlot(engine, pipeline.mirrorDatabase, mirror, pipeline.subscription)
         const [log] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
         const tables = [
           ...mirroredTables.map((path) => {

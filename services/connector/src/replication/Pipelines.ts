@@ -103,12 +103,7 @@ export const dropPipeline = (connectorId: string, names: PipelineNames) =>
         const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-connector", connectMillis: 10_000 })
         const [database] = yield* admin.query("select 1 from pg_database where datname = $1", [names.mirrorDatabase])
         if (database !== undefined) {
-          yield* Effect.scoped(
-            Effect.gen(function* () {
-              const mirror = yield* engineSession(engine, names.mirrorDatabase, { applicationName: "scion-connector", connectMillis: 10_000 })
-              yield* dropSubscriptionKeepingSlot(engine, names.mirrorDatabase, mirror, names.subscription)
-            })
-          )
+          yield* dropSubscriptionKeepingSlot(engine, names.mirrorDatabase, names.subscription, "scion-connector")
           yield* admin.query(`drop database if exists ${quoteIdent(names.mirrorDatabase)} with (force)`)
         }
       })
