@@ -8,6 +8,7 @@
  */
 import { existsSync } from "node:fs"
 import { join } from "node:path"
+import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
 import { queryMetadata, type RoleKey, settleOperation, teamOrg, createPostgresConnector } from "../support/flows.js"
@@ -427,6 +428,42 @@ describe("engine setup end to end", () => {
     // The setup, the restore after the lost slot, and this rollout.
     expect(attempts.body.attempts).toHaveLength(3)
     expect(attempts.body.attempts[0].total_checks).toBe(16)
+  }, 300_000)
+
+  it("a branch is cut while a roll-out's new table is still copying: the roll-out holds no session on the mirror through its copy", async () => {
+    await source.query("create table public.late (id int primary key, v text); insert into public.late select g, 'v' || g from generate_series(1, 100) g")
+    await discover(id)
+    // The decisions made for the last roll-out stand.
+    const selected = await select(id, ["postgres.public.*"])
+    expect(selected.status, scion.explain(selected)).toBe(200)
+    expect((await getConnector(id)).body.needs_reindex).toBe(true)
+    // The new table's copy starts from a slot of its own, which the source makes only once the
+    // transactions running then have ended: the roll-out stays in its initial copy for as long as
+    // this one stays open.
+    const holder = new pg.Client({ host: source.host, port: source.port, user: source.username, password: source.password, database: "postgres" })
+    await holder.connect()
+    try {
+      await holder.query("begin; select pg_current_xact_id()")
+      const started = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
+      expect(started.status, scion.explain(started)).toBe(202)
+      await waitFor("the roll-out to wait in its initial copy", async () => {
+        const op = (await scion.request("GET", `/v1/operations/${started.body.operation_id}`, { token: tokens.member })).body
+        return op.status === "running" && op.stage === "initial_copy"
+      }, 60_000)
+      const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: id, service_type: "postgres", name: "during-rollout" } })
+      expect(created.status, scion.explain(created)).toBe(202)
+      const branch = await settle(created.body.operation_id)
+      expect(branch.status, JSON.stringify(branch)).toBe("completed")
+      const rollout = (await scion.request("GET", `/v1/operations/${started.body.operation_id}`, { token: tokens.member })).body
+      expect(rollout).toMatchObject({ status: "running", stage: "initial_copy" })
+      await holder.query("rollback")
+      const done = await settle(started.body.operation_id)
+      expect(done, JSON.stringify(done)).toMatchObject({ status: "completed", type: "connector_rollout" })
+      const late = await queryEngine(scion, id, "select count(*)::int as n from public.late")
+      expect(late.rows[0].n).toBe(100)
+    } finally {
+      await holder.end()
+    }
   }, 300_000)
 
   it("masking rules offer what discovery detected by column name; a rule covering it takes it off the suggestions", async () => {

@@ -316,53 +316,73 @@ const createSlot = (source: PgSession, slotName: string) =>
     if (slot === undefined) yield* source.query("select pg_create_logical_replication_slot($1, 'pgoutput')", [slotName])
   }).pipe(Effect.mapError((e) => stepFailed("slot", e)))
 
+/** A setup step's session on the mirror database, for `use` alone. */
+const onSetupMirror = <A, E, R>(run: SetupRun, engine: Engine, mirrorDatabase: string, step: string, use: (mirror: PgSession) => Effect.Effect<A, E, R>) =>
+  Effect.scoped(
+    Effect.flatMap(
+      engineSession(engine, mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) }).pipe(
+        Effect.mapError((e) => stepFailed(step, e))
+      ),
+      use
+    )
+  )
+
 /**
- * The engine side, on one session of the mirror database: schema → subscription (tables no
- * longer selected leave the mirror) → the initial copy.
+ * The engine side: schema → subscription (tables no longer selected leave the mirror) → the
+ * initial copy. Each step on a session of the mirror of its own, opened under the copy lock where
+ * the step holds it: a roll-out runs on a ready engine, whose branch batches copy the mirror only
+ * once no session is connected to it, and wait with the lock held.
  */
 const buildMirror = (run: SetupRun, basis: SetupBasis, engine: Engine, prepared: SourcePrepared) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const tablesTotal = prepared.tables.length
-      const mirror = yield* engineSession(engine, basis.pipeline.mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) }).pipe(
-        Effect.mapError((e) => stepFailed("schema", e))
-      )
-      yield* run.step("schema", 20, { tables_total: tablesTotal })
-      // The mirror's schema changes under the subscription lock: a branch batch lists the paused
-      // mirror's objects once for all its copies (a roll-out runs on an engine that was ready).
-      yield* withSubscriptionLock(
-        engine,
-        basis.pipeline.mirrorDatabase,
+  Effect.gen(function* () {
+    const tablesTotal = prepared.tables.length
+    const database = basis.pipeline.mirrorDatabase
+    yield* run.step("schema", 20, { tables_total: tablesTotal })
+    // The mirror's schema changes under the subscription lock: a branch batch lists the paused
+    // mirror's objects once for all its copies (a roll-out runs on an engine that was ready).
+    yield* withSubscriptionLock(
+      engine,
+      database,
+      onSetupMirror(run, engine, database, "schema", (mirror) =>
         Effect.gen(function* () {
           yield* createMirrorTables(mirror, prepared)
           // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
           yield* prepareMirror(mirror, { ...prepared.capture, tables: basis.refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
         })
-      ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("schema", e) : e)))
+      )
+    ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("schema", e) : e)))
 
-      yield* run.step("subscription", 30, { tables_total: tablesTotal })
-      yield* subscribe(engine, mirror, basis.pipeline, basis.details)
-      yield* withSubscriptionLock(engine, basis.pipeline.mirrorDatabase, dropUnselectedTables(run.connectorId, mirror, basis.plan)).pipe(
+    yield* run.step("subscription", 30, { tables_total: tablesTotal })
+    yield* subscribe(run, engine, basis.pipeline, basis.details)
+    const unselected = yield* tablesNoLongerSelected(run.connectorId, basis.plan)
+    if (unselected.length > 0) {
+      yield* withSubscriptionLock(engine, database, onSetupMirror(run, engine, database, "subscription", (mirror) => dropTables(mirror, unselected))).pipe(
         Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e))
       )
-
-      // The initial copy: every table of the subscription ready, progress moving with them.
-      yield* awaitInitialCopy(mirror, basis.pipeline.subscription, run.options, (ready, total) =>
-        run.step("initial_copy", 35 + Math.floor((50 * ready) / Math.max(total, 1)), { tables_total: total, tables_ready: ready })
-      )
-    })
-  )
-
-/** Tables the mirror held that are no longer selected leave it (the refresh stopped replicating them). */
-const dropUnselectedTables = (connectorId: string, mirror: PgSession, plan: MirrorPlan) =>
-  Effect.gen(function* () {
-    const keep = new Set(plan.tables.map(({ table }) => table.path))
-    for (const path of yield* EngineSetupRepo.mirroredTables(connectorId)) {
-      if (keep.has(path)) continue
-      const [, schema, name] = path.split(".")
-      yield* mirror.query(`drop table if exists ${qualified({ schema: schema!, name: name! })} cascade`).pipe(Effect.mapError((e) => stepFailed("subscription", e)))
     }
+
+    // The initial copy: every table of the subscription ready, progress moving with them.
+    yield* awaitInitialCopy(run, engine, database, basis.pipeline.subscription, (ready, total) =>
+      run.step("initial_copy", 35 + Math.floor((50 * ready) / Math.max(total, 1)), { tables_total: total, tables_ready: ready })
+    )
   })
+
+/** Tables the mirror held that are no longer selected: they leave it (the refresh stopped replicating them). */
+const tablesNoLongerSelected = (connectorId: string, plan: MirrorPlan) =>
+  Effect.map(EngineSetupRepo.mirroredTables(connectorId), (mirrored) => {
+    const keep = new Set(plan.tables.map(({ table }) => table.path))
+    return mirrored.filter((path) => !keep.has(path))
+  })
+
+const dropTables = (mirror: PgSession, paths: ReadonlyArray<string>) =>
+  Effect.forEach(
+    paths,
+    (path) => {
+      const [, schema, name] = path.split(".")
+      return mirror.query(`drop table if exists ${qualified({ schema: schema!, name: name! })} cascade`).pipe(Effect.mapError((e) => stepFailed("subscription", e)))
+    },
+    { discard: true }
+  )
 
 /** readiness: the evidence recorded; a failed check fails the job (and, outside a deep reset, the engine: failed_validation). */
 const validate = (run: SetupRun, basis: SetupBasis, engine: Engine, instance: string, tablesTotal: number) =>
@@ -491,11 +511,11 @@ const createMirrorTables = (mirror: PgSession, ddl: MirrorDdl) =>
  * everything (the capture log and heartbeat from the start too); an existing one is enabled, given
  * the current credentials (a PUT may have changed them) and refreshed (the table set may have).
  */
-const subscribe = (engine: Engine, mirror: PgSession, pipeline: PipelineNames, details: PostgresDetails) =>
+const subscribe = (run: SetupRun, engine: Engine, pipeline: PipelineNames, details: PostgresDetails) =>
   withSubscriptionLock(
     engine,
     pipeline.mirrorDatabase,
-    Effect.gen(function* () {
+    onSetupMirror(run, engine, pipeline.mirrorDatabase, "subscription", (mirror) => Effect.gen(function* () {
       const onMirror = <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) =>
         mirror.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed("subscription", e)))
       const conninfo = quoteLiteral(subscriptionConninfo(details, details.password))
@@ -517,7 +537,7 @@ const subscribe = (engine: Engine, mirror: PgSession, pipeline: PipelineNames, d
       if (!subscription.enabled) yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} enable`)
       yield* withoutStatementLog(mirror, onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}`))
       yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} refresh publication with (copy_data = true)`)
-    })
+    }))
   ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e)))
 
 /** The replica_identity step: each decision applied on the source unless it already holds. */
@@ -551,22 +571,29 @@ const applyReplicaIdentityDecisions = (source: PgSession, plan: MirrorPlan, user
 
 /** The initial_copy step: waits until every table of the subscription is ready (bounded). */
 const awaitInitialCopy = <E>(
-  mirror: PgSession,
+  run: SetupRun,
+  engine: Engine,
+  mirrorDatabase: string,
   subscription: string,
-  options: Pick<EngineSetupOptions, "maxSyncErrors" | "syncTimeout">,
   progress: (ready: number, total: number) => Effect.Effect<void, E>
 ) =>
   Effect.gen(function* () {
+    const options = run.options
     const started = Date.now()
     let lastReady = -1
     for (;;) {
-      const [state] = yield* mirror.query<{ ready: number; total: number; sync_errors: number }>(
-        `select count(*) filter (where r.srsubstate = 'r')::int as ready, count(*)::int as total,
-                coalesce((select sync_error_count from pg_stat_subscription_stats st where st.subname = s.subname), 0)::int as sync_errors
-         from pg_subscription s left join pg_subscription_rel r on r.srsubid = s.oid
-         where s.subname = $1 group by s.subname`,
-        [subscription]
-      ).pipe(Effect.mapError((e) => stepFailed("initial_copy", e)))
+      // A session for each look, not one through the copy (which can take hours): a branch batch
+      // copies the mirror only once no session is connected to it. (The tables' states are the
+      // mirror database's own catalog: they cannot be read from another database.)
+      const [state] = yield* onSetupMirror(run, engine, mirrorDatabase, "initial_copy", (mirror) =>
+        mirror.query<{ ready: number; total: number; sync_errors: number }>(
+          `select count(*) filter (where r.srsubstate = 'r')::int as ready, count(*)::int as total,
+                  coalesce((select sync_error_count from pg_stat_subscription_stats st where st.subname = s.subname), 0)::int as sync_errors
+           from pg_subscription s left join pg_subscription_rel r on r.srsubid = s.oid
+           where s.subname = $1 group by s.subname`,
+          [subscription]
+        ).pipe(Effect.mapError((e) => stepFailed("initial_copy", e)))
+      )
       const ready = state?.ready ?? 0
       const total = state?.total ?? 0
       if (ready !== lastReady) {
