@@ -431,10 +431,12 @@ describe("engine setup end to end", () => {
   }, 300_000)
 
   it("a branch is cut while a roll-out's new table is still copying: the roll-out holds no session on the mirror through its copy", async () => {
-    await source.query("create table public.late (id int primary key, v text); insert into public.late select g, 'v' || g from generate_series(1, 100) g")
+    // In a schema the selection does not cover yet: a table created in a selected one would join
+    // the mirror on its own (captured DDL), racing the roll-out to it.
+    await source.query("create schema extra; create table extra.late (id int primary key, v text); insert into extra.late select g, 'v' || g from generate_series(1, 100) g")
     await discover(id)
     // The decisions made for the last roll-out stand.
-    const selected = await select(id, ["postgres.public.*"])
+    const selected = await select(id, ["postgres.public.*", "postgres.extra.late"])
     expect(selected.status, scion.explain(selected)).toBe(200)
     expect((await getConnector(id)).body.needs_reindex).toBe(true)
     // The new table's copy starts from a slot of its own, which the source makes only once the
@@ -446,10 +448,14 @@ describe("engine setup end to end", () => {
       await holder.query("begin; select pg_current_xact_id()")
       const started = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
       expect(started.status, scion.explain(started)).toBe(202)
+      let seen: unknown
       await waitFor("the roll-out to wait in its initial copy", async () => {
         const op = (await scion.request("GET", `/v1/operations/${started.body.operation_id}`, { token: tokens.member })).body
+        seen = op
         return op.status === "running" && op.stage === "initial_copy"
-      }, 60_000)
+      }, 60_000).catch((error: unknown) => {
+        throw new Error(`${String(error)}; the roll-out last: ${JSON.stringify(seen)}`)
+      })
       const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: id, service_type: "postgres", name: "during-rollout" } })
       expect(created.status, scion.explain(created)).toBe(202)
       const branch = await settle(created.body.operation_id)
@@ -459,7 +465,7 @@ describe("engine setup end to end", () => {
       await holder.query("rollback")
       const done = await settle(started.body.operation_id)
       expect(done, JSON.stringify(done)).toMatchObject({ status: "completed", type: "connector_rollout" })
-      const late = await queryEngine(scion, id, "select count(*)::int as n from public.late")
+      const late = await queryEngine(scion, id, "select count(*)::int as n from extra.late")
       expect(late.rows[0].n).toBe(100)
     } finally {
       await holder.end()
