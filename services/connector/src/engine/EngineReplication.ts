@@ -2,7 +2,9 @@ import { Duration, Effect, Option } from "effect"
 import { quoteIdent } from "@scion/kit"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { engineRecord } from "./EngineSetupRepo.js"
-import { engineSession, withSubscriptionLock } from "./PgSession.js"
+import { type EngineSessionOptions, onMirrorUnderLock } from "./PgSession.js"
+
+const connectorSession: EngineSessionOptions = { applicationName: "scion-connector", connectMillis: Duration.toMillis(Duration.seconds(10)) }
 
 /**
  * Enables or disables the connector's subscription on its engine. Answers false when there is no
@@ -19,23 +21,13 @@ export const setSubscriptionEnabled = (connectorId: string, enabled: boolean) =>
       Effect.catchTag("EngineNotFound", () => Effect.succeed(Option.none()))
     )
     if (Option.isNone(engine)) return false
-    // The lock first, then the mirror: a branch batch holding the lock waits for the mirror to be
-    // free of sessions, so a session there waiting for the lock would hold both up.
-    return yield* withSubscriptionLock(
-      engine.value,
-      record.value.mirror_database,
-      Effect.scoped(
-        Effect.gen(function* () {
-          const session = yield* engineSession(engine.value, record.value.mirror_database, {
-            applicationName: "scion-connector",
-            connectMillis: Duration.toMillis(Duration.seconds(10))
-          })
-          const [row] = yield* session.query("select 1 from pg_subscription where subname = $1", [record.value.subscription_name])
-          if (row === undefined) return false
-          yield* session.query(`alter subscription ${quoteIdent(record.value.subscription_name)} ${enabled ? "enable" : "disable"}`)
-          return true
-        })
-      )
+    return yield* onMirrorUnderLock(engine.value, record.value.mirror_database, connectorSession, (mirror) =>
+      Effect.gen(function* () {
+        const [row] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [record.value.subscription_name])
+        if (row === undefined) return false
+        yield* mirror.query(`alter subscription ${quoteIdent(record.value.subscription_name)} ${enabled ? "enable" : "disable"}`)
+        return true
+      })
     )
   }).pipe(Effect.withSpan("EngineReplication.setSubscriptionEnabled", { attributes: { connectorId, enabled } }))
 
@@ -45,18 +37,13 @@ export const setSubscriptionEnabled = (connectorId: string, enabled: boolean) =>
  * mirror opened once the lock is held. Absent is fine.
  */
 export const dropSubscriptionKeepingSlot = (engine: Engine, mirrorDatabase: string, subscriptionName: string, applicationName: string) =>
-  withSubscriptionLock(
-    engine,
-    mirrorDatabase,
-    Effect.scoped(
-      Effect.gen(function* () {
-        const mirror = yield* engineSession(engine, mirrorDatabase, { applicationName, connectMillis: Duration.toMillis(Duration.seconds(10)) })
-        const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [subscriptionName])
-        if (present === undefined) return
-        const subscription = quoteIdent(subscriptionName)
-        yield* mirror.query(`alter subscription ${subscription} disable`)
-        yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
-        yield* mirror.query(`drop subscription ${subscription}`)
-      })
-    )
+  onMirrorUnderLock(engine, mirrorDatabase, { applicationName, connectMillis: Duration.toMillis(Duration.seconds(10)) }, (mirror) =>
+    Effect.gen(function* () {
+      const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [subscriptionName])
+      if (present === undefined) return
+      const subscription = quoteIdent(subscriptionName)
+      yield* mirror.query(`alter subscription ${subscription} disable`)
+      yield* mirror.query(`alter subscription ${subscription} set (slot_name = none)`)
+      yield* mirror.query(`drop subscription ${subscription}`)
+    })
   )

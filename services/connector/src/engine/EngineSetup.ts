@@ -12,12 +12,11 @@ import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { EngineProvisioner } from "./EngineProvisioner.js"
 import { engineRecord } from "./EngineSetupRepo.js"
-import { engineSession, withSubscriptionLock } from "./PgSession.js"
 import { startPipelineOperation } from "../replication/Pipelines.js"
 import { PipelinesRepo } from "../replication/PipelinesRepo.js"
 import { EngineSetupRepo } from "./EngineSetupRepo.js"
 import { type EngineSetupPayload, ENGINE_SETUP_JOB, fail, setupPrerequisites } from "./SetupPlan.js"
-import { subscriptionConninfo, withoutStatementLog } from "./PgSession.js"
+import { onMirrorUnderLock, subscriptionConninfo, withoutStatementLog } from "./PgSession.js"
 
 export { activePipeline, MIRROR_DATABASE, type PipelineNames, pipelineNames, replicationNames } from "../replication/PipelineNames.js"
 
@@ -195,20 +194,13 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
       if (Either.isLeft(details)) return false
       return yield* Effect.gen(function* () {
         const engine = yield* provisioner.start(connectorId)
-        // The lock first, then the mirror: a branch batch holding the lock waits for the mirror
-        // to be free of sessions, so a session there waiting for the lock would hold both up.
-        const changed = yield* withSubscriptionLock(
-          engine,
-          record.mirror_database,
-          Effect.scoped(
-            Effect.gen(function* () {
-              const mirror = yield* engineSession(engine, record.mirror_database, { applicationName: "scion-connector", connectMillis: 10_000 })
-              const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [record.subscription_name])
-              if (present === undefined) return false
-              yield* withoutStatementLog(mirror, mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`))
-              return true
-            })
-          )
+        const changed = yield* onMirrorUnderLock(engine, record.mirror_database, { applicationName: "scion-connector", connectMillis: 10_000 }, (mirror) =>
+          Effect.gen(function* () {
+            const [present] = yield* mirror.query("select 1 from pg_subscription where subname = $1", [record.subscription_name])
+            if (present === undefined) return false
+            yield* withoutStatementLog(mirror, mirror.query(`alter subscription ${quoteIdent(record.subscription_name)} connection ${quoteLiteral(subscriptionConninfo(details.right, details.right.password))}`))
+            return true
+          })
         )
         if (changed) yield* Effect.logInfo("engine subscription given the new credentials").pipe(Effect.annotateLogs({ connector_id: connectorId }))
         return changed

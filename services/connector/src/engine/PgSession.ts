@@ -44,6 +44,12 @@ export const sourceSession = (
     Effect.map((session) => sessionOf(session, "source", details.database))
   )
 
+export interface EngineSessionOptions {
+  readonly applicationName: string
+  readonly connectMillis: number
+  readonly queryMillis?: number
+}
+
 /**
  * A session on an engine database as its superuser, over TLS (the engine refuses anything else;
  * its certificate is the operator's CA's, but the chain is not verified here, like sslmode=require).
@@ -51,7 +57,7 @@ export const sourceSession = (
 export const engineSession = (
   engine: Engine,
   database: string,
-  options: { readonly applicationName: string; readonly connectMillis: number; readonly queryMillis?: number }
+  options: EngineSessionOptions
 ): Effect.Effect<PgSession, PgStepFailed, Scope.Scope> =>
   connectPostgres(
     { host: engine.host, port: engine.port, database, user: engine.superuser.username, password: engine.superuser.password, ssl: tlsWithoutVerification },
@@ -62,15 +68,39 @@ export const engineSession = (
   )
 
 /**
+ * `use` on a session of its own on an engine database, closed as soon as `use` ends. On the
+ * mirror that matters: a branch batch copies it only once no session is connected to it, so a
+ * session there lives no longer than the work it does.
+ */
+export const onEngineDatabase = <A, E, R>(
+  engine: Engine,
+  database: string,
+  options: EngineSessionOptions,
+  use: (session: PgSession) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | PgStepFailed, Exclude<R, Scope.Scope>> => Effect.scoped(Effect.flatMap(engineSession(engine, database, options), use))
+
+/** The session that holds the subscription lock (on the engine's `postgres` database, never the mirror). */
+const lockSession: EngineSessionOptions = { applicationName: "scion-connector", connectMillis: 10_000 }
+
+/**
  * Runs `effect` holding the engine's subscription lock (engine.proto, `copy_lock_key`), waiting for
  * a branch's template copy to finish: neither side re-enables the subscription under the other.
  */
 export const withSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: string, effect: Effect.Effect<A, E, R>) =>
-  Effect.scoped(
-    Effect.flatMap(engineSession(engine, "postgres", { applicationName: "scion-connector", connectMillis: 10_000 }), (admin) =>
-      withAdvisoryLock(admin, engineCopyLockKey(mirrorDatabase), effect)
-    )
-  )
+  onEngineDatabase(engine, "postgres", lockSession, (admin) => withAdvisoryLock(admin, engineCopyLockKey(mirrorDatabase), effect))
+
+/**
+ * `use` on a session of the mirror opened once the engine's subscription lock is held, both
+ * closed when it ends: every change to the mirror's schema or subscription goes through here.
+ * The lock comes first because a branch batch holding it waits for the mirror to be free of
+ * sessions: a session on the mirror waiting for the lock would hold both up.
+ */
+export const onMirrorUnderLock = <A, E, R>(
+  engine: Engine,
+  mirrorDatabase: string,
+  options: EngineSessionOptions,
+  use: (mirror: PgSession) => Effect.Effect<A, E, R>
+) => withSubscriptionLock(engine, mirrorDatabase, onEngineDatabase(engine, mirrorDatabase, options, use))
 
 /**
  * Runs `effect` holding the engine's subscription lock if nobody holds it now (None otherwise):
@@ -80,11 +110,7 @@ export const withSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: st
  * and relies on it not changing until its copies are made.
  */
 export const tryWithSubscriptionLock = <A, E, R>(engine: Engine, mirrorDatabase: string, effect: Effect.Effect<A, E, R>) =>
-  Effect.scoped(
-    Effect.flatMap(engineSession(engine, "postgres", { applicationName: "scion-connector", connectMillis: 10_000 }), (admin) =>
-      tryWithAdvisoryLock(admin, engineCopyLockKey(mirrorDatabase), effect)
-    )
-  )
+  onEngineDatabase(engine, "postgres", lockSession, (admin) => tryWithAdvisoryLock(admin, engineCopyLockKey(mirrorDatabase), effect))
 
 /**
  * Runs a statement that carries the source's password (CREATE / ALTER SUBSCRIPTION … CONNECTION)

@@ -6,7 +6,7 @@ import { quoteIdent, recordReplicationLags } from "@scion/kit"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
-import { engineSession, type PgSession, sourceSession, tryWithSubscriptionLock, withSubscriptionLock } from "./PgSession.js"
+import { engineSession, onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession, tryWithSubscriptionLock } from "./PgSession.js"
 import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
 import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
@@ -78,18 +78,17 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      * once no session is connected to it, so every moment one is open, branch creates wait.
      */
     const onMirror = <A, E, R>(running: Engine, engine: EngineRow, use: (mirror: PgSession) => Effect.Effect<A, E, R>) =>
-      Effect.scoped(Effect.flatMap(engineSession(running, engine.mirror_database, connect), use))
+      onEngineDatabase(running, engine.mirror_database, connect, use)
 
     /**
      * Disables the subscription while an entry is quarantined. Asked again every round: a disable
      * that failed (the lock busy under load) or a branch create's pause ending with an enable
-     * must not leave a quarantined pipeline applying changes. The mirror session is opened once the
-     * lock is held, so a batch holding the lock is not kept waiting for the mirror meanwhile.
+     * must not leave a quarantined pipeline applying changes.
      */
     const pause = (engine: EngineRow, running: Engine, facts: MirrorFacts) =>
       (facts.subscription?.enabled !== true
         ? Effect.void
-        : withSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, (mirror) => mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`))).pipe(Effect.asVoid)
+        : onMirrorUnderLock(running, engine.mirror_database, connect, (mirror) => mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} disable`)).pipe(Effect.asVoid)
       ).pipe(Effect.catchAllCause((cause) => Effect.logWarning("the quarantined subscription could not be paused yet; the next round tries again", cause)))
 
     /** Opens the entry (the first break found is the one recorded), pauses the subscription, records the replication as quarantined. */
@@ -183,7 +182,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           )
           return
         }
-        yield* withSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, (mirror) => mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`)))
+        yield* onMirrorUnderLock(running, engine.mirror_database, connect, (mirror) => mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`))
         yield* quarantines.forgetBaselines(engine.connector_id)
         if (entry.reason === "lag_exceeded") {
           // Restored once it has caught up to within the bound; until then the released row stays

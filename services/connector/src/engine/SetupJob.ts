@@ -12,7 +12,7 @@ import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { type MirrorDdl, qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
 import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
-import { engineSession, type PgSession, PgStepFailed, sourceSession, subscriptionConninfo, withoutStatementLog, withSubscriptionLock } from "./PgSession.js"
+import { type EngineSessionOptions, onEngineDatabase, onMirrorUnderLock, type PgSession, PgStepFailed, sourceSession, subscriptionConninfo, withoutStatementLog } from "./PgSession.js"
 import { activePipeline, type PipelineNames } from "../replication/PipelineNames.js"
 import { dropPipeline, namesOf, shadowPipeline, startPipelineOperation } from "../replication/Pipelines.js"
 import { PipelinesRepo } from "../replication/PipelinesRepo.js"
@@ -186,9 +186,7 @@ const runSetup = (run: SetupRun) =>
  * branch is as fast as the next. A checkpoint that fails only costs that first branch the time.
  */
 const flushEngine = (run: SetupRun, engine: Engine) =>
-  Effect.scoped(
-    Effect.flatMap(engineSession(engine, "postgres", { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) }), (admin) => admin.query("checkpoint"))
-  ).pipe(
+  onEngineDatabase(engine, "postgres", setupSession(run), (admin) => admin.query("checkpoint")).pipe(
     Effect.asVoid,
     Effect.catchAll((e) => Effect.logWarning("the checkpoint before readiness failed; the first branch's copy flushes the mirror instead", e)),
     Effect.annotateLogs({ connector_id: run.connectorId }),
@@ -229,9 +227,8 @@ const provisionEngine = (run: SetupRun, pipeline: PipelineNames) =>
   Effect.gen(function* () {
     const provisioner = yield* EngineProvisioner
     const engine = yield* provisioner.provision(run.connectorId).pipe(Effect.mapError((e) => stepFailed("engine", e.message)))
-    yield* Effect.scoped(
+    yield* onEngineDatabase(engine, "postgres", setupSession(run), (admin) =>
       Effect.gen(function* () {
-        const admin = yield* engineSession(engine, "postgres", { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) })
         const [exists] = yield* admin.query("select 1 from pg_database where datname = $1", [pipeline.mirrorDatabase])
         if (exists === undefined) yield* admin.query(`create database ${quoteIdent(pipeline.mirrorDatabase)}`)
         // Branch roles log in to this engine with passwords their users hold: the mirror (the
@@ -316,16 +313,22 @@ const createSlot = (source: PgSession, slotName: string) =>
     if (slot === undefined) yield* source.query("select pg_create_logical_replication_slot($1, 'pgoutput')", [slotName])
   }).pipe(Effect.mapError((e) => stepFailed("slot", e)))
 
+/** The sessions setup opens on the engine. */
+const setupSession = (run: SetupRun): EngineSessionOptions => ({ applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) })
+
+/** A failure to reach or use an engine database, as the failure of setup step `step`. */
+const asStep =
+  (step: string) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>) =>
+    Effect.catchIf(self, (e): e is Extract<E, PgStepFailed> => e instanceof PgStepFailed, (e) => Effect.fail(stepFailed(step, e)))
+
 /** A setup step's session on the mirror database, for `use` alone. */
 const onSetupMirror = <A, E, R>(run: SetupRun, engine: Engine, mirrorDatabase: string, step: string, use: (mirror: PgSession) => Effect.Effect<A, E, R>) =>
-  Effect.scoped(
-    Effect.flatMap(
-      engineSession(engine, mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) }).pipe(
-        Effect.mapError((e) => stepFailed(step, e))
-      ),
-      use
-    )
-  )
+  onEngineDatabase(engine, mirrorDatabase, setupSession(run), use).pipe(asStep(step))
+
+/** A setup step's change to the mirror, on a session opened once the subscription lock is held. */
+const onSetupMirrorUnderLock = <A, E, R>(run: SetupRun, engine: Engine, mirrorDatabase: string, step: string, use: (mirror: PgSession) => Effect.Effect<A, E, R>) =>
+  onMirrorUnderLock(engine, mirrorDatabase, setupSession(run), use).pipe(asStep(step))
 
 /**
  * The engine side: schema → subscription (tables no longer selected leave the mirror) → the
@@ -340,25 +343,19 @@ const buildMirror = (run: SetupRun, basis: SetupBasis, engine: Engine, prepared:
     yield* run.step("schema", 20, { tables_total: tablesTotal })
     // The mirror's schema changes under the subscription lock: a branch batch lists the paused
     // mirror's objects once for all its copies (a roll-out runs on an engine that was ready).
-    yield* withSubscriptionLock(
-      engine,
-      database,
-      onSetupMirror(run, engine, database, "schema", (mirror) =>
-        Effect.gen(function* () {
-          yield* createMirrorTables(mirror, prepared)
-          // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
-          yield* prepareMirror(mirror, { ...prepared.capture, tables: basis.refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
-        })
-      )
-    ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("schema", e) : e)))
+    yield* onSetupMirrorUnderLock(run, engine, database, "schema", (mirror) =>
+      Effect.gen(function* () {
+        yield* createMirrorTables(mirror, prepared)
+        // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
+        yield* prepareMirror(mirror, { ...prepared.capture, tables: basis.refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
+      })
+    )
 
     yield* run.step("subscription", 30, { tables_total: tablesTotal })
     yield* subscribe(run, engine, basis.pipeline, basis.details)
     const unselected = yield* tablesNoLongerSelected(run.connectorId, basis.plan)
     if (unselected.length > 0) {
-      yield* withSubscriptionLock(engine, database, onSetupMirror(run, engine, database, "subscription", (mirror) => dropTables(mirror, unselected))).pipe(
-        Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e))
-      )
+      yield* onSetupMirrorUnderLock(run, engine, database, "subscription", (mirror) => dropTables(mirror, unselected))
     }
 
     // The initial copy: every table of the subscription ready, progress moving with them.
@@ -512,10 +509,8 @@ const createMirrorTables = (mirror: PgSession, ddl: MirrorDdl) =>
  * the current credentials (a PUT may have changed them) and refreshed (the table set may have).
  */
 const subscribe = (run: SetupRun, engine: Engine, pipeline: PipelineNames, details: PostgresDetails) =>
-  withSubscriptionLock(
-    engine,
-    pipeline.mirrorDatabase,
-    onSetupMirror(run, engine, pipeline.mirrorDatabase, "subscription", (mirror) => Effect.gen(function* () {
+  onSetupMirrorUnderLock(run, engine, pipeline.mirrorDatabase, "subscription", (mirror) =>
+    Effect.gen(function* () {
       const onMirror = <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) =>
         mirror.query<R>(text, values).pipe(Effect.mapError((e) => stepFailed("subscription", e)))
       const conninfo = quoteLiteral(subscriptionConninfo(details, details.password))
@@ -537,8 +532,8 @@ const subscribe = (run: SetupRun, engine: Engine, pipeline: PipelineNames, detai
       if (!subscription.enabled) yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} enable`)
       yield* withoutStatementLog(mirror, onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}`))
       yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} refresh publication with (copy_data = true)`)
-    }))
-  ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? stepFailed("subscription", e) : e)))
+    })
+  )
 
 /** The replica_identity step: each decision applied on the source unless it already holds. */
 const applyReplicaIdentityDecisions = (source: PgSession, plan: MirrorPlan, username: string) =>
@@ -592,7 +587,7 @@ const awaitInitialCopy = <E>(
            from pg_subscription s left join pg_subscription_rel r on r.srsubid = s.oid
            where s.subname = $1 group by s.subname`,
           [subscription]
-        ).pipe(Effect.mapError((e) => stepFailed("initial_copy", e)))
+        )
       )
       const ready = state?.ready ?? 0
       const total = state?.total ?? 0
@@ -622,11 +617,9 @@ const resetPipeline = (run: SetupRun, { pipeline, details, sourceOptions }: Setu
     const failed = (e: PgStepFailed | string) => stepFailed("reset", e)
     const mirroredTables = yield* EngineSetupRepo.mirroredTables(run.connectorId)
     const engine = yield* provisioner.start(run.connectorId).pipe(Effect.mapError((e) => failed(e.message)))
-    const connectMillis = Duration.toMillis(run.options.connectTimeout)
-    yield* Effect.scoped(
+    yield* dropSubscriptionKeepingSlot(engine, pipeline.mirrorDatabase, pipeline.subscription, "scion-engine-setup").pipe(asStep("reset"))
+    yield* onEngineDatabase(engine, pipeline.mirrorDatabase, setupSession(run), (mirror) =>
       Effect.gen(function* () {
-        yield* dropSubscriptionKeepingSlot(engine, pipeline.mirrorDatabase, pipeline.subscription, "scion-engine-setup")
-        const mirror = yield* engineSession(engine, pipeline.mirrorDatabase, { applicationName: "scion-engine-setup", connectMillis })
         const [log] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
         const tables = [
           ...mirroredTables.map((path) => {
@@ -637,7 +630,7 @@ const resetPipeline = (run: SetupRun, { pipeline, details, sourceOptions }: Setu
         ]
         if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
       })
-    ).pipe(Effect.mapError((e) => (e instanceof PgStepFailed ? failed(e) : e)))
+    ).pipe(asStep("reset"))
     yield* Effect.scoped(
       Effect.gen(function* () {
         const source = yield* sourceSession(details, details.password, sourceOptions)

@@ -7,7 +7,7 @@ import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "../engine/EngineProvisioner.js"
-import { engineSession, type PgSession, sourceSession, withSubscriptionLock } from "../engine/PgSession.js"
+import { engineSession, onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession } from "../engine/PgSession.js"
 import { makeSessionCache } from "./SessionCache.js"
 import { writeHeartbeat } from "./SourceCapture.js"
 import { refreshStructure } from "./StructureRefresh.js"
@@ -91,9 +91,8 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
       // Read on a session of its own, closed before anything else: a branch batch copies the
       // mirror only once no session is connected to it, and what follows waits on a lock, the
       // source (a remote one is slow) and the control database.
-      const { results, mirrored } = yield* Effect.scoped(
+      const { results, mirrored } = yield* onEngineDatabase(running.value, engine.mirror_database, connect, (mirror) =>
         Effect.gen(function* () {
-          const mirror = yield* engineSession(running.value, engine.mirror_database, connect)
           const results = yield* mirror.query<MirrorChangeResult & Record<string, unknown>>(
             `select log_id::text as log_id, source_at, applied_at, command_tag, object_identity, statement, status, actions, error, tables_added
              from scion.schema_change_results where log_id > $1 order by log_id limit 200`,
@@ -106,16 +105,9 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
       )
       if (results.length === 0) return yield* readAll()
       if (results.some((r) => r.tables_added.length > 0)) {
-        // New tables joined the publication on the source: the refresh starts their copy. The
-        // mirror session is opened once the lock is held (a batch holding it waits for the mirror).
-        yield* withSubscriptionLock(
-          running.value,
-          engine.mirror_database,
-          Effect.scoped(
-            Effect.flatMap(engineSession(running.value, engine.mirror_database, connect), (mirror) =>
-              mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} refresh publication with (copy_data = true)`)
-            )
-          )
+        // New tables joined the publication on the source: the refresh starts their copy.
+        yield* onMirrorUnderLock(running.value, engine.mirror_database, connect, (mirror) =>
+          mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} refresh publication with (copy_data = true)`)
         )
       }
       const details = yield* detailsOf(engine.connector_id)
