@@ -6,11 +6,11 @@ import { quoteIdent, recordReplicationLags } from "@scion/kit"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
-import { engineSession, onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession, tryWithSubscriptionLock } from "./PgSession.js"
+import { onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession, tryWithSubscriptionLock } from "./PgSession.js"
 import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
 import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
-import { type Drift, reconcile } from "../replication/Reconciler.js"
+import { type Drift, type FollowedTable, followedTables, reconcile } from "../replication/Reconciler.js"
 import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
 import { ConnectorOperations } from "../connectors/Discovery.js"
 import { startPipelineOperation } from "../replication/Pipelines.js"
@@ -239,38 +239,38 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
 
     /**
      * Drift reconciliation for an engine without capture: the source's catalog against what the
-     * mirror follows. Changes applied reset the apply-error baseline (the errors they caused are
-     * over); a change that cannot be applied is answered for quarantine.
+     * mirror follows (`followed`, read with the round's other facts on one short mirror session).
+     * Changes applied reset the apply-error baseline (the errors they caused are over); a change
+     * that cannot be applied is answered for quarantine. The slot's lag comes from the same
+     * source session (None when the source could not be asked).
      */
-    const reconcileDrift = (engine: EngineRow, running: Engine) =>
+    const reconcileDrift = (engine: EngineRow, running: Engine, facts: MirrorFacts, followed: ReadonlyArray<FollowedTable>) =>
       Effect.gen(function* () {
+        const unknown = { applied: 0, pending: 0, drift: Option.none<Drift>(), lag: Option.none<number | null>() }
         const details = yield* sourceOf(engine.connector_id)
-        if (Option.isNone(details)) return { applied: 0, pending: 0, drift: Option.none<Drift>() }
+        if (Option.isNone(details)) return unknown
+        const applyErrors = facts.subscription?.apply_errors ?? "0"
+        const erroring = engine.last_apply_error_count !== null && Number(applyErrors) > Number(engine.last_apply_error_count)
+        // Without a baseline there is nothing to compare with next round: take one now.
+        if (engine.last_apply_error_count === null) yield* quarantines.baselineApplyErrors(engine.connector_id, applyErrors)
         const outcome = yield* Effect.scoped(
-          Effect.gen(function* () {
-            // The source's login first (a remote source's is the slow one), then the mirror's.
-            const source = yield* sourceSession(details.value, details.value.password, { ...connect, queryMillis: 30_000 })
-            const mirror = yield* engineSession(running, engine.mirror_database, connect)
-            const [state] = yield* mirror.query<{ apply_errors: string }>(
-              `select coalesce((select apply_error_count from pg_stat_subscription_stats st where st.subname = $1), 0)::text as apply_errors`,
-              [engine.subscription_name]
-            )
-            const erroring = engine.last_apply_error_count !== null && Number(state?.apply_errors ?? 0) > Number(engine.last_apply_error_count)
-            // Without a baseline there is nothing to compare with next round: take one now.
-            if (engine.last_apply_error_count === null) {
-              yield* quarantines.baselineApplyErrors(engine.connector_id, state?.apply_errors ?? "0")
-            }
-            return yield* reconcile({
+          Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis: 30_000 }), (source) =>
+            reconcile({
               connectorId: engine.connector_id,
               slotName: engine.slot_name,
-              source,
-              mirror,
+              followed,
               erroring,
+              source,
               changes,
-              underCopyLock: (change) => tryWithSubscriptionLock(running, engine.mirror_database, change)
+              onMirror: (use) => onMirror(running, engine, use),
+              onMirrorUnderCopyLock: (use) => tryWithSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, use))
             })
-          })
-        ).pipe(Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as({ applied: 0, pending: 0, drift: Option.none<Drift>() }))))
+          )
+        ).pipe(
+          Effect.map((outcome) => ({ ...outcome, lag: Option.some(outcome.lag) })),
+          Effect.tap((outcome) => Effect.sync(() => (Option.isSome(outcome.lag) && outcome.lag.value !== null ? void measuredLags.set(engine.connector_id, outcome.lag.value) : undefined))),
+          Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as(unknown)))
+        )
         if (outcome.applied > 0) {
           yield* quarantines.forgetApplyErrors(engine.connector_id)
           yield* refreshStructure(engine.connector_id).pipe(
@@ -284,9 +284,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       })
 
     /**
-     * One engine's check. The mirror is read on a session of its own, after the source was asked
-     * (a monitor that held the mirror while it logged in to a remote source kept every branch
-     * batch waiting that long); a drift reconciliation holds both while it compares and applies.
+     * One engine's check: one short session on the mirror and one on the source a round, never
+     * both open at once (a monitor that held the mirror while it logged in to a remote source, or
+     * compared its catalog, kept every branch batch waiting that long). A drift found opens the
+     * mirror again, under the copy lock, only to apply it.
      */
     const checkOne = (engine: EngineRow) =>
       Effect.gen(function* () {
@@ -301,11 +302,11 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           yield* pause(engine, running.value, facts)
           return yield* recordState(engine, facts, "quarantined", Option.none())
         }
-        const drift = { pending: false, reconciled: false }
         if (engine.schema_follow === "reconcile") {
-          const outcome = yield* reconcileDrift(engine, running.value)
-          drift.pending = outcome.pending > 0
-          drift.reconciled = outcome.applied > 0
+          // One short session on the mirror for the round: its facts and the tables it follows,
+          // read before the source is compared (the mirror is not held meanwhile).
+          const { facts, followed } = yield* onMirror(running.value, engine, (mirror) => Effect.all({ facts: readMirror(engine, mirror), followed: followedTables(mirror) }))
+          const outcome = yield* reconcileDrift(engine, running.value, facts, followed)
           if (Option.isSome(outcome.drift)) {
             const d = outcome.drift.value
             return yield* quarantine(
@@ -316,16 +317,23 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               Option.none()
             )
           }
+          return yield* judge(engine, running.value, facts, outcome.lag, { pending: outcome.pending > 0, reconciled: outcome.applied > 0 })
         }
         const lag = yield* lagOf(engine)
         const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
-        const broken = yield* inspect(engine, facts, lag, drift)
-        if (Option.isSome(broken)) return yield* quarantine(engine, running.value, broken.value.reason, broken.value.detail, lag)
-        yield* recordState(engine, facts, statusOf(facts, lag), lag)
+        return yield* judge(engine, running.value, facts, lag, { pending: false, reconciled: false })
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("quarantine check failed", cause).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))),
         Effect.withSpan("QuarantineMonitor.check", { attributes: { connectorId: engine.connector_id } })
       )
+
+    /** The round's verdict from what it read: a quarantine for the first break found, or the replication's state. */
+    const judge = (engine: EngineRow, running: Engine, facts: MirrorFacts, lag: Option.Option<number | null>, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
+      Effect.gen(function* () {
+        const broken = yield* inspect(engine, facts, lag, drift)
+        if (Option.isSome(broken)) return yield* quarantine(engine, running, broken.value.reason, broken.value.detail, lag)
+        yield* recordState(engine, facts, statusOf(facts, lag), lag)
+      })
 
     /** Retired pipelines past their rollback grace: a cleanup operation each (once). */
     const startCleanups = Effect.gen(function* () {

@@ -81,99 +81,141 @@ export const describeChange = (prev: Snapshot, next: Snapshot | null) => {
   return parts.length === 0 ? "definition changed" : parts.join(", ")
 }
 
+/** A table the mirror follows: the source's table by oid, the snapshot the mirror was last altered to. */
+export interface FollowedTable extends Record<string, unknown> {
+  readonly source_relid: string
+  readonly snapshot: Snapshot
+  readonly reconcile_after: string | null
+}
+
+/** The tables the mirror follows (its `scion.mirror_tables`), read on the caller's short session. */
+export const followedTables = (mirror: PgSession) =>
+  mirror.query<FollowedTable>("select source_relid::text as source_relid, snapshot, reconcile_after::text as reconcile_after from scion.mirror_tables order by source_relid")
+
+/** A pg_lsn ("16/B374D848") as a number that orders like it. */
+const lsnValue = (lsn: string) => {
+  const [high = "0", low = "0"] = lsn.split("/")
+  return (BigInt(`0x${high}`) << 32n) | BigInt(`0x${low}`)
+}
+
+/** The mirror has applied the source at least up to `position` (unknown → no). */
+export const appliedPast = (confirmed: string | null, position: string) => confirmed !== null && lsnValue(confirmed) >= lsnValue(position)
+
+interface Change {
+  readonly table: FollowedTable
+  readonly next: Snapshot | null
+  readonly label: string
+  readonly change: string
+}
+
 /**
- * One reconciliation pass over an engine's mirrored tables. `erroring` says the subscription's
- * apply has been failing since the last round (newer rows need a shape the mirror lacks).
+ * One reconciliation pass. The mirror's side was read by the caller (`followed`, `erroring`: the
+ * subscription's apply has been failing since the last round, so newer rows need a shape the
+ * mirror lacks); the source is compared on `source`; the mirror is opened again only when
+ * something changed, on short sessions (`onMirror` for Scion's bookkeeping, `onMirrorUnderCopyLock`
+ * for the changes themselves, one transaction each), never while the source is being read: a
+ * branch batch copies the mirror only once no session is connected to it. Answers the slot's lag
+ * too (bytes of WAL, null when the slot is gone), read on the same source session.
  */
 export const reconcile = (input: {
   readonly connectorId: string
   readonly slotName: string
-  readonly source: PgSession
-  readonly mirror: PgSession
+  readonly followed: ReadonlyArray<FollowedTable>
   readonly erroring: boolean
+  readonly source: PgSession
   readonly changes: SchemaChangesRepo
-  /**
-   * Runs a change to the mirror under the engine's subscription lock, or answers None when a
-   * branch batch holds it (the change waits for the next round): a batch reads the paused
-   * mirror's schema once for all its copies.
-   */
-  readonly underCopyLock: <A, E>(change: Effect.Effect<A, E>) => Effect.Effect<Option.Option<A>, E | PgStepFailed>
-}): Effect.Effect<ReconcileOutcome, PgStepFailed> =>
+  readonly onMirror: <A, E>(use: (mirror: PgSession) => Effect.Effect<A, E>) => Effect.Effect<A, E | PgStepFailed>
+  /** Runs `use` on the mirror under the engine's subscription lock, or answers None when a branch batch holds it (the changes wait for the next round). */
+  readonly onMirrorUnderCopyLock: <A, E>(use: (mirror: PgSession) => Effect.Effect<A, E>) => Effect.Effect<Option.Option<A>, E | PgStepFailed>
+}): Effect.Effect<ReconcileOutcome & { readonly lag: number | null }, PgStepFailed> =>
   Effect.gen(function* () {
-    const { source, mirror } = input
+    const { source } = input
     yield* source.query("set search_path = pg_catalog")
-    const [position] = yield* source.query<{ current: string; confirmed: string | null }>(
-      "select pg_current_wal_lsn()::text as current, (select confirmed_flush_lsn::text from pg_replication_slots where slot_name = $1) as confirmed",
+    const [position] = yield* source.query<{ current: string; confirmed: string | null; lag: string | null; slot: boolean }>(
+      `select pg_current_wal_lsn()::text as current, s.confirmed_flush_lsn::text as confirmed,
+              pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::text as lag, s.slot_name is not null as slot
+       from (select 1) one left join pg_replication_slots s on s.slot_name = $1`,
       [input.slotName]
     )
-    const mapped = yield* mirror.query<{ source_relid: string; snapshot: Snapshot; reconcile_after: string | null }>(
-      "select source_relid::text as source_relid, snapshot, reconcile_after::text as reconcile_after from scion.mirror_tables order by source_relid"
-    )
-    let applied = 0
+    const current = position?.current ?? "0/0"
+    const confirmed = position?.confirmed ?? null
+    const lag = position?.slot === true ? Number(position.lag ?? 0) : null
+    // What changed on the source, and what each change waits for.
+    const marks: Array<FollowedTable> = []
+    const toApply: Array<Change> = []
     let pending = 0
-    for (const table of mapped) {
+    for (const table of input.followed) {
       const next = (yield* snapshotOf(source, table.source_relid)) as Snapshot | null
       if (next !== null && same(table.snapshot, next)) continue
-      const label = `${table.snapshot.schema}.${table.snapshot.name}`
-      const change = describeChange(table.snapshot, next)
-      if (next === null || !isAdditive(table.snapshot, next)) {
-        if (table.reconcile_after === null) {
-          // First seen now: rows the mirror has yet to apply may still have the old shape.
-          yield* mirror.query("update scion.mirror_tables set reconcile_after = $2::pg_lsn where source_relid = $1::bigint", [table.source_relid, position?.current ?? "0/0"])
-          if (!input.erroring) {
-            pending++
-            continue
+      const change: Change = { table, next, label: `${table.snapshot.schema}.${table.snapshot.name}`, change: describeChange(table.snapshot, next) }
+      if (next !== null && isAdditive(table.snapshot, next)) toApply.push(change)
+      // First seen now: rows the mirror has yet to apply may still have the old shape.
+      else if (table.reconcile_after === null) {
+        marks.push(table)
+        if (input.erroring) toApply.push(change)
+        else pending++
+      } else if (input.erroring || appliedPast(confirmed, table.reconcile_after)) toApply.push(change)
+      else pending++
+    }
+    if (marks.length > 0) {
+      yield* input.onMirror((mirror) =>
+        mirror.query("update scion.mirror_tables set reconcile_after = $2::pg_lsn where source_relid = any($1::bigint[])", [marks.map((t) => t.source_relid), current])
+      )
+    }
+    if (toApply.length === 0) return { applied: 0, pending, drift: Option.none<Drift>(), lag }
+    // Each change in one transaction on the mirror: the table and the snapshot it follows move
+    // together. The first that fails ends the pass (the lock's own failure, the engine
+    // unreachable, ends the round: it is no drift).
+    const done = yield* input.onMirrorUnderCopyLock((mirror) =>
+      Effect.gen(function* () {
+        const applied: Array<{ readonly change: Change; readonly actions: ReadonlyArray<string> }> = []
+        for (const change of toApply) {
+          const outcome = yield* Effect.either(mirror.query("begin").pipe(Effect.zipRight(applyChange(mirror, change)), Effect.tap(() => mirror.query("commit"))))
+          if (outcome._tag === "Left") {
+            yield* mirror.query("rollback").pipe(Effect.ignore)
+            return { applied, failed: Option.some({ change, error: outcome.left.reason }) }
           }
-        } else if (!input.erroring) {
-          const [reached] = yield* mirror.query<{ reached: boolean }>("select coalesce($1::pg_lsn >= $2::pg_lsn, false) as reached", [position?.confirmed ?? null, table.reconcile_after])
-          if (reached?.reached !== true) {
-            pending++
-            continue
-          }
+          applied.push({ change, actions: outcome.right })
         }
-      }
-      const apply =
-        next === null
-          ? Effect.gen(function* () {
-              const drop = `drop table if exists ${quoteIdent(table.snapshot.schema)}.${quoteIdent(table.snapshot.name)} cascade`
-              yield* mirror.query(drop)
-              yield* mirror.query("delete from scion.mirror_tables where source_relid = $1::bigint", [table.source_relid])
-              return [drop]
-            })
-          : Effect.gen(function* () {
-              const [row] = yield* mirror.query<{ actions: ReadonlyArray<string> }>("select scion.alter_table($1::jsonb, $2::jsonb) as actions", [
-                JSON.stringify(table.snapshot),
-                JSON.stringify(next)
-              ])
-              yield* mirror.query(
-                "update scion.mirror_tables set schema_name = $2, table_name = $3, snapshot = $4::jsonb, reconcile_after = null where source_relid = $1::bigint",
-                [table.source_relid, next.schema, next.name, JSON.stringify(next)]
-              )
-              return row?.actions ?? []
-            })
-      // One transaction on the mirror: the table and the snapshot it follows move together.
-      // (The lock's own failure, the engine unreachable, ends the round: it is no drift.)
-      const locked = yield* input.underCopyLock(Effect.either(mirror.query("begin").pipe(Effect.zipRight(apply), Effect.tap(() => mirror.query("commit")))))
-      if (Option.isNone(locked)) {
-        // A branch batch is copying the mirror: the change goes in next round.
-        pending++
-        continue
-      }
-      const outcome = locked.value
-      if (outcome._tag === "Left") {
-        yield* mirror.query("rollback").pipe(Effect.ignore)
-        yield* input.changes.recordReconciled(input.connectorId, { commandTag: "ALTER TABLE", objectIdentity: label, status: "failed", actions: [], error: outcome.left.reason })
-        return { applied, pending, drift: Option.some({ table: label, change, error: outcome.left.reason }) }
-      }
-      applied++
+        return { applied, failed: Option.none<{ readonly change: Change; readonly error: string }>() }
+      })
+    )
+    // A branch batch is copying the mirror: the changes go in next round.
+    if (Option.isNone(done)) return { applied: 0, pending: pending + toApply.length, drift: Option.none<Drift>(), lag }
+    for (const { change, actions } of done.value.applied) {
       yield* input.changes.recordReconciled(input.connectorId, {
-        commandTag: next === null ? "DROP TABLE" : "ALTER TABLE",
-        objectIdentity: label,
+        commandTag: change.next === null ? "DROP TABLE" : "ALTER TABLE",
+        objectIdentity: change.label,
         status: "reconciled",
-        actions: outcome.right,
+        actions,
         error: null
       })
-      yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, table: label, change }))
+      yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, table: change.label, change: change.change }))
     }
-    return { applied, pending, drift: Option.none() }
+    const applied = done.value.applied.length
+    if (Option.isNone(done.value.failed)) return { applied, pending, drift: Option.none<Drift>(), lag }
+    const { change, error } = done.value.failed.value
+    yield* input.changes.recordReconciled(input.connectorId, { commandTag: "ALTER TABLE", objectIdentity: change.label, status: "failed", actions: [], error })
+    return { applied, pending, drift: Option.some({ table: change.label, change: change.change, error }), lag }
   }).pipe(Effect.withSpan("Reconciler.reconcile", { attributes: { connectorId: input.connectorId } }))
+
+/** One change on the mirror, inside the caller's transaction: the statements it ran. */
+const applyChange = (mirror: PgSession, { table, next }: Change) =>
+  next === null
+    ? Effect.gen(function* () {
+        const drop = `drop table if exists ${quoteIdent(table.snapshot.schema)}.${quoteIdent(table.snapshot.name)} cascade`
+        yield* mirror.query(drop)
+        yield* mirror.query("delete from scion.mirror_tables where source_relid = $1::bigint", [table.source_relid])
+        return [drop] as ReadonlyArray<string>
+      })
+    : Effect.gen(function* () {
+        const [row] = yield* mirror.query<{ actions: ReadonlyArray<string> }>("select scion.alter_table($1::jsonb, $2::jsonb) as actions", [
+          JSON.stringify(table.snapshot),
+          JSON.stringify(next)
+        ])
+        yield* mirror.query(
+          "update scion.mirror_tables set schema_name = $2, table_name = $3, snapshot = $4::jsonb, reconcile_after = null where source_relid = $1::bigint",
+          [table.source_relid, next.schema, next.name, JSON.stringify(next)]
+        )
+        return row?.actions ?? []
+      })
