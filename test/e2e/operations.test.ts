@@ -52,8 +52,9 @@ describe("operations through the gateway, two operation replicas", () => {
 
   beforeAll(async () => {
     // Units call each other with the Connect protocol here (UNIT_RPC_PROTOCOL); every other
-    // system uses the default, gRPC. Both must behave the same.
-    scion = await startScion({ operationReplicas: 2, env: { UNIT_RPC_PROTOCOL: "connect" } })
+    // system uses the default, gRPC. Both must behave the same. Info logs: the shared-wait test
+    // reads the gateway's lines.
+    scion = await startScion({ operationReplicas: 2, env: { UNIT_RPC_PROTOCOL: "connect", LOG_LEVEL: "Info" } })
     alice = await actor(scion, "alice")
     bob = await actor(scion, "bob")
     replica1 = client(OperationService, scion.operationUrls[0]!)
@@ -70,8 +71,8 @@ describe("operations through the gateway, two operation replicas", () => {
     return id
   }
   const report = (who: Actor, request: Parameters<typeof replica1.reportOperation>[0], replica = replica1) => replica.reportOperation(request, { headers: who.headers })
-  const get = (who: Actor | string, id: string, query = "") =>
-    scion.request("GET", `/v1/operations/${id}${query}`, { token: typeof who === "string" ? who : who.token })
+  const get = (who: Actor | string, id: string, query = "", headers: Record<string, string> = {}) =>
+    scion.request("GET", `/v1/operations/${id}${query}`, { token: typeof who === "string" ? who : who.token, headers })
 
   it("answers 200 with exactly the interface's fields, for a member's session and an org API key", async () => {
     const id = await create(alice)
@@ -165,7 +166,11 @@ describe("operations through the gateway, two operation replicas", () => {
     const id = await create(alice)
     await report(alice, { id, status: OperationStatus.RUNNING })
     const started = Date.now()
-    const waiting = Array.from({ length: 6 }, () => get(alice, id, "?wait=10"))
+    // The first wait goes upstream with its request id; the others join it.
+    const requestIds = Array.from({ length: 6 }, (_, n) => `e2e-wait-${n}-${Date.now().toString(36)}`)
+    const waiting = [get(alice, id, "?wait=10", { "x-request-id": requestIds[0]! })]
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    waiting.push(...requestIds.slice(1).map((requestId) => get(alice, id, "?wait=10", { "x-request-id": requestId })))
     const quitter = new AbortController()
     const quitting = fetch(`${scion.baseUrl}/v1/operations/${id}?wait=10`, { headers: { authorization: `Bearer ${alice.token}` }, signal: quitter.signal }).catch((e: Error) => e.name)
     // Bob waits on the same operation at the same moment: refused at once, never answered with alice's view.
@@ -182,6 +187,16 @@ describe("operations through the gateway, two operation replicas", () => {
       expect(response.body).toMatchObject({ id, status: "completed", result: { shared: true } })
     }
     expect(Date.now() - started, "every wait woke before its wait ran out").toBeLessThan(WAIT_10_MS - 1000)
+    // Each wait that joined names, in the gateway's log, the request id the shared wait went
+    // upstream with (and which the operation unit's lines carry): its own id still finds it.
+    const joined = scion.gateway
+      .output()
+      .split("\n")
+      .filter((line) => line.includes("long poll joined a wait already upstream") && line.includes(id))
+      .map((line) => (JSON.parse(line) as { annotations: Record<string, unknown> }).annotations)
+    // (The client that gave up joined too, under an id the gateway made for it.)
+    expect(joined.map((a) => a.request_id).filter((r) => requestIds.includes(String(r))).sort()).toEqual(requestIds.slice(1).sort())
+    expect(new Set(joined.map((a) => a.upstream_request_id))).toEqual(new Set([requestIds[0]]))
     // The next wait is its own: an operation already ended answers at once.
     expect((await get(alice, id, "?wait=10")).body).toMatchObject({ status: "completed" })
   })

@@ -1,5 +1,6 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import { Deferred, Effect, Exit, FiberId } from "effect"
+import { CurrentRequestId } from "@scion/kit"
+import { Deferred, Effect, Exit, FiberId, FiberRef, Option } from "effect"
 import { Api } from "../Api.js"
 import { asCaller, Authenticated } from "../Authentication.js"
 import { type HttpError, NotFound } from "../httpErrors.js"
@@ -40,17 +41,28 @@ export const OperationsLive = HttpApiBuilder.group(Api, "operations", (handlers)
      * one GetOperation at the operation unit and one decoding here, and all wake with the same
      * change. Keyed by the caller's signed principal, so nobody reads through another's
      * credentials. The shared call runs detached from the request that started it (bounded by the
-     * wait), so a client that disconnects does not end it for the others.
+     * wait), so a client that disconnects does not end it for the others. The upstream call
+     * carries the request id of the request that started it; a request that joins logs that id,
+     * so its own id still leads to everything done for it.
      */
-    const waits = new Map<string, Deferred.Deferred<OperationJson, HttpError>>()
-    const shared = <R>(key: string, call: Effect.Effect<OperationJson, HttpError, R>): Effect.Effect<OperationJson, HttpError, R> =>
-      Effect.suspend(() => {
+    interface SharedWait {
+      readonly done: Deferred.Deferred<OperationJson, HttpError>
+      readonly requestId: Option.Option<string>
+    }
+    const waits = new Map<string, SharedWait>()
+    const shared = <R>(key: string, operationId: string, call: Effect.Effect<OperationJson, HttpError, R>): Effect.Effect<OperationJson, HttpError, R> =>
+      Effect.flatMap(FiberRef.get(CurrentRequestId), (requestId) => {
         const joined = waits.get(key)
-        if (joined !== undefined) return Deferred.await(joined)
+        if (joined !== undefined) {
+          return Effect.logInfo("long poll joined a wait already upstream").pipe(
+            Effect.annotateLogs({ operation_id: operationId, upstream_request_id: Option.getOrElse(joined.requestId, () => "none") }),
+            Effect.zipRight(Deferred.await(joined.done))
+          )
+        }
         // Registered synchronously, before the call can finish: no second caller misses it, and
         // the entry never outlives the call.
         const done = Deferred.unsafeMake<OperationJson, HttpError>(FiberId.none)
-        waits.set(key, done)
+        waits.set(key, { done, requestId })
         const settle = (exit: Exit.Exit<OperationJson, HttpError>) =>
           Effect.sync(() => {
             waits.delete(key)
@@ -68,7 +80,7 @@ export const OperationsLive = HttpApiBuilder.group(Api, "operations", (handlers)
         )
         if (waitSeconds === 0) return yield* get
         const { principalToken } = yield* Authenticated
-        return yield* shared(`${principalToken}\n${path.operation_id}\n${waitSeconds}`, get)
+        return yield* shared(`${principalToken}\n${path.operation_id}\n${waitSeconds}`, path.operation_id, get)
       })
     )
   })
