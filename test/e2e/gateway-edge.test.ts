@@ -1,33 +1,24 @@
 /**
- * The gateway's edge, served on a real port: routing, OpenAPI, docs, 401 for a missing token and
- * 422 for malformed requests — everything that happens before identity is consulted. Identity
- * itself is out of reach here: the in-memory transport answers Authenticate by refusing every
- * token and implements nothing else, so no test below depends on identity behaviour. Requests
- * that need a real identity are in test/e2e.
+ * The gateway's edge against the real system (every unit its own process): routing, OpenAPI,
+ * docs, 401 without a usable token, 422 for malformed requests, request ids — what happens before
+ * a request reaches a unit's logic; and, many cases at once, which part each 422's `loc` names on
+ * authenticated endpoints, through the route table the edge validates with.
  */
-import { createServer } from "node:http"
-import { Code, ConnectError, createRouterTransport } from "@connectrpc/connect"
-import { HttpServer, HttpServerRequest } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { describe, expect, it, layer } from "@effect/vitest"
-import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
-import { Effect, Layer, Logger, LogLevel } from "effect"
-import { Api, gatewayHttpLayer, Upstreams } from "../src/index.js"
-import { matchRoute, routesOf, validateRequest } from "../src/validation.js"
+import { HttpServerRequest } from "@effect/platform"
+import { it } from "@effect/vitest"
+import { Api } from "@scion/gateway/api"
+import { matchRoute, routesOf, validateRequest } from "@scion/gateway/validation"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect } from "vitest"
+import { startScion, type Scion } from "../support/system.js"
 
-const refuseEveryToken = createRouterTransport((router) => {
-  router.service(AuthService, {
-    authenticate: () => {
-      throw new ConnectError("unknown or revoked token", Code.Unauthenticated)
-    }
-  })
+let scion: Scion
+beforeAll(async () => {
+  scion = await startScion()
 })
-
-const TestGateway = gatewayHttpLayer.pipe(
-  Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-  Layer.provide(Upstreams.fromTransport({ identity: refuseEveryToken, operation: refuseEveryToken, billing: refuseEveryToken, connector: refuseEveryToken, branch: refuseEveryToken })),
-  Layer.provide(Logger.minimumLogLevel(LogLevel.None))
-)
+afterAll(async () => {
+  await scion?.stop()
+})
 
 interface Reply {
   readonly status: number
@@ -38,7 +29,7 @@ interface Reply {
 
 const call = (method: string, path: string, init: { token?: string; json?: unknown; raw?: string; headers?: Record<string, string> } = {}) =>
   Effect.gen(function* () {
-    const base = yield* HttpServer.addressWith((address) => Effect.succeed(address._tag === "TcpAddress" ? `http://127.0.0.1:${address.port}` : ""))
+    const base = scion.baseUrl
     return yield* Effect.promise(async (): Promise<Reply> => {
       const headers: Record<string, string> = { ...init.headers }
       if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`
@@ -46,13 +37,16 @@ const call = (method: string, path: string, init: { token?: string; json?: unkno
       const body = init.raw ?? (init.json === undefined ? undefined : JSON.stringify(init.json))
       const response = await fetch(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body }) })
       const text = await response.text()
-      return { status: response.status, body: text === "" ? null : JSON.parse(text), contentType: response.headers.get("content-type"), requestId: response.headers.get("x-request-id") }
+      const contentType = response.headers.get("content-type")
+      // JSON where the gateway says so (the engines' CA certificate, a public endpoint, is PEM).
+      const parsed = text === "" ? null : contentType?.includes("json") === true ? JSON.parse(text) : text
+      return { status: response.status, body: parsed, contentType, requestId: response.headers.get("x-request-id") }
     })
   })
 
 const getText = (path: string) =>
   Effect.gen(function* () {
-    const base = yield* HttpServer.addressWith((address) => Effect.succeed(address._tag === "TcpAddress" ? `http://127.0.0.1:${address.port}` : ""))
+    const base = scion.baseUrl
     return yield* Effect.promise(async () => {
       const response = await fetch(`${base}${path}`)
       return { status: response.status, contentType: response.headers.get("content-type"), text: await response.text() }
@@ -145,7 +139,7 @@ const endpoints: ReadonlyArray<readonly [string, string]> = [
 
 const publicOps = new Set(["post /v1/auth/signup", "post /v1/auth/login", "post /v1/auth/verify-email", "get /v1/billing/plans", "get /v1/engines/ca-certificate"])
 
-layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
+describe("gateway edge", () => {
   it.effect("serves an OpenAPI 3.1 description labelled Scion 0.1.0 with every endpoint", () =>
     Effect.gen(function* () {
       const { status, body: spec } = yield* call("GET", "/v1/openapi.json")
@@ -162,11 +156,11 @@ layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
     })
   )
 
-  it.effect("serves the OpenAPI description committed in gateway/test/openapi.snapshot.json: a change to the public surface shows up in review", () =>
+  it.effect("serves the OpenAPI description committed in test/e2e/openapi.snapshot.json: a change to the public surface shows up in review", () =>
     Effect.gen(function* () {
       const { status, body: spec } = yield* call("GET", "/v1/openapi.json")
       expect(status).toBe(200)
-      // Update with `npx vitest run gateway/test/edge.test.ts -u` and review the diff.
+      // Update with `npx vitest run test/e2e/gateway-edge.test.ts -u` and review the diff.
       yield* Effect.promise(() => expect(`${JSON.stringify(spec, null, 2)}\n`).toMatchFileSnapshot("./openapi.snapshot.json"))
     })
   )
@@ -376,8 +370,8 @@ layer(TestGateway, { excludeTestServices: true })("gateway edge", (it) => {
   )
 })
 
-// Behind authentication the same validation runs; these check which part each loc names using the
-// route table directly, since getting past authentication needs the real identity.
+// Behind authentication the same validation runs; these check which part each loc names through
+// the route table, for many cases at once.
 describe("validation of authenticated endpoints", () => {
   const routes = routesOf(Api)
   const validate = (method: string, path: string, init: RequestInit = {}) => {
