@@ -46,7 +46,6 @@ import { type BranchingEngine, Engines, isBranchable } from "./engine/Engines.js
 import { type PasswordEnvelope, Passwords } from "./Passwords.js"
 import { PlanLimits } from "./PlanLimits.js"
 import { Snapshots } from "./Snapshots.js"
-import { SnapshotsRepo } from "./SnapshotsRepo.js"
 
 /** The jobs' unit and types: subjects `jobs.branch.create` and `jobs.branch.delete`. */
 export const CREATE_JOB = { unit: "branch", type: "create" } as const
@@ -83,7 +82,6 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const pools = yield* PostgresPools
     const limits = yield* PlanLimits
     const snapshots = yield* Snapshots
-    const snapshotsRepo = yield* SnapshotsRepo
     const transaction = transactional(sql)
     /** Work a request starts and does not wait for (the engine's logins ahead of a job); ends with the service. */
     const background = yield* FiberSet.make()
@@ -153,7 +151,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             }
           }
           // A strict masking policy: no branch while a flagged column is neither masked nor marked safe.
-          const uncovered = uncoveredColumns({ rules: yield* repo.maskingRules(engine.connectorId), ...(yield* repo.maskingPolicy(engine.connectorId)) }, engine.maskingSuggestions)
+          const uncovered = uncoveredColumns(yield* repo.maskingConfig(engine.connectorId), engine.maskingSuggestions)
           if (uncovered.length > 0) return yield* new MaskingIncomplete({ connectorId: engine.connectorId, columns: uncovered.map(columnKey) })
           // From a snapshot: it must be the connector's and ready, and stays share-locked until commit.
           if (valid.snapshotId !== null) yield* snapshots.requireReadyForBranch(valid.snapshotId, valid.connectorId)
@@ -176,7 +174,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           // The plan's branch limit counts the org's live branches (creating, active, deleting) and snapshots.
           // Under the org's lock, held to commit: the count and the insert are one step for every create.
           yield* repo.lockOrgLimit(orgId)
-          yield* requireWithin(yield* Fiber.join(allowance), (yield* repo.liveInOrg(orgId)) + (yield* snapshotsRepo.liveInOrg(orgId)))
+          yield* requireWithin(yield* Fiber.join(allowance), yield* repo.liveAgainstPlan(orgId))
           const names = engineNamesOf(branchId)
           const pooler = Option.getOrNull(engine.pooler)
           yield* repo.insert({
@@ -399,8 +397,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
 
     const getMaskingRules = Effect.fn("Branches.getMaskingRules")(function* (principal: Principal, connectorId: string) {
       const engine = yield* visibleConnector(principal, connectorId, "branches.read")
-      const rules = yield* repo.maskingRules(engine.connectorId)
-      const { policy, safeColumns } = yield* repo.maskingPolicy(engine.connectorId)
+      const { rules, policy, safeColumns } = yield* repo.maskingConfig(engine.connectorId)
       // Discovery's suggestions for columns no rule covers and no one marked safe: shown, applied
       // only once PUT as rules. They follow the source's schema changes.
       const covered = new Set([...rules.map(columnKey), ...safeColumns.map(columnKey)])

@@ -176,11 +176,17 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
         )
         .pipe(Effect.orDie)
 
-    /** The policy and safe columns (permissive and none without a row). */
-    const maskingPolicy = (connectorId: string) =>
+    /** The rules in order, the policy and the safe columns (permissive and none without a policy row), in one statement. */
+    const maskingConfig = (connectorId: string) =>
       Effect.map(
-        sql<{ policy: MaskingPolicy; safe_columns: ReadonlyArray<ColumnRef> }>`select policy, safe_columns from masking_policies where connector_id = ${connectorId}`,
-        ([row]) => ({ policy: row?.policy ?? ("permissive" as const), safeColumns: row?.safe_columns ?? [] })
+        sql<{ rules: ReadonlyArray<MaskingRule>; policy: MaskingPolicy | null; safe_columns: ReadonlyArray<ColumnRef> | null }>`
+          select coalesce(
+                   (select json_agg(json_build_object('schema', schema_name, 'table', table_name, 'column', column_name, 'method', method) order by position)
+                    from masking_rules where connector_id = ${connectorId}),
+                   '[]'::json) as rules,
+                 p.policy, p.safe_columns
+          from (select 1) one left join masking_policies p on p.connector_id = ${connectorId}`,
+        ([row]): MaskingConfig => ({ rules: row?.rules ?? [], policy: row?.policy ?? "permissive", safeColumns: row?.safe_columns ?? [] })
       ).pipe(Effect.orDie)
 
     /** Rules, policy and safe columns replaced together. */
@@ -239,9 +245,18 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
       Effect.orDie
     )
 
-    /** The org's live branches (creating, active, deleting): what the plan's branch limit counts, with its snapshots. */
-    const liveInOrg = (orgId: string) =>
-      Effect.map(sql<{ n: number }>`select count(*)::int as n from branches where org_id = ${orgId} and status in ('creating', 'active', 'deleting')`, (rows) => rows[0]?.n ?? 0).pipe(Effect.orDie)
+    /**
+     * What the plan's branch limit counts in the org: its live branches (creating, active,
+     * deleting) and its live snapshots (creating, ready, deleting), in one statement. Read under
+     * lockOrgLimit by branch and snapshot creates alike.
+     */
+    const liveAgainstPlan = (orgId: string) =>
+      Effect.map(
+        sql<{ n: number }>`
+          select ((select count(*) from branches where org_id = ${orgId} and status in ('creating', 'active', 'deleting'))
+                + (select count(*) from snapshots where org_id = ${orgId} and status in ('creating', 'ready', 'deleting')))::int as n`,
+        (rows) => rows[0]?.n ?? 0
+      ).pipe(Effect.orDie)
 
     /** Serialises creates that carry the same idempotency key in an org (for the transaction). */
     const lockIdempotencyKey = (orgId: string, key: string) =>
@@ -271,6 +286,6 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
 
     const insert = (row: NewBranchRow) => sql`insert into branches ${sql.insert({ ...row, status: "creating" })}`.pipe(Effect.asVoid, Effect.orDie)
 
-    return { lockIdempotencyKey, lockOrgLimit, purgeExpiredKeys, findKey, insertKey, liveByName, insert, countsByStatus, liveInOrg, find, findWithEnvelope, claimEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingPolicy, replaceMaskingConfig } as const
+    return { lockIdempotencyKey, lockOrgLimit, purgeExpiredKeys, findKey, insertKey, liveByName, insert, countsByStatus, liveAgainstPlan, find, findWithEnvelope, claimEnvelope, listByConnector, activate, markFailed, liveOnConnector, update, expired, lock, lockName, nameTaken, maskingRules, replaceMaskingRules, maskingConfig, replaceMaskingConfig } as const
   })
 }) {}

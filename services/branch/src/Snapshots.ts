@@ -77,7 +77,7 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
           yield* operations.create({ id: operationId, orgId: engine.orgId, resourceId: snapshotId, type: "snapshot_create" })
           // The branches' org lock: snapshots and branches share the plan's limit.
           yield* branches.lockOrgLimit(engine.orgId)
-          yield* requireWithin(yield* Fiber.join(allowance), (yield* branches.liveInOrg(engine.orgId)) + (yield* repo.liveInOrg(engine.orgId)))
+          yield* requireWithin(yield* Fiber.join(allowance), yield* branches.liveAgainstPlan(engine.orgId))
           yield* repo.insert({ id: snapshotId, orgId: engine.orgId, connectorId, name, databaseName: snapshotDatabaseOf(snapshotId), createOperationId: operationId })
           yield* enqueueJob({ ...SNAPSHOT_CREATE_JOB, operationId, orgId: engine.orgId, payload: { snapshot_id: snapshotId } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* Effect.logInfo("snapshot create started").pipe(Effect.annotateLogs({ snapshot_id: snapshotId, connector_id: connectorId, operation_id: operationId }))

@@ -81,14 +81,10 @@ export class SnapshotsRepo extends Effect.Service<SnapshotsRepo>()("@scion/branc
     const lockName = (connectorId: string, name: string) =>
       sql`select pg_advisory_xact_lock(hashtext(${`scion-snapshot-name:${connectorId}:${name}`}))`.pipe(Effect.asVoid, Effect.orDie)
 
-    /** Live snapshots of the org: they count against the plan's branch limit with its branches. */
-    const liveInOrg = (orgId: string) =>
-      Effect.map(sql<{ n: number }>`select count(*)::int as n from snapshots where org_id = ${orgId} and status in ${sql.in(LIVE)}`, (rows) => rows[0]?.n ?? 0).pipe(Effect.orDie)
-
     /** Whether a branch is being cut from the snapshot right now. */
     const inUse = (id: string) =>
       Effect.map(sql<{ id: string }>`select id from branches where snapshot_id = ${id} and status = 'creating' limit 1`, (rows) => rows.length > 0).pipe(Effect.orDie)
 
-    return { find, lock, insert, update, listByConnector, liveOnConnector, nameTaken, lockName, liveInOrg, inUse } as const
+    return { find, lock, insert, update, listByConnector, liveOnConnector, nameTaken, lockName, inUse } as const
   })
 }) {}
