@@ -102,13 +102,14 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
     /** The source's current WAL position: what a read-your-writes branch waits for the mirror to reach. */
     const sourcePosition = Effect.fn("EngineAccess.sourcePosition")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: principal.orgId ?? "", permission: "engines.access (service principals only)" })
-      const found = yield* repo.find(connectorId)
-      if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
       const unavailable = (reason: string) => new SourcePositionUnavailable({ connectorId, reason })
+      // The details are the one read on the way (a missing connector has none: told apart only then).
       const details = yield* storedPostgresDetails(connectorId).pipe(
         Effect.provideService(ConnectorsRepo, repo),
         Effect.provideService(SecretStore, secrets),
-        Effect.mapError((e) => unavailable(e.reason))
+        Effect.catchTag("StoredDetailsUnusable", (e) =>
+          Effect.flatMap(repo.find(connectorId), (found) => Effect.fail(Option.isNone(found) ? new ConnectorNotFound({ connectorId }) : unavailable(e.reason)))
+        )
       )
       return yield* Effect.scoped(
         Effect.gen(function* () {
