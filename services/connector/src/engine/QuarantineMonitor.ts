@@ -284,10 +284,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       })
 
     /**
-     * One engine's check: one short session on the mirror and one on the source a round, never
-     * both open at once (a monitor that held the mirror while it logged in to a remote source, or
-     * compared its catalog, kept every branch batch waiting that long). A drift found opens the
-     * mirror again, under the copy lock, only to apply it.
+     * One engine's check: one short session on the mirror and one on the source a round, and the
+     * mirror never held while the source is asked (a monitor that held it while it logged in to
+     * a remote source, or compared its catalog, kept every branch batch waiting that long). A
+     * drift found opens the mirror again, under the copy lock, only to apply it.
      */
     const checkOne = (engine: EngineRow) =>
       Effect.gen(function* () {
