@@ -5,6 +5,8 @@
  * follows; a change the mirror cannot take is quarantined with a detail that names the table,
  * the change and the remedy. GET …/schema-changes lists them as reconciled.
  */
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engineCopyLockKey } from "@scion/kit"
 import pg from "pg"
@@ -48,6 +50,55 @@ describe("schema changes without capture", () => {
   it("the role may not create event triggers: no capture on the source, the connector reconciles", async () => {
     expect((await source.query("select count(*)::int as n from pg_event_trigger")).rows[0].n).toBe(0)
     expect((await connector()).replication).toMatchObject({ schema_follow: "reconcile" })
+  })
+
+  it("a monitor round logs in to the mirror once, and never holds it while it compares the source (a session there holds up branch copies)", async () => {
+    // Sessions timed by each server (log_connections, log_disconnections), on the same clock.
+    const logging = (verb: "set" | "reset") => ["log_connections", "log_disconnections"].map((name) => (verb === "set" ? `alter system set ${name} = 'on'` : `alter system reset ${name}`))
+    for (const statement of [...logging("set"), "select pg_reload_conf()"]) {
+      await source.query(statement)
+      await queryEngine(scion, connectorId, statement, [], "postgres")
+    }
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const engineLog = () => readFileSync(join(scion.engineDataDir, connectorId, "log", "postgres.log"), "utf8")
+      const [engineFrom, sourceFrom] = [engineLog().length, source.serverLog().length]
+      // The rounds in the window, by the replication block each one records.
+      const rounds = new Set<string>()
+      const until = Date.now() + 5_000
+      while (Date.now() < until) {
+        rounds.add(String((await connector()).replication?.measured_at))
+        await new Promise((resolve) => setTimeout(resolve, 200))
+      }
+      const sessions = (log: string, database: string) => {
+        const lines = log.split("\n")
+        const pidOf = (line: string) => /\[(\d+)\]/.exec(line)?.[1]
+        const monitor = new Set(
+          lines.filter((l) => l.includes("connection authorized") && l.includes(`database=${database}`) && l.includes("application_name=scion-quarantine-monitor")).map(pidOf)
+        )
+        return lines
+          .filter((l) => l.includes("disconnection: session time:") && monitor.has(pidOf(l)))
+          .map((l) => {
+            const end = Date.parse(`${/^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3})/.exec(l)![1]!.replace(" ", "T")}Z`)
+            const [, h, m, sec] = /session time: (\d+):(\d+):([\d.]+)/.exec(l)!
+            return { start: end - (Number(h) * 3600 + Number(m) * 60 + Number(sec)) * 1000, end }
+          })
+      }
+      const onMirrorSessions = sessions(engineLog().slice(engineFrom), "mirror")
+      const onSourceSessions = sessions(source.serverLog().slice(sourceFrom), "postgres")
+      expect(onSourceSessions.length, "the monitor compared the source in the window").toBeGreaterThanOrEqual(2)
+      // One mirror login a round (it was two: the drift pass's and the round's own reads).
+      expect(onMirrorSessions.length).toBeLessThanOrEqual(rounds.size + 1)
+      // And none open while the source is compared (it was open through the whole drift pass).
+      for (const mirror of onMirrorSessions) {
+        for (const compared of onSourceSessions) expect(mirror.end <= compared.start || mirror.start >= compared.end, JSON.stringify({ mirror, compared })).toBe(true)
+      }
+    } finally {
+      for (const statement of [...logging("reset"), "select pg_reload_conf()"]) {
+        await source.query(statement)
+        await queryEngine(scion, connectorId, statement, [], "postgres")
+      }
+    }
   })
 
   it("an added column (and the row that uses it) and a new index reach the mirror by themselves", async () => {

@@ -27,6 +27,8 @@ export interface SourceCluster {
   /** Stops the server keeping its data (startSourceCluster only); `resume` starts it again on the same port. */
   readonly pause: () => Promise<void>
   readonly resume: () => Promise<void>
+  /** What the server has logged so far (startSourceCluster only; empty otherwise). */
+  readonly serverLog: () => string
 }
 
 export interface SourceClusterOptions {
@@ -74,7 +76,8 @@ export const startSourceCluster = async (options: SourceClusterOptions = {}): Pr
       await rm(databaseDir, { recursive: true, force: true })
     }),
     pause: () => server.stop(),
-    resume: () => server.start()
+    resume: () => server.start(),
+    serverLog: () => logs.join("")
   }
 }
 
@@ -82,6 +85,7 @@ export const startSourceCluster = async (options: SourceClusterOptions = {}): Pr
 const clusterOn = (port: number, password: string, stop: () => Promise<void>): SourceCluster => ({
   pause: () => Promise.reject(new Error("this cluster cannot be paused")),
   resume: () => Promise.reject(new Error("this cluster cannot be resumed")),
+  serverLog: () => "",
   host: "127.0.0.1",
   port,
   username: "postgres",
