@@ -2,6 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import type { Branch, BranchStatus, ColumnRef, MaskingConfig, MaskingPolicy, MaskingRule } from "./domain/models.js"
 import { PasswordEnvelope } from "./Passwords.js"
+import { LIVE_SNAPSHOT_STATUSES } from "./SnapshotsRepo.js"
 import type { PasswordEnvelope as Envelope } from "./Passwords.js"
 
 /** A branch row as a create inserts it (status creating). */
@@ -254,7 +255,7 @@ export class BranchesRepo extends Effect.Service<BranchesRepo>()("@scion/branch/
       Effect.map(
         sql<{ n: number }>`
           select ((select count(*) from branches where org_id = ${orgId} and status in ('creating', 'active', 'deleting'))
-                + (select count(*) from snapshots where org_id = ${orgId} and status in ('creating', 'ready', 'deleting')))::int as n`,
+                + (select count(*) from snapshots where org_id = ${orgId} and status in ${sql.in(LIVE_SNAPSHOT_STATUSES)}))::int as n`,
         (rows) => rows[0]?.n ?? 0
       ).pipe(Effect.orDie)
 

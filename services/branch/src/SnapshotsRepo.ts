@@ -37,7 +37,8 @@ const toSnapshot = (r: Row): Snapshot => ({
   updatedAt: r.updated_at
 })
 
-const LIVE = ["creating", "ready", "deleting"] as const
+/** A snapshot that still holds a database (and counts against the plan's branch limit). */
+export const LIVE_SNAPSHOT_STATUSES = ["creating", "ready", "deleting"] as const
 
 /** The snapshots table. SQL failures are infrastructure: defects at this edge. */
 export class SnapshotsRepo extends Effect.Service<SnapshotsRepo>()("@scion/branch/SnapshotsRepo", {
@@ -75,7 +76,7 @@ export class SnapshotsRepo extends Effect.Service<SnapshotsRepo>()("@scion/branc
       Effect.map(sql<Row>`select * from snapshots where connector_id = ${connectorId} and status <> 'deleted'`, (rows) => rows.map(toSnapshot)).pipe(Effect.orDie)
 
     const nameTaken = (connectorId: string, name: string) =>
-      Effect.map(sql<{ id: string }>`select id from snapshots where connector_id = ${connectorId} and name = ${name} and status in ${sql.in(LIVE)}`, (rows) => rows.length > 0).pipe(Effect.orDie)
+      Effect.map(sql<{ id: string }>`select id from snapshots where connector_id = ${connectorId} and name = ${name} and status in ${sql.in(LIVE_SNAPSHOT_STATUSES)}`, (rows) => rows.length > 0).pipe(Effect.orDie)
 
     /** Serialises everyone deciding whether a snapshot name is free on a connector, until the transaction ends. */
     const lockName = (connectorId: string, name: string) =>

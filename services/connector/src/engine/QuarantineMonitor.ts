@@ -108,6 +108,9 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
 
     /** The lags measured this round, published as the round ends (connectors not measured drop out). */
     const measuredLags = new Map<string, number>()
+    /** A lag the round measured, for the metrics published as it ends. */
+    const rememberLag = (connectorId: string, lag: Option.Option<number | null>) =>
+      Effect.sync(() => (Option.isSome(lag) && lag.value !== null ? void measuredLags.set(connectorId, lag.value) : undefined))
 
     /**
      * The slot's lag on the source in bytes: None when the source cannot be asked (an unreachable
@@ -128,7 +131,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
             return Option.some(slot === undefined ? null : Number(slot.lag ?? 0))
           })
         ).pipe(
-          Effect.tap((lag) => Effect.sync(() => (Option.isSome(lag) && lag.value !== null ? void measuredLags.set(engine.connector_id, lag.value) : undefined))),
+          Effect.tap((lag) => rememberLag(engine.connector_id, lag)),
           Effect.catchAll(() => Effect.succeed(Option.none<number | null>()))
         )
       })
@@ -268,7 +271,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           )
         ).pipe(
           Effect.map((outcome) => ({ ...outcome, lag: Option.some(outcome.lag) })),
-          Effect.tap((outcome) => Effect.sync(() => (Option.isSome(outcome.lag) && outcome.lag.value !== null ? void measuredLags.set(engine.connector_id, outcome.lag.value) : undefined))),
+          Effect.tap((outcome) => rememberLag(engine.connector_id, outcome.lag)),
           Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as(unknown)))
         )
         if (outcome.applied > 0) {
