@@ -29,7 +29,7 @@ import { readyConnector } from "../support/engine.js"
 import { addMember, createOrg, settleOperation } from "../support/flows.js"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
 import { type Scion, signUp, startScion, stopEngines } from "../support/system.js"
-import { allProcesses, machineCpu, type ProcessStat } from "./process-cpu.mjs"
+import { allProcesses, machineCpu, processStat, type ProcessStat } from "./process-cpu.mjs"
 
 const BRANCHES = Number(process.env.BENCH_BRANCHES ?? 5)
 const SMALL_MB = Number(process.env.BENCH_SMALL_MB ?? 300)
@@ -201,25 +201,92 @@ const cpuTally = (engineDir: string) => {
 let sequentialCpu = { machine: "", roles: "" }
 
 /**
+ * Sessions a server started (pg_stat_database.sessions: client backends, not replication
+ * workers) by database — the engine's mirror, its `postgres` (admin sessions, raw copies) and the
+ * rest (branches) — read on one session held open for the whole count.
+ */
+const sessionCounter = async (connect: () => Promise<pg.Client>) => {
+  const client = await connect()
+  const read = async () => {
+    const rows = (await client.query("select datname, sessions::bigint as n from pg_stat_database where datname is not null")).rows as Array<{ datname: string; n: string }>
+    const by = { mirror: 0, postgres: 0, branches: 0 }
+    for (const row of rows) by[row.datname === "mirror" ? "mirror" : row.datname === "postgres" ? "postgres" : "branches"] += Number(row.n)
+    return by
+  }
+  return { read, end: () => client.end() }
+}
+
+/**
+ * What one login costs the server here: `LOGIN_PROBES` TLS + SCRAM logins as the engine's
+ * superuser (connect, one query, disconnect), timed by the CPU the postmaster reaped from their
+ * backends (/proc/<pid>/stat cutime + cstime).
+ */
+const LOGIN_PROBES = 20
+const serverCpuPerLogin = async (record: EngineRecord, engineDir: string) => {
+  const postmaster = allProcesses().find((p) => p.comm === "postgres" && / -D (\S+)/.exec(p.args)?.[1]?.startsWith(engineDir) === true)
+  if (postmaster === undefined) return NaN
+  const reaped = () => processStat(postmaster.pid)?.reaped ?? NaN
+  const before = reaped()
+  for (let i = 0; i < LOGIN_PROBES; i++) {
+    const client = await engineClient(record, "postgres")
+    await client.query("select 1")
+    await client.end()
+  }
+  // A backend's time is reaped once it has exited, a moment after its client hung up.
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  return (reaped() - before) / LOGIN_PROBES
+}
+let sequentialLogins = ""
+
+/**
  * BRANCHES creates one after another; after each, `between(i)` (untimed here: the baseline's raw
  * copy, so branch and baseline alternate and meet the disk in the same state).
  */
-const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string, between: (i: number) => Promise<void>) => {
+const timeBranches = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string, servers: Servers, between: (i: number) => Promise<void>) => {
   const times: Array<number> = []
   for (const list of Object.values(phases)) list.length = 0
   const tally = cpuTally(engineDir)
+  const engineSessions = await sessionCounter(() => engineClient(servers.record, "postgres"))
+  const sourceSessions = await sessionCounter(async () => {
+    const client = new pg.Client({ host: servers.source.host, port: servers.source.port, user: servers.source.username, password: servers.source.password, database: "postgres" })
+    await client.connect()
+    return client
+  })
+  const before = { engine: await engineSessions.read(), source: await sourceSessions.read() }
   for (let i = 0; i < BRANCHES; i++) {
     times.push(await tally.measure(() => timeOne(scion, token, connectorId, `${label}-${i}`, true)))
     await between(i)
   }
+  // Ended backends count once they have exited; the raw copies between the creates log in RAW_COPY_SESSIONS times each.
+  await new Promise((resolve) => setTimeout(resolve, 1_500))
+  const after = { engine: await engineSessions.read(), source: await sourceSessions.read() }
+  const perCreate = (n: number) => (n / BRANCHES).toFixed(1)
+  const engine = {
+    mirror: after.engine.mirror - before.engine.mirror - BRANCHES * RAW_COPY_SESSIONS.mirror,
+    postgres: after.engine.postgres - before.engine.postgres - BRANCHES * RAW_COPY_SESSIONS.postgres,
+    branches: after.engine.branches - before.engine.branches
+  }
+  const source = Object.values(after.source).reduce((a, b) => a + b, 0) - Object.values(before.source).reduce((a, b) => a + b, 0)
+  await Promise.all([engineSessions.end(), sourceSessions.end()])
+  const perLogin = await serverCpuPerLogin(servers.record, engineDir)
   sequentialCpu = tally.describe(BRANCHES)
+  sequentialLogins = `engine ${perCreate(engine.mirror + engine.postgres + engine.branches)} (mirror ${perCreate(engine.mirror)}, postgres ${perCreate(engine.postgres)}, the branch's database ${perCreate(engine.branches)} with the client's first query), source ${perCreate(source)}, besides the replication worker each pause restarts on both; a login costs the server ${ms(perLogin)} of CPU here (${LOGIN_PROBES} TLS + SCRAM logins timed in this run)`
   return times
+}
+
+/** The engine's record and the source: where the sessions a create starts are counted. */
+interface Servers {
+  readonly record: EngineRecord
+  readonly source: SourceCluster
 }
 
 /** CONCURRENT creates on one connector at the same moment (one pause should serve them all). */
 const CONCURRENT = 10
 const timeConcurrent = (scion: Scion, token: string, connectorId: string, label: string) =>
   Promise.all(Array.from({ length: CONCURRENT }, (_, i) => timeOne(scion, token, connectorId, `${label}-c${i}`)))
+
+/** The engine sessions one raw copy opens: the mirror's to pause and to resume, the admin's to copy. */
+const RAW_COPY_SESSIONS = { mirror: 2, postgres: 1 }
 
 /** One CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY alone, as bench_raw_<i> (subscriptions paused around it, not timed). */
 const timeTemplateCopy = async (record: EngineRecord, i: number) => {
@@ -254,10 +321,10 @@ const dropTemplateCopies = async (record: EngineRecord, count: number) => {
 }
 
 /** Branches and raw copies in turn: each branch followed by one raw copy of the same mirror. */
-const timeBranchesAndCopies = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string, record: EngineRecord) => {
+const timeBranchesAndCopies = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string, servers: Servers) => {
   const template: Array<number> = []
-  const branch = await timeBranches(scion, token, connectorId, label, engineDir, async (i) => void template.push(await timeTemplateCopy(record, i)))
-  await dropTemplateCopies(record, BRANCHES)
+  const branch = await timeBranches(scion, token, connectorId, label, engineDir, servers, async (i) => void template.push(await timeTemplateCopy(servers.record, i)))
+  await dropTemplateCopies(servers.record, BRANCHES)
   return { branch, template }
 }
 
@@ -350,6 +417,7 @@ const unitTimings = (scion: Scion) => {
   out(`    the operation's clock:       202 → started p50 ${ms(p50(phases.started))}; completed → the client heard it p50 ${ms(p50(phases.heard))}`)
   out(`    the machine, all cores:      ${sequentialCpu.machine} (one create at a time)`)
   out(`    CPU per create, by process:  ${sequentialCpu.roles}`)
+  out(`    Postgres logins per create:  ${sequentialLogins}`)
   out(
     `    in the branch unit:          ${show("job", values("branch ready", "total_ms"))}; ${show("reported", values("branch ready", "reported_ms"))}; ${show("copied", values("branch ready", "copied_ms"))}; ${show("recorded", values("branch ready", "recorded_ms"))}; ${show("connected", values("branch ready", "connected_ms"))}; ${show("stamped", values("branch ready", "stamped_ms"))}; ${show("readied (sequences, owner, CONNECT)", values("branch ready", "grant_ms"))} (cumulative); ${show("role, beside the copy", values("branch ready", "role_ms"))}`
   )
@@ -389,7 +457,7 @@ const defaultStorage = async () => {
   out(`1. ~${SMALL_MB} MB, default engine storage`)
   const small = await setUp(SMALL_MB, {}, undefined)
   teardown.push(small.stop)
-  const { branch: branchTimes, template: templateTimes } = await timeBranchesAndCopies(small.scion, small.token, small.connectorId, "ext4", small.scion.engineDataDir, small.record)
+  const { branch: branchTimes, template: templateTimes } = await timeBranchesAndCopies(small.scion, small.token, small.connectorId, "ext4", small.scion.engineDataDir, small)
   const dump = await timeDumpRestore(small.record)
   report(`${(small.bytes / 2 ** 20).toFixed(0)} MB (target: branch ≤ 1.1× the template copy)`, branchTimes, templateTimes, dump)
   unitTimings(small.scion)
@@ -430,7 +498,7 @@ it("bench:branch", async () => {
     mkdirSync(dir, { recursive: true, mode: 0o755 })
     const sized = await setUp(mb, { ENGINE_DATA_DIR: dir, ENGINE_FILE_COPY_METHOD: "clone" }, dir)
     teardown.push(sized.stop)
-    const { branch: times, template } = await timeBranchesAndCopies(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, dir, sized.record)
+    const { branch: times, template } = await timeBranchesAndCopies(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, dir, sized)
     report(`${(sized.bytes / 2 ** 20).toFixed(0)} MB on XFS, clone (targets: p50 ≤ 120 ms and ≤ 2× the clone, p99 ≤ 250 ms)`, times, template)
     out(`    branch p99                   ${ms([...times].sort((a, b) => a - b)[Math.max(0, Math.ceil(times.length * 0.99) - 1)]!)}`)
     unitTimings(sized.scion)
