@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { telemetry, serveHttp2 } from "@scion/kit"
 import { Config, Effect, Layer } from "effect"
 import { GatewayLive } from "./index.js"

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { telemetry, NatsBus, serveUnitLayer } from "@scion/kit"
 import { Layer } from "effect"
 import { BillingLive, billingRoutes, IdentityClient } from "./index.js"

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Config, Effect, Layer } from "effect"
 import { telemetry, NatsBus, serveUnitLayer, unitTransport } from "@scion/kit"
 import { branchLive, branchRoutes } from "./index.js"

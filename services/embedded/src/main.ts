@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { Code, ConnectError } from "@connectrpc/connect"
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { BillingLive, billingRoutes, IdentityClient as BillingIdentityClient } from "@scion/billing"
 import { branchLive, branchRoutes } from "@scion/branch"
 import { GatewayLive, Upstreams } from "@scion/gateway"
