@@ -59,8 +59,8 @@ describe("URLs", () => {
 })
 
 describe("secrets", () => {
-  it("makes a SCRAM-SHA-256 verifier Postgres accepts (RFC 7677 layout)", () => {
-    const verifier = scramVerifier("secret")
+  it("makes a SCRAM-SHA-256 verifier Postgres accepts (RFC 7677 layout)", async () => {
+    const verifier = await Effect.runPromise(scramVerifier("secret"))
     const [, iterations, salt, stored, server] = /^SCRAM-SHA-256\$(\d+):([^$]+)\$([^:]+):(.+)$/.exec(verifier)!
     const salted = pbkdf2Sync("secret", Buffer.from(salt!, "base64"), Number(iterations), 32, "sha256")
     expect(stored).toBe(createHash("sha256").update(createHmac("sha256", salted).update("Client Key").digest()).digest("base64"))

@@ -1,4 +1,4 @@
-import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto"
+import { createHash, createHmac, pbkdf2, randomBytes } from "node:crypto"
 import { connectPostgres, pooledSession, type PostgresEndpoint, type PostgresPools, type PostgresSession, quoteIdent, quoteLiteral, tlsWithoutVerification, warmPool } from "@scion/kit"
 import { Duration, Effect, Redacted, Schema, type Scope } from "effect"
 import type { MaskingRule } from "../domain/models.js"
@@ -72,16 +72,27 @@ export const warmAdminSessions = (engine: BranchingEngine): Effect.Effect<void, 
 
 /**
  * A SCRAM-SHA-256 verifier for a password (RFC 7677, Postgres' format), so CREATE ROLE never
- * carries the password itself: it cannot end up in the engine's statement logs.
+ * carries the password itself: it cannot end up in the engine's statement logs. The key
+ * derivation (4,096 rounds of PBKDF2, milliseconds of CPU) runs on libuv's thread pool, not on
+ * the event loop that serves the unit's calls and jobs.
  */
-export const scramVerifier = (password: string, iterations = 4096): string => {
-  const salt = randomBytes(16)
-  const salted = pbkdf2Sync(password.normalize("NFKC"), salt, iterations, 32, "sha256")
-  const clientKey = createHmac("sha256", salted).update("Client Key").digest()
-  const storedKey = createHash("sha256").update(clientKey).digest()
-  const serverKey = createHmac("sha256", salted).update("Server Key").digest()
-  return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`
-}
+export const scramVerifier = (password: string, iterations = 4096): Effect.Effect<string> =>
+  Effect.suspend(() => {
+    const salt = randomBytes(16)
+    return Effect.async<Buffer>((resume) =>
+      pbkdf2(password.normalize("NFKC"), salt, iterations, 32, "sha256", (error, salted) =>
+        // Fails only on invalid arguments (ours are fixed): a defect.
+        resume(error === null ? Effect.succeed(salted) : Effect.die(error))
+      )
+    ).pipe(
+      Effect.map((salted) => {
+        const clientKey = createHmac("sha256", salted).update("Client Key").digest()
+        const storedKey = createHash("sha256").update(clientKey).digest()
+        const serverKey = createHmac("sha256", salted).update("Server Key").digest()
+        return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`
+      })
+    )
+  })
 
 /**
  * Pauses the named subscriptions on a session connected to the mirror. A disabled subscription's
@@ -180,7 +191,7 @@ export const copyDatabase = (client: EngineClient, engine: BranchingEngine, name
 /** The branch's login role with the password's SCRAM verifier; an existing role gets the verifier again. */
 export const ensureRole = (client: EngineClient, role: string, password: Redacted.Redacted<string>) =>
   Effect.gen(function* () {
-    const verifier = quoteLiteral(scramVerifier(Redacted.value(password)))
+    const verifier = quoteLiteral(yield* scramVerifier(Redacted.value(password)))
     const exists = yield* roleExists(client, role)
     yield* client.query(
       "role",
