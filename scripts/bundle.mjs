@@ -17,6 +17,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 /** The processes of the production shape; each keeps its migrations at ../migrations from dist/. */
 export const UNITS = ["gateway", "services/identity", "services/operation", "services/billing", "services/connector", "services/branch"]
 
+/** BUNDLE_READABLE=1 keeps the whitespace, for reading CPU profiles by line. */
+const readable = process.env.BUNDLE_READABLE !== undefined
+
 /** esbuild's options for one unit. */
 const optionsOf = (unit) => ({
   entryPoints: { server: join(root, unit, "dist/main.js") },
@@ -31,9 +34,8 @@ const optionsOf = (unit) => ({
   format: "esm",
   // Whitespace and syntax minified (~8 MB less RSS for the gateway); identifiers are not, so
   // function and class names stay without esbuild's keepNames, whose __name() call on every
-  // closure made showed in the profiles. Locations map back through the linked source map;
-  // BUNDLE_READABLE=1 keeps the whitespace, for reading CPU profiles by line.
-  minifyWhitespace: process.env.BUNDLE_READABLE === undefined,
+  // closure made showed in the profiles. Locations map back through the linked source map.
+  minifyWhitespace: !readable,
   minifySyntax: true,
   sourcemap: "linked",
   legalComments: "none",
@@ -46,7 +48,6 @@ const optionsOf = (unit) => ({
 
 /** What a unit's bundle was made from (esbuild's metafile, trimmed), kept beside it to tell whether it is current. */
 const inputsFile = (unit) => join(root, unit, "dist/server.inputs.json")
-const readableFlag = () => process.env.BUNDLE_READABLE !== undefined
 
 /**
  * Current when the bundle was made with the same readability and no file it was made from (the
@@ -56,7 +57,7 @@ const current = (unit) => {
   const bundle = join(root, unit, "dist/server.mjs")
   if (!existsSync(bundle) || !existsSync(inputsFile(unit))) return false
   const made = JSON.parse(readFileSync(inputsFile(unit), "utf8"))
-  if (made.readable !== readableFlag()) return false
+  if (made.readable !== readable) return false
   const at = statSync(bundle).mtimeMs
   return made.inputs.every((input) => existsSync(join(root, input)) && statSync(join(root, input)).mtimeMs <= at)
 }
@@ -64,6 +65,6 @@ const current = (unit) => {
 await Promise.all(
   UNITS.filter((unit) => process.argv.includes("--force") || !current(unit)).map(async (unit) => {
     const result = await build({ ...optionsOf(unit), absWorkingDir: root, metafile: true })
-    writeFileSync(inputsFile(unit), JSON.stringify({ readable: readableFlag(), inputs: Object.keys(result.metafile.inputs) }))
+    writeFileSync(inputsFile(unit), JSON.stringify({ readable, inputs: Object.keys(result.metafile.inputs) }))
   })
 )

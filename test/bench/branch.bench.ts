@@ -140,6 +140,9 @@ const timeOne = async (scion: Scion, token: string, connectorId: string, name: s
  * and each Postgres cluster (metadata, engine, source) with its backends — those that ended count
  * through their postmaster's reaped-children time (/proc/<pid>/stat cutime + cstime).
  */
+/** The data directory a postmaster was started on (`-D`), empty for any other process. */
+const dataDirOf = (p: ProcessStat) => / -D (\S+)/.exec(p.args)?.[1] ?? ""
+
 const cpuByRole = (engineDir: string) => {
   const procs = allProcesses()
   const byPid = new Map(procs.map((p) => [p.pid, p]))
@@ -151,7 +154,7 @@ const cpuByRole = (engineDir: string) => {
     if (p.comm !== "postgres") return undefined
     const parent = byPid.get(p.ppid)
     const postmaster = parent?.comm === "postgres" ? parent : p
-    const dir = / -D (\S+)/.exec(postmaster.args)?.[1] ?? ""
+    const dir = dataDirOf(postmaster)
     return dir.startsWith(engineDir) ? "postgres: engine" : dir.includes("scion-source") ? "postgres: source" : "postgres: metadata"
   }
   const totals = new Map<string, number>()
@@ -223,7 +226,7 @@ const sessionCounter = async (connect: () => Promise<pg.Client>) => {
  */
 const LOGIN_PROBES = 20
 const serverCpuPerLogin = async (record: EngineRecord, engineDir: string) => {
-  const postmaster = allProcesses().find((p) => p.comm === "postgres" && / -D (\S+)/.exec(p.args)?.[1]?.startsWith(engineDir) === true)
+  const postmaster = allProcesses().find((p) => p.comm === "postgres" && dataDirOf(p).startsWith(engineDir))
   if (postmaster === undefined) return NaN
   const reaped = () => processStat(postmaster.pid)?.reaped ?? NaN
   const before = reaped()
@@ -236,6 +239,43 @@ const serverCpuPerLogin = async (record: EngineRecord, engineDir: string) => {
   await new Promise((resolve) => setTimeout(resolve, 300))
   return (reaped() - before) / LOGIN_PROBES
 }
+/** The engine's record and the source: where the sessions a create starts are counted. */
+interface Servers {
+  readonly record: EngineRecord
+  readonly source: SourceCluster
+}
+
+/**
+ * The logins a run of `creates` costs on the engine (by database) and the source, counted from
+ * `start` to `describe`; the raw copies between the creates (RAW_COPY_SESSIONS each) left out.
+ */
+const loginTally = async (servers: Servers, engineDir: string) => {
+  const engineSessions = await sessionCounter(() => engineClient(servers.record, "postgres"))
+  const sourceSessions = await sessionCounter(async () => {
+    const client = new pg.Client({ host: servers.source.host, port: servers.source.port, user: servers.source.username, password: servers.source.password, database: "postgres" })
+    await client.connect()
+    return client
+  })
+  const before = { engine: await engineSessions.read(), source: await sourceSessions.read() }
+  return {
+    describe: async (creates: number) => {
+      // Ended backends count once they have exited.
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      const after = { engine: await engineSessions.read(), source: await sourceSessions.read() }
+      await Promise.all([engineSessions.end(), sourceSessions.end()])
+      const perCreate = (n: number) => (n / creates).toFixed(1)
+      const engine = {
+        mirror: after.engine.mirror - before.engine.mirror - creates * RAW_COPY_SESSIONS.mirror,
+        postgres: after.engine.postgres - before.engine.postgres - creates * RAW_COPY_SESSIONS.postgres,
+        branches: after.engine.branches - before.engine.branches
+      }
+      const sum = (by: Record<string, number>) => Object.values(by).reduce((a, b) => a + b, 0)
+      const source = sum(after.source) - sum(before.source)
+      const perLogin = await serverCpuPerLogin(servers.record, engineDir)
+      return `engine ${perCreate(sum(engine))} (mirror ${perCreate(engine.mirror)}, postgres ${perCreate(engine.postgres)}, the branch's database ${perCreate(engine.branches)} with the client's first query), source ${perCreate(source)}, besides the replication worker each pause restarts on both; a login costs the server ${ms(perLogin)} of CPU here (${LOGIN_PROBES} TLS + SCRAM logins timed in this run)`
+    }
+  }
+}
 let sequentialLogins = ""
 
 /**
@@ -246,38 +286,14 @@ const timeBranches = async (scion: Scion, token: string, connectorId: string, la
   const times: Array<number> = []
   for (const list of Object.values(phases)) list.length = 0
   const tally = cpuTally(engineDir)
-  const engineSessions = await sessionCounter(() => engineClient(servers.record, "postgres"))
-  const sourceSessions = await sessionCounter(async () => {
-    const client = new pg.Client({ host: servers.source.host, port: servers.source.port, user: servers.source.username, password: servers.source.password, database: "postgres" })
-    await client.connect()
-    return client
-  })
-  const before = { engine: await engineSessions.read(), source: await sourceSessions.read() }
+  const logins = await loginTally(servers, engineDir)
   for (let i = 0; i < BRANCHES; i++) {
     times.push(await tally.measure(() => timeOne(scion, token, connectorId, `${label}-${i}`, true)))
     await between(i)
   }
-  // Ended backends count once they have exited; the raw copies between the creates log in RAW_COPY_SESSIONS times each.
-  await new Promise((resolve) => setTimeout(resolve, 1_500))
-  const after = { engine: await engineSessions.read(), source: await sourceSessions.read() }
-  const perCreate = (n: number) => (n / BRANCHES).toFixed(1)
-  const engine = {
-    mirror: after.engine.mirror - before.engine.mirror - BRANCHES * RAW_COPY_SESSIONS.mirror,
-    postgres: after.engine.postgres - before.engine.postgres - BRANCHES * RAW_COPY_SESSIONS.postgres,
-    branches: after.engine.branches - before.engine.branches
-  }
-  const source = Object.values(after.source).reduce((a, b) => a + b, 0) - Object.values(before.source).reduce((a, b) => a + b, 0)
-  await Promise.all([engineSessions.end(), sourceSessions.end()])
-  const perLogin = await serverCpuPerLogin(servers.record, engineDir)
   sequentialCpu = tally.describe(BRANCHES)
-  sequentialLogins = `engine ${perCreate(engine.mirror + engine.postgres + engine.branches)} (mirror ${perCreate(engine.mirror)}, postgres ${perCreate(engine.postgres)}, the branch's database ${perCreate(engine.branches)} with the client's first query), source ${perCreate(source)}, besides the replication worker each pause restarts on both; a login costs the server ${ms(perLogin)} of CPU here (${LOGIN_PROBES} TLS + SCRAM logins timed in this run)`
+  sequentialLogins = await logins.describe(BRANCHES)
   return times
-}
-
-/** The engine's record and the source: where the sessions a create starts are counted. */
-interface Servers {
-  readonly record: EngineRecord
-  readonly source: SourceCluster
 }
 
 /** CONCURRENT creates on one connector at the same moment (one pause should serve them all). */
