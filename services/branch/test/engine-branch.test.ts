@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type Engine, EngineProvisioner, LocalEngineProvisionerLive } from "@scion/connector"
 import { type Job, JobFailed, type Principal, PostgresPools } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
-import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
+import { ConfigProvider, type Context, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import pg from "pg"
 import { answeredForCaller, IdentityOverTheWire, IdentityUnit, IdentityWireLive, newOrg, newUser, newWorker, OperationUnitOverTheWire } from "../../../test/support/units.js"
 import {
@@ -260,6 +260,67 @@ describe("branches on a real engine", () => {
     // Copied closed: no role of the engine but the superuser may connect before any grant.
     const open = await query(engine, "postgres", `select datname from pg_database where datname in (${outcome.names.map((n) => `'${n}'`).join(", ")}) and has_database_privilege('public', oid, 'CONNECT')`)
     expect(open).toEqual([])
+    for (const name of outcome.names) await query(engine, "postgres", `drop database "${name}"`)
+    expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
+  }, 120_000)
+
+  it("serves copies asked of two replicas at once: neither's session on the mirror holds the other's copy up", async () => {
+    // Two branch unit replicas, a Copier each, the advisory lock on the engine between them; each
+    // keeps its resume's session on the mirror longer than the other may wait for the mirror.
+    const replica = Copier.make({ templateWait: "3 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds" })
+    const started = Date.now()
+    const outcome = await runtime.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const [first, second] = [yield* replica, yield* replica]
+          const names = Array.from({ length: 6 }, (_, i) => `scion_replicas_${i}_${randomBytes(3).toString("hex")}`)
+          const copyOn = (copier: Context.Tag.Service<Copier>, name: string) => Effect.either(copier.copy(branching, name))
+          // At once, then one after another alternating, so each batch meets the other's kept session.
+          const together = yield* Effect.all([copyOn(first, names[0]!), copyOn(second, names[1]!)], { concurrency: "unbounded" })
+          const alternating = []
+          for (const [i, name] of names.slice(2).entries()) alternating.push(yield* copyOn(i % 2 === 0 ? first : second, name))
+          return { names, results: [...together, ...alternating] }
+        })
+      )
+    )
+    const elapsed = Date.now() - started
+    for (const result of outcome.results) expect(result._tag, JSON.stringify(result)).toBe("Right")
+    // No batch waited out the other replica's sessions (3 s, then a failure).
+    expect(elapsed).toBeLessThan(5_000)
+    const made = await query(engine, "postgres", `select count(*)::int as n from pg_database where datname like 'scion_replicas_%'`)
+    expect(made[0].n).toBe(6)
+    for (const name of outcome.names) await query(engine, "postgres", `drop database "${name}"`)
+    expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
+  }, 120_000)
+
+  it("keeps the resume's session on the mirror for the engine's next pause, then closes it", async () => {
+    const mirrorSessions = async () =>
+      (await query(engine, "postgres", `select count(*)::int as n from pg_stat_activity where datname = 'mirror' and application_name = 'scion-branch-mirror'`))[0].n
+    const outcome = await runtime.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "1500 millis" })
+          const names = [0, 1].map((i) => `scion_kept_${i}_${randomBytes(3).toString("hex")}`)
+          yield* copier.copy(branching, names[0]!)
+          // The copy is answered before the resume: wait for the resume's session.
+          let keptAfterFirst = 0
+          for (let i = 0; i < 100 && keptAfterFirst === 0; i++) keptAfterFirst = yield* Effect.zipLeft(Effect.promise(mirrorSessions), Effect.sleep("20 millis"))
+          const afterFirst = yield* copier.stats
+          yield* copier.copy(branching, names[1]!)
+          yield* Effect.sleep("500 millis")
+          const afterSecond = yield* copier.stats
+          yield* Effect.sleep("2000 millis")
+          return { names, afterFirst, afterSecond, keptAfterFirst, keptLater: yield* Effect.promise(mirrorSessions) }
+        })
+      )
+    )
+    // The first pause logged in, and so did its resume, whose session stayed on the mirror.
+    expect(outcome.afterFirst.mirrorLogins).toBe(2)
+    expect(outcome.keptAfterFirst).toBe(1)
+    // The second pause used it: only its resume logged in.
+    expect(outcome.afterSecond.mirrorLogins - outcome.afterFirst.mirrorLogins).toBe(1)
+    // Closed once its time was up.
+    expect(outcome.keptLater).toBe(0)
     for (const name of outcome.names) await query(engine, "postgres", `drop database "${name}"`)
     expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
   }, 120_000)

@@ -5,14 +5,14 @@ import {
   ADMIN_SESSIONS,
   adminSession,
   alignMirrorSequences,
-  connectEngine,
+  connectMirror,
   copyDatabase,
   databaseExists,
   disableSubscriptions,
+  enableSubscriptions,
   type EngineClient,
   EngineFailure,
   listOwnedObjects,
-  resumeSubscriptions,
   waitSubscriptionWorkersGone,
   waitTemplateFree
 } from "./EngineSql.js"
@@ -34,6 +34,13 @@ const noMirrorSession: MirrorSession = {
   close: Effect.void
 }
 
+/** A resume's session on a mirror, kept logged in for the engine's next pause. */
+interface KeptSession {
+  readonly client: EngineClient
+  readonly close: Effect.Effect<void>
+  readonly expiry: Fiber.RuntimeFiber<void>
+}
+
 interface Queue {
   engine: BranchingEngine
   readonly waiting: Array<Waiting>
@@ -52,6 +59,11 @@ export interface CopierOptions {
   readonly joinWindow: Duration.DurationInput
   /** Copies of one pause run on this many sessions at once (BRANCH_COPY_CONCURRENCY). */
   readonly concurrency: number
+  /**
+   * How long the session a resume logged in on the mirror stays for the engine's next pause
+   * (BRANCH_MIRROR_SESSION_KEEP): a pause in that time logs in nowhere. Zero closes it at once.
+   */
+  readonly mirrorSessionKeep: Duration.DurationInput
 }
 
 /**
@@ -72,16 +84,64 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
      * source position and heartbeat the paused mirror held (unknown when the copy was there already).
      */
     readonly copy: (engine: BranchingEngine, database: string) => Effect.Effect<CopyMark, EngineFailure>
-    /** Pauses (batches) run and databases copied by this process so far. */
-    readonly stats: Effect.Effect<{ readonly pauses: number; readonly copies: number }>
+    /** Pauses (batches) run, databases copied and logins on mirrors made by this process so far. */
+    readonly stats: Effect.Effect<{ readonly pauses: number; readonly copies: number; readonly mirrorLogins: number }>
   }
 >() {
-  static make(options: CopierOptions): Effect.Effect<Context.Tag.Service<Copier>, never, PostgresPools> {
-    return Effect.map(PostgresPools, (pools) => {
+  static make(options: CopierOptions): Effect.Effect<Context.Tag.Service<Copier>, never, PostgresPools | Scope.Scope> {
+    return Effect.gen(function* () {
+      const pools = yield* PostgresPools
       const queues = new Map<string, Queue>()
-      const counters = { pauses: 0, copies: 0 }
+      const counters = { pauses: 0, copies: 0, mirrorLogins: 0 }
       const joinWindowMillis = Duration.toMillis(options.joinWindow)
+      const keepFor = Duration.decode(options.mirrorSessionKeep)
       const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
+
+      /** Resumes' sessions kept for the next pause, by engine; closed when their time is up or the Copier goes. */
+      const kept = new Map<string, KeptSession>()
+      const closeKept = (key: string, session: KeptSession) =>
+        Effect.suspend(() => {
+          if (kept.get(key) !== session) return Effect.void
+          kept.delete(key)
+          return session.close
+        })
+      yield* Effect.addFinalizer(() => Effect.forEach([...kept], ([key, session]) => Effect.zipRight(Fiber.interrupt(session.expiry), closeKept(key, session)), { discard: true }))
+
+      /** A login on the mirror, in the given scope (TLS + SCRAM: the step a kept session saves). */
+      const loginOnMirror = (engine: BranchingEngine, scope: Scope.Scope) =>
+        Effect.zipLeft(Scope.extend(connectMirror(engine), scope), Effect.sync(() => void counters.mirrorLogins++))
+
+      /**
+       * The subscriptions enabled again, on a new login on the mirror, which is then kept for the
+       * engine's next pause (another replica's batch ends it if it needs the mirror first: see
+       * waitTemplateFree).
+       */
+      const resume = (engine: BranchingEngine) =>
+        Effect.gen(function* () {
+          if (engine.subscriptionNames.length === 0) return
+          const key = keyOf(engine)
+          const scope = yield* Scope.make()
+          const enabled = yield* Effect.exit(
+            Effect.gen(function* () {
+              const mirror = yield* loginOnMirror(engine, scope)
+              yield* enableSubscriptions(mirror, engine.subscriptionNames)
+              return mirror
+            })
+          ).pipe(Effect.onInterrupt(() => Scope.close(scope, Exit.void)))
+          if (Exit.isFailure(enabled) || Duration.toMillis(keepFor) <= 0) {
+            yield* Scope.close(scope, Exit.void)
+            return yield* enabled
+          }
+          const previous = kept.get(key)
+          if (previous !== undefined) yield* Effect.zipRight(Fiber.interrupt(previous.expiry), closeKept(key, previous))
+          const session: KeptSession = {
+            client: enabled.value,
+            close: Scope.close(scope, Exit.void),
+            // Forked from the batch's release, which runs uninterruptibly: the wait must stay interruptible.
+            expiry: yield* Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.sleep(keepFor), Effect.suspend(() => closeKept(key, session)))))
+          }
+          kept.set(key, session)
+        }).pipe(Effect.withSpan("Copier.resume"))
 
       /**
        * Pauses the subscriptions and, on the same session, once their workers have exited (the
@@ -130,16 +190,28 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         }).pipe(Effect.ensuring(mirrorSession.close), Effect.withSpan("Copier.pause"))
 
       /**
-       * The session on the mirror the pause works on, logging in (TLS + SCRAM, the pause's longest
-       * step) while the batch takes its lock and checks its copies. Closed by the pause, or with
-       * the batch's scope when there is no pause.
+       * The session on the mirror the pause works on, opened once the batch holds the copy lock (a
+       * session waiting for the lock would sit on the mirror and hold up the holder's copy): the
+       * one the engine's last resume kept, when another replica's batch has not ended it since
+       * (asked `select 1` first), else a new login. Closed by the pause, or with the batch's
+       * scope when there is no pause.
        */
       const openMirrorSession = (engine: BranchingEngine): Effect.Effect<MirrorSession, never, Scope.Scope> =>
         Effect.gen(function* () {
           if (engine.subscriptionNames.length === 0) return noMirrorSession
           const sessionScope = yield* Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential))
-          const connecting = yield* Effect.forkScoped(Scope.extend(connectEngine(engine, engine.mirrorDatabase), sessionScope))
-          return { session: Fiber.join(connecting), close: Scope.close(sessionScope, Exit.void) }
+          const login = loginOnMirror(engine, sessionScope)
+          const key = keyOf(engine)
+          const previous = kept.get(key)
+          if (previous === undefined) return { session: login, close: Scope.close(sessionScope, Exit.void) }
+          kept.delete(key)
+          yield* Fiber.interruptFork(previous.expiry)
+          yield* Scope.addFinalizer(sessionScope, previous.close)
+          const session = previous.client.query("pause", "select 1").pipe(
+            Effect.as(previous.client),
+            Effect.catchAll(() => login)
+          )
+          return { session, close: Scope.close(sessionScope, Exit.void) }
         })
 
       /** Waiters whose database exists already (a crashed worker copied it) are answered now; the rest are left to copy. */
@@ -169,7 +241,6 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         Effect.scoped(
           Effect.gen(function* () {
             const admin = yield* adminSession(engine)
-            const mirrorSession = yield* openMirrorSession(engine)
             // The connector names the lock (engine.proto, copy_lock_key) and takes it around its own subscription changes.
             const lock = engine.copyLockKey
             yield* Effect.acquireRelease(admin.query("lock", "select pg_advisory_lock(hashtext($1))", [lock]), () =>
@@ -179,10 +250,11 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             // Nothing to copy (a redelivery after the copy): still make sure the subscriptions run,
             // in case the worker that copied died while they were paused — unless the monitor
             // paused them (a quarantine), which only its release undoes.
-            if (todo.length === 0) return engine.status === "degraded" ? undefined : yield* resumeSubscriptions(engine)
+            if (todo.length === 0) return engine.status === "degraded" ? undefined : yield* resume(engine)
             // A degraded engine's quarantined subscription stays paused after the copy: only the
             // subscriptions running now are paused and resumed.
             const paused = engine.status === "degraded" ? { ...engine, subscriptionNames: yield* runningSubscriptions(admin, engine.subscriptionNames) } : engine
+            const mirrorSession = yield* openMirrorSession(paused)
             const started = Date.now()
             counters.pauses++
             const marks: Record<string, number> = {}
@@ -210,7 +282,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                   yield* markStep("copied")
                 }),
               () =>
-                resumeSubscriptions(paused).pipe(
+                resume(paused).pipe(
                   Effect.retry({ times: 5 }),
                   Effect.catchAll((e) => Effect.logError("could not resume the mirror's subscriptions; the next branch create resumes them", e))
                 )
@@ -260,8 +332,11 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
     })
   }
 
-  /** BRANCH_TEMPLATE_WAIT (10 s), BRANCH_PAUSE_JOIN_WINDOW (1 s), BRANCH_COPY_CONCURRENCY (4): see CopierOptions. */
-  static readonly layerConfig: Layer.Layer<Copier, never, PostgresPools> = Layer.effect(
+  /**
+   * BRANCH_TEMPLATE_WAIT (10 s), BRANCH_PAUSE_JOIN_WINDOW (1 s), BRANCH_COPY_CONCURRENCY (4),
+   * BRANCH_MIRROR_SESSION_KEEP (2 s): see CopierOptions.
+   */
+  static readonly layerConfig: Layer.Layer<Copier, never, PostgresPools> = Layer.scoped(
     Copier,
     Effect.flatMap(
       Config.all({
@@ -271,7 +346,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         concurrency: Config.integer("BRANCH_COPY_CONCURRENCY").pipe(
           Config.withDefault(4),
           Config.validate({ message: `must be from 1 to ${ADMIN_SESSIONS - 2}`, validation: (n) => n >= 1 && n <= ADMIN_SESSIONS - 2 })
-        )
+        ),
+        mirrorSessionKeep: Config.duration("BRANCH_MIRROR_SESSION_KEEP").pipe(Config.withDefault(Duration.seconds(2)))
       }).pipe(Effect.orDie),
       Copier.make
     )

@@ -28,11 +28,30 @@ const clientOf = (session: PostgresSession): EngineClient => ({
 })
 
 /** A connection of its own to one database of the engine as its superuser, for the life of the scope. */
-export const connectEngine = (engine: BranchingEngine, database: string, options: { readonly connectTimeout?: Duration.DurationInput } = {}): Effect.Effect<EngineClient, EngineFailure, Scope.Scope> =>
-  connectPostgres(superuserOn(engine, database), { applicationName: "scion-branch", connectMillis: Duration.toMillis(options.connectTimeout ?? Duration.seconds(10)) }).pipe(
+export const connectEngine = (
+  engine: BranchingEngine,
+  database: string,
+  options: { readonly connectTimeout?: Duration.DurationInput; readonly applicationName?: string } = {}
+): Effect.Effect<EngineClient, EngineFailure, Scope.Scope> =>
+  connectPostgres(superuserOn(engine, database), {
+    applicationName: options.applicationName ?? "scion-branch",
+    connectMillis: Duration.toMillis(options.connectTimeout ?? Duration.seconds(10))
+  }).pipe(
     Effect.mapError((failure) => new EngineFailure({ step: "connect", message: `connecting to ${database} on ${engine.host}:${engine.port}: ${failure.message}` })),
     Effect.map(clientOf)
   )
+
+/**
+ * The application name of the Copier's sessions on a mirror (its pauses and resumes). Such a
+ * session is only ever used by a batch holding the engine's copy lock, so one that a lock holder
+ * finds idle on the mirror is another batch's, kept for its next pause: the holder ends it rather
+ * than wait for it (see waitTemplateFree).
+ */
+export const MIRROR_SESSION_APPLICATION = "scion-branch-mirror"
+
+/** A session of the Copier's on the mirror (MIRROR_SESSION_APPLICATION). */
+export const connectMirror = (engine: BranchingEngine): Effect.Effect<EngineClient, EngineFailure, Scope.Scope> =>
+  connectEngine(engine, engine.mirrorDatabase, { applicationName: MIRROR_SESSION_APPLICATION })
 
 /** Sessions per engine in this process's pool of admin sessions (adminSession). */
 export const ADMIN_SESSIONS = 8
@@ -109,15 +128,11 @@ export const disableSubscriptions = (mirror: EngineClient, names: ReadonlyArray<
     )
   })
 
-/** Resumes (ENABLE) the subscriptions feeding the mirror; connects to the mirror for it. (The Copier pauses them on a session of its own.) */
-export const resumeSubscriptions = (engine: BranchingEngine) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      if (engine.subscriptionNames.length === 0) return
-      const mirror = yield* connectEngine(engine, engine.mirrorDatabase)
-      for (const name of engine.subscriptionNames) yield* mirror.query("resume", `alter subscription ${quoteIdent(name)} enable`)
-    })
-  ).pipe(Effect.withSpan("EngineSql.resume"))
+/** Resumes (ENABLE) the named subscriptions, on a session connected to the mirror. */
+export const enableSubscriptions = (mirror: EngineClient, names: ReadonlyArray<string>) =>
+  Effect.forEach(names, (name) => mirror.query("resume", `alter subscription ${quoteIdent(name)} enable`), { discard: true }).pipe(
+    Effect.withSpan("EngineSql.enableSubscriptions")
+  )
 
 /**
  * Asks `count` (a query answering `n` and a description of what is left) every 5 ms until it
@@ -151,14 +166,22 @@ export const waitSubscriptionWorkersGone = (mirror: EngineClient, names: Readonl
 
 /**
  * Waits until no other session is connected to the mirror (a template copy refuses to start
- * otherwise): after DISABLE the subscriptions' apply workers exit within moments. Bounded.
+ * otherwise): after DISABLE the subscriptions' apply workers exit within moments. A Copier session
+ * idle on the mirror (MIRROR_SESSION_APPLICATION) is another replica's, kept from its last resume
+ * for its next pause: it is ended, not waited for (that replica logs in again when it pauses; a
+ * kept session lives up to BRANCH_MIRROR_SESSION_KEEP, which would otherwise hold this copy up).
+ * Bounded.
  */
 export const waitTemplateFree = (client: EngineClient, mirror: string, timeout: Duration.DurationInput) =>
   untilNoneLeft(
     client,
     "wait",
-    "select count(*)::int as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as what from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
-    [mirror],
+    `with kept as (
+       select pg_terminate_backend(pid) from pg_stat_activity
+        where datname = $1 and application_name = $2 and state = 'idle' and pid <> pg_backend_pid())
+     select count(*)::int + (select count(*)::int * 0 from kept) as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as what
+       from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`,
+    [mirror, MIRROR_SESSION_APPLICATION],
     timeout,
     (what) => `other sessions (${what}) stayed connected to the mirror database ${mirror}`
   )
