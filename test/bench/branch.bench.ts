@@ -304,26 +304,33 @@ const timeConcurrent = (scion: Scion, token: string, connectorId: string, label:
 /** The engine sessions one raw copy opens: the mirror's to pause and to resume, the admin's to copy. */
 const RAW_COPY_SESSIONS = { mirror: 2, postgres: 1 }
 
-/** One CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY alone, as bench_raw_<i> (subscriptions paused around it, not timed). */
+/**
+ * One CREATE DATABASE … TEMPLATE mirror STRATEGY FILE_COPY alone, as bench_raw_<i> (subscriptions
+ * paused around it, not timed), under the engine's copy lock as a second branch replica would take
+ * it: the branch unit's session kept on the mirror for its next pause is ended, not waited for.
+ */
 const timeTemplateCopy = async (record: EngineRecord, i: number) => {
+  const admin = await engineClient(record, "postgres")
+  await admin.query("select pg_advisory_lock(hashtext('scion-branch-copy:mirror'))")
   const mirror = await engineClient(record, "mirror")
   const subscriptions = (await mirror.query("select subname from pg_subscription")).rows.map((r) => r.subname as string)
   for (const s of subscriptions) await mirror.query(`alter subscription "${s}" disable`)
   await mirror.end()
-  const admin = await engineClient(record, "postgres")
   try {
     for (let attempt = 0; attempt < 50; attempt++) {
-      if ((await admin.query("select count(*)::int as n from pg_stat_activity where datname = 'mirror'")).rows[0].n === 0) break
+      const free = `with kept as (select pg_terminate_backend(pid) from pg_stat_activity where datname = 'mirror' and application_name = 'scion-branch-mirror' and state = 'idle')
+        select count(*)::int + (select count(*)::int * 0 from kept) as n from pg_stat_activity where datname = 'mirror'`
+      if ((await admin.query(free)).rows[0].n === 0) break
       await new Promise((r) => setTimeout(r, 20))
     }
     const started = performance.now()
     await admin.query(`create database bench_raw_${i} template mirror strategy file_copy`)
     return performance.now() - started
   } finally {
-    await admin.end()
     const again = await engineClient(record, "mirror")
     for (const s of subscriptions) await again.query(`alter subscription "${s}" enable`)
     await again.end()
+    await admin.end()
   }
 }
 
@@ -422,7 +429,7 @@ const copierBatches = (scion: Scion) =>
     .output()
     .split("\n")
     .filter((l) => l.includes("template copies done"))
-    .map((l) => ({ copies: logField(l, "copies"), copying: logField(l, "copied_at_ms") - logField(l, "free_at_ms") }))
+    .map((l) => ({ copies: logField(l, "copies"), copying: logField(l, "copied_at_ms") - logField(l, "free_at_ms"), loggedIn: logField(l, "logged_in_at_ms") }))
 
 /** The branch unit's own view: job steps and the subscription pause, from its log lines. */
 const unitTimings = (scion: Scion) => {
@@ -453,6 +460,25 @@ const report = (label: string, branch: ReadonlyArray<number>, template: Readonly
   }
 }
 
+/**
+ * BRANCHES creates one after another with nothing between them (no raw copy, which must end the
+ * session the branch unit keeps on the mirror for its next pause, as another replica's batch
+ * would): what a CI pipeline cutting several branches in a row meets. Beside the alternating
+ * series above, which the targets are read from.
+ */
+const backToBack = async (scion: Scion, token: string, connectorId: string, label: string, engineDir: string) => {
+  await deleteMade(scion, token)
+  const batchesBefore = copierBatches(scion).length
+  const tally = cpuTally(engineDir)
+  const times: Array<number> = []
+  for (let i = 0; i < BRANCHES; i++) times.push(await tally.measure(() => timeOne(scion, token, connectorId, `${label}-b${i}`)))
+  const logins = copierBatches(scion).slice(batchesBefore).map((b) => b.loggedIn)
+  const cpu = tally.describe(BRANCHES)
+  out(`    back to back, nothing between p50 ${ms(p50(times))}   (all: ${times.map((v) => v.toFixed(0)).join(", ")} ms); the pause's mirror session at p50 ${ms(p50(logins))}`)
+  out(`      the machine, all cores:    ${cpu.machine}`)
+  out(`      CPU per create, by process: ${cpu.roles}`)
+}
+
 /** CONCURRENT creates at once against the single creates measured before on the same connector: their pauses and the ratio. */
 const concurrentBurst = async (scion: Scion, token: string, connectorId: string, label: string, single: ReadonlyArray<number>, engineDir: string) => {
   await deleteMade(scion, token)
@@ -477,6 +503,7 @@ const defaultStorage = async () => {
   const dump = await timeDumpRestore(small.record)
   report(`${(small.bytes / 2 ** 20).toFixed(0)} MB (target: branch ≤ 1.1× the template copy)`, branchTimes, templateTimes, dump)
   unitTimings(small.scion)
+  await backToBack(small.scion, small.token, small.connectorId, "ext4", small.scion.engineDataDir)
   await concurrentBurst(small.scion, small.token, small.connectorId, "ext4", branchTimes, small.scion.engineDataDir)
   await small.stop()
   teardown.pop()
@@ -518,6 +545,7 @@ it("bench:branch", async () => {
     report(`${(sized.bytes / 2 ** 20).toFixed(0)} MB on XFS, clone (targets: p50 ≤ 120 ms and ≤ 2× the clone, p99 ≤ 250 ms)`, times, template)
     out(`    branch p99                   ${ms([...times].sort((a, b) => a - b)[Math.max(0, Math.ceil(times.length * 0.99) - 1)]!)}`)
     unitTimings(sized.scion)
+    await backToBack(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, dir)
     await concurrentBurst(sized.scion, sized.token, sized.connectorId, `xfs${mb}`, times, dir)
     await sized.stop()
     teardown.pop()
