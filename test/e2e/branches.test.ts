@@ -15,7 +15,7 @@ import { engineRecordOf, hasPgbouncer, readyConnector, queryEngine } from "../su
 import { addMember, createOrg, queryMetadata, settleOperation } from "../support/flows.js"
 import { type OtlpReceiver, startOtlpReceiver } from "../support/otlp.js"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
-import { respawn, signUp, type Scion, startScion, type UnitProcess, waitFor, healthServing } from "../support/system.js"
+import { freePort, healthServing, respawn, signUp, type Scion, startScion, startUnit, type UnitProcess, waitFor } from "../support/system.js"
 
 let scion: Scion
 let otlp: OtlpReceiver
@@ -730,6 +730,40 @@ describe("branches of a ready engine", () => {
     expect(connector.includes(source.password)).toBe(false)
     expect(connector.includes(secrets["the engine's superuser password"]![0]!)).toBe(false)
   })
+
+  it("two branch unit replicas cut branches of one engine at once: every create completes, none waits out the other's sessions", async () => {
+    // A second replica, as the Deployment runs two: the same bus namespace and durable, so the
+    // jobs are shared between both; the gateway keeps calling the first.
+    const port = await freePort()
+    const second = startUnit("branch-2", scion.branch.script, { ...scion.branch.env, PORT: String(port), METRICS_PORT: String(await freePort()) })
+    try {
+      await waitFor("the second branch replica", () => healthServing(`http://127.0.0.1:${port}`), 30_000)
+      const started = Date.now()
+      const accepted = await Promise.all(Array.from({ length: 6 }, (_, i) => create(member.token, { connector_id: connectorId, name: `replicas-${i}`, service_type: "postgres" })))
+      for (const response of accepted) expect(response.status, scion.explain(response)).toBe(202)
+      const operations = await Promise.all(accepted.map((response) => settleOperation(scion, response.body.operation_id, member.token, 60_000)))
+      const elapsed = Date.now() - started
+      for (const operation of operations) expect(operation.status, JSON.stringify(operation)).toBe("completed")
+      // Both replicas ran jobs (the shared durable hands them to whichever asks), and no copy
+      // waited out BRANCH_TEMPLATE_WAIT (10 s) for the other replica's session on the mirror.
+      const ready = (unit: UnitProcess) => unit.output().split("\n").filter((line) => line.includes("branch ready") && operations.some((o) => line.includes(o.result.branch_id))).length
+      expect(ready(scion.branch) + ready(second)).toBe(6)
+      expect(ready(second)).toBeGreaterThan(0)
+      expect(ready(scion.branch)).toBeGreaterThan(0)
+      expect(elapsed).toBeLessThan(10_000)
+      // Every branch answers with the mirror's rows (the source did not change meanwhile: the same in all).
+      const counts = operations.map((operation) => Number(psql(operation.result.branch_url, "select count(*) from orders")))
+      expect(counts[0]).toBeGreaterThanOrEqual(500)
+      expect(new Set(counts).size).toBe(1)
+      for (const operation of operations) {
+        const deleted = await scion.request("DELETE", `/v1/branches/${operation.result.branch_id}`, { token: member.token })
+        expect(deleted.status, scion.explain(deleted)).toBe(202)
+        expect((await settleOperation(scion, deleted.body.operation_id, member.token)).status).toBe("completed")
+      }
+    } finally {
+      await second.stop()
+    }
+  }, 180_000)
 
   it("SIGKILL of the branch worker mid-create: the operation ends and nothing is leaked", async () => {
     // A source position 16 MB ahead of the source's WAL: the create waits for the mirror to reach
