@@ -345,6 +345,9 @@ describe("branches on a real engine", () => {
     await query(engine, "postgres", `alter subscription scion_sub disable`).catch(() => undefined)
     await query(engine, "mirror", `alter subscription scion_sub disable`)
     await new Promise((r) => setTimeout(r, 500))
+    // The session this process's copier keeps on the mirror for its next pause goes, as another replica's copy would end it.
+    await query(engine, "postgres", "select pg_terminate_backend(pid) from pg_stat_activity where datname = 'mirror' and application_name = 'scion-branch-mirror'")
+    await new Promise((r) => setTimeout(r, 200))
     await query(engine, "postgres", `create database "${names.databaseName}" template mirror strategy file_copy`)
     const result = (await runtime.runPromise(createJob.run(jobOf(handle.operationId, handle.branchId, 2)))) as Record<string, any>
     expect(result.status).toBe("active")
