@@ -429,7 +429,13 @@ const copierBatches = (scion: Scion) =>
     .output()
     .split("\n")
     .filter((l) => l.includes("template copies done"))
-    .map((l) => ({ copies: logField(l, "copies"), copying: logField(l, "copied_at_ms") - logField(l, "free_at_ms"), loggedIn: logField(l, "logged_in_at_ms") }))
+    .map((l) => ({
+      copies: logField(l, "copies"),
+      copying: logField(l, "copied_at_ms") - logField(l, "free_at_ms"),
+      loggedIn: logField(l, "logged_in_at_ms"),
+      paused: logField(l, "paused_at_ms"),
+      job: logField(l, "pause_ms")
+    }))
 
 /** The branch unit's own view: job steps and the subscription pause, from its log lines. */
 const unitTimings = (scion: Scion) => {
@@ -472,9 +478,10 @@ const backToBack = async (scion: Scion, token: string, connectorId: string, labe
   const tally = cpuTally(engineDir)
   const times: Array<number> = []
   for (let i = 0; i < BRANCHES; i++) times.push(await tally.measure(() => timeOne(scion, token, connectorId, `${label}-b${i}`)))
-  const logins = copierBatches(scion).slice(batchesBefore).map((b) => b.loggedIn)
+  const batches = copierBatches(scion).slice(batchesBefore)
   const cpu = tally.describe(BRANCHES)
-  out(`    back to back, nothing between p50 ${ms(p50(times))}   (all: ${times.map((v) => v.toFixed(0)).join(", ")} ms); the pause's mirror session at p50 ${ms(p50(logins))}`)
+  out(`    back to back, nothing between p50 ${ms(p50(times))}   (all: ${times.map((v) => v.toFixed(0)).join(", ")} ms)`)
+  out(`      the copier's batches:      mirror session at p50 ${ms(p50(batches.map((b) => b.loggedIn)))}; subscriptions paused at p50 ${ms(p50(batches.map((b) => b.paused)))}; resumed at p50 ${ms(p50(batches.map((b) => b.job)))}`)
   out(`      the machine, all cores:    ${cpu.machine}`)
   out(`      CPU per create, by process: ${cpu.roles}`)
 }
