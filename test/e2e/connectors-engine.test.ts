@@ -476,6 +476,12 @@ describe("engine setup end to end", () => {
     const before = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
     expect(before.status, scion.explain(before)).toBe(200)
     expect(before.body).toEqual({ rules: [], policy: "permissive", safe_columns: [], suggested_rules: [{ schema: "public", table: "accounts", column: "email", method: "email" }] })
+    // Derived when the selection is written; a selection written before that is read from its structure.
+    const [derived] = await queryMetadata(scion, "select selected_masking_suggestions as s from connector.connectors where id = $1", [id])
+    expect(derived.s).toEqual([{ schema: "public", table: "accounts", column: "email", method: "email" }])
+    await queryMetadata(scion, "update connector.connectors set selected_masking_suggestions = null where id = $1", [id])
+    const older = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
+    expect(older.body).toEqual(before.body)
     const rules = { rules: [{ schema: "public", table: "accounts", column: "email", method: "hash" }] }
     expect((await scion.request("PUT", `/v1/connectors/${id}/masking-rules`, { token: tokens.member, body: rules })).status).toBe(200)
     const after = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })

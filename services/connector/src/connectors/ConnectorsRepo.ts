@@ -2,6 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { BranchingEngineStatus, Byoc, Connector, IndexingStatus, ReplicationState } from "../domain/models.js"
 import type { Envelope } from "../secrets/SecretStore.js"
+import { maskingSuggestionsOf } from "./SchemaIntrospection.js"
 
 /** The secret name of a connector's connection details in the secrets table. */
 export const CONNECTION_DETAILS = "connection_details"
@@ -106,6 +107,7 @@ export class ConnectorsRepo extends Effect.Service<ConnectorsRepo>()("@scion/con
           update connectors set
             selected_entity_paths = array(select v from jsonb_array_elements_text(${JSON.stringify(selection.paths)}::jsonb) with ordinality as e(v, i) order by i),
             selected_schema_structure = ${JSON.stringify(selection.selected)}::jsonb,
+            selected_masking_suggestions = ${JSON.stringify(maskingSuggestionsOf(selection.selected))}::jsonb,
             selection_schema_version = ${selection.schemaVersion},
             selected_schema_version = selected_schema_version + 1,
             updated_at = now()
@@ -172,7 +174,7 @@ export class ConnectorsRepo extends Effect.Service<ConnectorsRepo>()("@scion/con
         sql`
           update connectors set schema_structure = ${JSON.stringify(refreshed.structure)}::jsonb, schema_hash = ${refreshed.hash}, schema_version = ${refreshed.version},
             replica_identity_preflight = ${JSON.stringify(refreshed.preflight)}::jsonb, last_discovered_at = now(), updated_at = now()
-            ${Option.isSome(refreshed.selected) ? sql`, selected_schema_structure = ${JSON.stringify(refreshed.selected.value)}::jsonb, selection_schema_version = ${refreshed.version}` : sql``}
+            ${Option.isSome(refreshed.selected) ? sql`, selected_schema_structure = ${JSON.stringify(refreshed.selected.value)}::jsonb, selected_masking_suggestions = ${JSON.stringify(maskingSuggestionsOf(refreshed.selected.value))}::jsonb, selection_schema_version = ${refreshed.version}` : sql``}
           where id = ${connectorId}`.pipe(Effect.asVoid),
 
       recordDiscoveryRun: (run: { readonly operationId: string; readonly connectorId: string; readonly version: number; readonly changed: boolean; readonly result: unknown }) =>

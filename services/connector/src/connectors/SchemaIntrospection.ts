@@ -120,6 +120,31 @@ export const tablesOf = (structure: SchemaStructure): ReadonlyArray<DiscoveredTa
 export const isStructure = (value: unknown): value is SchemaStructure =>
   typeof value === "object" && value !== null && (value as { format?: unknown }).format === 1 && Array.isArray((value as { databases?: unknown }).databases)
 
+/** A column discovery suggests masking, by its name: what EngineAccessService hands the branch unit. */
+export interface SuggestedMasking {
+  readonly schema: string
+  readonly table: string
+  readonly column: string
+  readonly method: string
+}
+
+/** Discovery's masking suggestions in a (selected) structure, from its columns' hints. */
+export const maskingSuggestionsOf = (structure: unknown): ReadonlyArray<SuggestedMasking> =>
+  isStructure(structure)
+    ? structure.databases.flatMap((database) =>
+        database.schemas.flatMap((schema) =>
+          schema.tables.flatMap((table) =>
+            table.columns.flatMap((column) =>
+              // Structures discovered before suggestions existed have none.
+              column.masking_suggestion === undefined || column.masking_suggestion === null
+                ? []
+                : [{ schema: schema.name, table: table.name, column: column.name, method: column.masking_suggestion }]
+            )
+          )
+        )
+      )
+    : []
+
 // ---------------------------------------------------------------------------------------------
 // Reading a source's catalog.
 // ---------------------------------------------------------------------------------------------

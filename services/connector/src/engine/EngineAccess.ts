@@ -2,7 +2,7 @@ import { dieOnSqlError, engineCopyLockKey, type Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import type { BranchingEngineStatus } from "../domain/models.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
-import { isStructure } from "../connectors/SchemaIntrospection.js"
+import { maskingSuggestionsOf } from "../connectors/SchemaIntrospection.js"
 import { ConnectorNotFound, EngineUnavailable, PermissionDenied, SourcePositionUnavailable } from "../domain/errors.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
@@ -30,23 +30,6 @@ export interface BranchingEngineView {
   readonly quarantine: { readonly id: string; readonly reason: string; readonly detail: string } | null
 }
 
-/** Discovery's masking suggestions for the selected tables (the structure's column hints). */
-const suggestionsOf = (selected: unknown) =>
-  isStructure(selected)
-    ? selected.databases.flatMap((database) =>
-        database.schemas.flatMap((schema) =>
-          schema.tables.flatMap((table) =>
-            table.columns.flatMap((column) =>
-              // Structures discovered before suggestions existed have none.
-              column.masking_suggestion === undefined || column.masking_suggestion === null
-                ? []
-                : [{ schema: schema.name, table: table.name, column: column.name, method: column.masking_suggestion }]
-            )
-          )
-        )
-      )
-    : []
-
 /**
  * Other units' access to a connector's engine (EngineAccessService): only service principals, as
  * the answer carries the engine's superuser credentials. An engine that is set up is started when
@@ -69,7 +52,8 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         connectorId: row.id,
         orgId: row.org_id,
         branchingEngineStatus: row.branching_engine_status,
-        maskingSuggestions: suggestionsOf(row.selected_schema_structure),
+        // Derived when the selection was written; from the structure for selections written before that.
+        maskingSuggestions: row.selected_masking_suggestions ?? maskingSuggestionsOf(row.selected_schema_structure),
         quarantine:
           row.quarantine_id === null ? null : { id: row.quarantine_id, reason: row.quarantine_reason ?? "", detail: row.quarantine_detail ?? "" }
       }

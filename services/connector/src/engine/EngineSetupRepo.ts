@@ -1,6 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { PipelineNames } from "../replication/PipelineNames.js"
+import type { SuggestedMasking } from "../connectors/SchemaIntrospection.js"
 import type { BranchingEngineStatus } from "./SetupPlan.js"
 
 /** What the engine step records about the engine it provisioned. */
@@ -30,6 +31,9 @@ export interface EngineAccessRow {
   readonly id: string
   readonly org_id: string
   readonly branching_engine_status: BranchingEngineStatus
+  /** What discovery suggests masking in the selected tables; null for selections written before it was derived. */
+  readonly selected_masking_suggestions: ReadonlyArray<SuggestedMasking> | null
+  /** Only when selected_masking_suggestions is null (the structure is megabytes for large selections). */
   readonly selected_schema_structure: unknown
   readonly has_engine: boolean
   readonly mirror_database: string | null
@@ -152,7 +156,8 @@ export class EngineSetupRepo extends Effect.Service<EngineSetupRepo>()("@scion/c
      */
     const accessRow = (connectorId: string) =>
       sql<EngineAccessRow>`
-        select c.id, c.org_id, c.branching_engine_status, c.selected_schema_structure,
+        select c.id, c.org_id, c.branching_engine_status, c.selected_masking_suggestions,
+               case when c.selected_masking_suggestions is null then c.selected_schema_structure end as selected_schema_structure,
                e.connector_id is not null as has_engine, e.mirror_database, e.subscription_name, e.host,
                q.id as quarantine_id, q.reason as quarantine_reason, q.detail as quarantine_detail
         from connectors c
