@@ -6,7 +6,7 @@
  * not replicate fails the setup with a message that says what to do; delete leaves nothing on the
  * source and destroys the engine.
  */
-import { existsSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -476,12 +476,17 @@ describe("engine setup end to end", () => {
     const before = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
     expect(before.status, scion.explain(before)).toBe(200)
     expect(before.body).toEqual({ rules: [], policy: "permissive", safe_columns: [], suggested_rules: [{ schema: "public", table: "accounts", column: "email", method: "email" }] })
-    // Derived when the selection is written; a selection written before that is read from its structure.
+    // Derived when the selection is written; a row without it is read from its structure.
     const [derived] = await queryMetadata(scion, "select selected_masking_suggestions as s from connector.connectors where id = $1", [id])
     expect(derived.s).toEqual([{ schema: "public", table: "accounts", column: "email", method: "email" }])
     await queryMetadata(scion, "update connector.connectors set selected_masking_suggestions = null where id = $1", [id])
     const older = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })
     expect(older.body).toEqual(before.body)
+    // The migration that added the column fills it for older rows, in SQL, the same as the unit derives it.
+    const migration = readFileSync(new URL("../../services/connector/migrations/0011_selected_masking_suggestions.sql", import.meta.url), "utf8")
+    await queryMetadata(scion, `set search_path = connector; ${migration.slice(migration.indexOf("update connectors"))}`)
+    const [filled] = await queryMetadata(scion, "select selected_masking_suggestions as s from connector.connectors where id = $1", [id])
+    expect(filled.s).toEqual(derived.s)
     const rules = { rules: [{ schema: "public", table: "accounts", column: "email", method: "hash" }] }
     expect((await scion.request("PUT", `/v1/connectors/${id}/masking-rules`, { token: tokens.member, body: rules })).status).toBe(200)
     const after = await scion.request("GET", `/v1/connectors/${id}/masking-rules`, { token: tokens.viewer })

@@ -52,7 +52,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
         connectorId: row.id,
         orgId: row.org_id,
         branchingEngineStatus: row.branching_engine_status,
-        // Derived when the selection was written; from the structure for selections written before that.
+        // Derived when the selection was written (migration 0011 filled older rows); else from the structure.
         maskingSuggestions: row.selected_masking_suggestions ?? maskingSuggestionsOf(row.selected_schema_structure),
         quarantine:
           row.quarantine_id === null ? null : { id: row.quarantine_id, reason: row.quarantine_reason ?? "", detail: row.quarantine_detail ?? "" }

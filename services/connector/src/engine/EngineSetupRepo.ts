@@ -31,7 +31,7 @@ export interface EngineAccessRow {
   readonly id: string
   readonly org_id: string
   readonly branching_engine_status: BranchingEngineStatus
-  /** What discovery suggests masking in the selected tables; null for selections written before it was derived. */
+  /** What discovery suggests masking in the selected tables (derived on write; migration 0011 filled older rows). */
   readonly selected_masking_suggestions: ReadonlyArray<SuggestedMasking> | null
   /** Only when selected_masking_suggestions is null (the structure is megabytes for large selections). */
   readonly selected_schema_structure: unknown
