@@ -23,6 +23,8 @@ import { execFileSync, execSync } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { performance } from "node:perf_hooks"
+import { MIRROR_SESSION_APPLICATION } from "@scion/branch"
+import { engineCopyLockKey } from "@scion/kit"
 import pg from "pg"
 import { afterAll, expect, it } from "vitest"
 import { readyConnector } from "../support/engine.js"
@@ -311,16 +313,15 @@ const RAW_COPY_SESSIONS = { mirror: 2, postgres: 1 }
  */
 const timeTemplateCopy = async (record: EngineRecord, i: number) => {
   const admin = await engineClient(record, "postgres")
-  await admin.query("select pg_advisory_lock(hashtext('scion-branch-copy:mirror'))")
+  await admin.query("select pg_advisory_lock(hashtext($1))", [engineCopyLockKey("mirror")])
   const mirror = await engineClient(record, "mirror")
   const subscriptions = (await mirror.query("select subname from pg_subscription")).rows.map((r) => r.subname as string)
   for (const s of subscriptions) await mirror.query(`alter subscription "${s}" disable`)
   await mirror.end()
   try {
     for (let attempt = 0; attempt < 50; attempt++) {
-      const free = `with kept as (select pg_terminate_backend(pid) from pg_stat_activity where datname = 'mirror' and application_name = 'scion-branch-mirror' and state = 'idle')
-        select count(*)::int + (select count(*)::int * 0 from kept) as n from pg_stat_activity where datname = 'mirror'`
-      if ((await admin.query(free)).rows[0].n === 0) break
+      await admin.query("select pg_terminate_backend(pid) from pg_stat_activity where datname = 'mirror' and application_name = $1 and state = 'idle'", [MIRROR_SESSION_APPLICATION])
+      if ((await admin.query("select count(*)::int as n from pg_stat_activity where datname = 'mirror'")).rows[0].n === 0) break
       await new Promise((r) => setTimeout(r, 20))
     }
     const started = performance.now()
@@ -434,7 +435,7 @@ const copierBatches = (scion: Scion) =>
       copying: logField(l, "copied_at_ms") - logField(l, "free_at_ms"),
       loggedIn: logField(l, "logged_in_at_ms"),
       paused: logField(l, "paused_at_ms"),
-      job: logField(l, "pause_ms")
+      resumed: logField(l, "pause_ms")
     }))
 
 /** The branch unit's own view: job steps and the subscription pause, from its log lines. */
@@ -481,7 +482,7 @@ const backToBack = async (scion: Scion, token: string, connectorId: string, labe
   const batches = copierBatches(scion).slice(batchesBefore)
   const cpu = tally.describe(BRANCHES)
   out(`    back to back, nothing between p50 ${ms(p50(times))}   (all: ${times.map((v) => v.toFixed(0)).join(", ")} ms)`)
-  out(`      the copier's batches:      mirror session at p50 ${ms(p50(batches.map((b) => b.loggedIn)))}; subscriptions paused at p50 ${ms(p50(batches.map((b) => b.paused)))}; resumed at p50 ${ms(p50(batches.map((b) => b.job)))}`)
+  out(`      the copier's batches:      mirror session at p50 ${ms(p50(batches.map((b) => b.loggedIn)))}; subscriptions paused at p50 ${ms(p50(batches.map((b) => b.paused)))}; resumed at p50 ${ms(p50(batches.map((b) => b.resumed)))}`)
   out(`      the machine, all cores:    ${cpu.machine}`)
   out(`      CPU per create, by process: ${cpu.roles}`)
 }

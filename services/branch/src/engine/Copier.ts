@@ -105,7 +105,9 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           kept.delete(key)
           return session.close
         })
-      yield* Effect.addFinalizer(() => Effect.forEach([...kept], ([key, session]) => Effect.zipRight(Fiber.interrupt(session.expiry), closeKept(key, session)), { discard: true }))
+      /** A kept session closed before its time (the Copier ends, or a newer resume replaces it). */
+      const dropKept = (key: string, session: KeptSession) => Effect.zipRight(Fiber.interrupt(session.expiry), closeKept(key, session))
+      yield* Effect.addFinalizer(() => Effect.forEach([...kept], ([key, session]) => dropKept(key, session), { discard: true }))
 
       /** A login on the mirror, in the given scope (TLS + SCRAM: the step a kept session saves). */
       const loginOnMirror = (engine: BranchingEngine, scope: Scope.Scope) =>
@@ -133,7 +135,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             return yield* enabled
           }
           const previous = kept.get(key)
-          if (previous !== undefined) yield* Effect.zipRight(Fiber.interrupt(previous.expiry), closeKept(key, previous))
+          if (previous !== undefined) yield* dropKept(key, previous)
           const session: KeptSession = {
             client: enabled.value,
             close: Scope.close(scope, Exit.void),

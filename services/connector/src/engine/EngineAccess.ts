@@ -2,7 +2,7 @@ import { dieOnSqlError, engineCopyLockKey, type Principal } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import type { BranchingEngineStatus } from "../domain/models.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
-import { maskingSuggestionsOf } from "../connectors/SchemaIntrospection.js"
+import { maskingSuggestionsOf, type SuggestedMasking } from "../connectors/SchemaIntrospection.js"
 import { ConnectorNotFound, EngineUnavailable, PermissionDenied, SourcePositionUnavailable } from "../domain/errors.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
 import { SecretStore } from "../secrets/SecretStore.js"
@@ -25,7 +25,7 @@ export interface BranchingEngineView {
   readonly copyLockKey: string
   readonly fileCopyClone: boolean
   readonly pooler: { readonly host: string; readonly port: number } | null
-  readonly maskingSuggestions: ReadonlyArray<{ readonly schema: string; readonly table: string; readonly column: string; readonly method: string }>
+  readonly maskingSuggestions: ReadonlyArray<SuggestedMasking>
   /** The open quarantine, when the replication is quarantined (a released one until it is restored). */
   readonly quarantine: { readonly id: string; readonly reason: string; readonly detail: string } | null
 }
