@@ -1,4 +1,5 @@
 import { SqlClient } from "@effect/sql"
+import { makeGroupedStatement } from "@scion/kit"
 import { Effect, Option } from "effect"
 import type { JsonObject, NewOperation, Operation, OperationStatus, OperationType } from "./domain/models.js"
 import type { Changes } from "./domain/stateMachine.js"
@@ -43,13 +44,116 @@ const toOperation = (row: OperationRow): Operation => ({
   version: Number(row.version)
 })
 
-const jsonb = (value: JsonObject | null) => (value === null ? null : JSON.stringify(value))
 
-/** The operations table. SQL failures are defects here, at the repository edge. */
+type NewOperationRow = NewOperation & { readonly setupStatus: JsonObject | null }
+
+interface VersionedChanges {
+  readonly id: string
+  readonly version: number
+  readonly changes: Changes
+}
+
+/** Rows answered by a grouped statement, each tagged with the position of the call it answers. */
+type Answered = OperationRow & { readonly ord: number }
+
+const byOrd = (count: number, rows: ReadonlyArray<Answered>): Array<Option.Option<Operation>> => {
+  const answers = Array.from({ length: count }, () => Option.none<Operation>())
+  for (const row of rows) answers[row.ord] = Option.some(toOperation(row))
+  return answers
+}
+
+/**
+ * The operations table. SQL failures are defects here, at the repository edge.
+ *
+ * Creates, reports and reads outside a transaction are grouped (kit's `makeGroupedStatement`):
+ * calls that arrive while one of their kind is in flight go out together as one statement, which
+ * the throughput profile asked for (each statement cost ~200 µs of this unit's CPU in the socket
+ * write alone and ~330 µs of Postgres's). Each call still gets exactly its own row's answer.
+ */
 export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/operation/OperationsRepo", {
-  effect: Effect.gen(function* () {
+  scoped: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const first = (rows: ReadonlyArray<OperationRow>) => Option.map(Option.fromNullable(rows[0]), toOperation)
+
+    const updateSet = sql`
+            status = c.status,
+            stage = c.stage,
+            stage_label = c.stage_label,
+            progress = c.progress,
+            result = c.result,
+            error = c.error,
+            setup_status = c.setup_status,
+            started_at = case when c.start then coalesce(o.started_at, now()) else o.started_at end,
+            completed_at = case when c.complete then coalesce(o.completed_at, now()) else o.completed_at end,
+            updated_at = now(),
+            heartbeat_at = now(),
+            version = o.version + 1`
+    const changesRecord = (ord: number, call: VersionedChanges) => ({
+      ord,
+      id: call.id,
+      version: call.version,
+      status: call.changes.status,
+      stage: call.changes.stage,
+      stage_label: call.changes.stageLabel,
+      progress: call.changes.progress,
+      result: call.changes.result,
+      error: call.changes.error,
+      setup_status: call.changes.setupStatus,
+      start: call.changes.start,
+      complete: call.changes.complete
+    })
+    const changesColumns = sql`c(ord int, id text, version bigint, status text, stage text, stage_label text, progress int, result jsonb, error text, setup_status jsonb, start boolean, complete boolean)`
+
+    // An id twice in one group: the first call inserts, the later ones find it existing (none).
+    const insertGrouped = yield* makeGroupedStatement({
+      name: "operations.insert",
+      run: (calls: ReadonlyArray<NewOperationRow>) =>
+        sql<OperationRow>`
+          insert into operations (id, org_id, type, resource_id, setup_status)
+          select c.id, c.org_id, c.type, c.resource_id, c.setup_status
+          from jsonb_to_recordset(${JSON.stringify(
+            calls.map((call) => ({ id: call.id, org_id: call.orgId, type: call.type, resource_id: call.resourceId, setup_status: call.setupStatus }))
+          )}::jsonb) as c(id text, org_id text, type text, resource_id text, setup_status jsonb)
+          on conflict (id) do nothing
+          returning *`.pipe(
+          Effect.map((rows) => {
+            const firstCall = new Map<string, number>()
+            calls.forEach((call, ord) => firstCall.has(call.id) || firstCall.set(call.id, ord))
+            return byOrd(
+              calls.length,
+              rows.map((row) => ({ ...row, ord: firstCall.get(row.id)! }))
+            )
+          }),
+          Effect.orDie
+        )
+    })
+
+    // The same id and version twice in one group: one write wins (its ord comes back), the
+    // others answer none and decide again, as they would after losing to another replica.
+    const updateGrouped = yield* makeGroupedStatement({
+      name: "operations.updateIfVersion",
+      run: (calls: ReadonlyArray<VersionedChanges>) =>
+        sql<Answered>`
+          update operations o set ${updateSet}
+          from jsonb_to_recordset(${JSON.stringify(calls.map((call, ord) => changesRecord(ord, call)))}::jsonb) as ${changesColumns}
+          where o.id = c.id and o.version = c.version
+          returning o.*, c.ord`.pipe(
+          Effect.map((rows) => byOrd(calls.length, rows)),
+          Effect.orDie
+        )
+    })
+
+    const findGrouped = yield* makeGroupedStatement({
+      name: "operations.find",
+      run: (ids: ReadonlyArray<string>) =>
+        sql<OperationRow>`select * from operations where id in (select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`.pipe(
+          Effect.map((rows) => {
+            const found = new Map(rows.map((row) => [row.id, toOperation(row)]))
+            return ids.map((id) => Option.fromNullable(found.get(id)))
+          }),
+          Effect.orDie
+        )
+    })
 
     return {
       /** How many operations there are of each type and status (the metrics' scion_operations). */
@@ -59,14 +163,9 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
       ),
 
       /** None when an operation with this id exists already. */
-      insert: (input: NewOperation & { readonly setupStatus: JsonObject | null }) =>
-        sql<OperationRow>`
-          insert into operations (id, org_id, type, resource_id, setup_status)
-          values (${input.id}, ${input.orgId}, ${input.type}, ${input.resourceId}, ${jsonb(input.setupStatus)}::jsonb)
-          on conflict (id) do nothing
-          returning *`.pipe(Effect.map(first), Effect.orDie),
+      insert: insertGrouped,
 
-      find: (id: string) => sql<OperationRow>`select * from operations where id = ${id}`.pipe(Effect.map(first), Effect.orDie),
+      find: findGrouped,
 
       /** Locks the row until the transaction ends: contended reports on one operation are serialised. */
       findForUpdate: (id: string) => sql<OperationRow>`select * from operations where id = ${id} for update`.pipe(Effect.map(first), Effect.orDie),
@@ -74,24 +173,17 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
       /**
        * Writes a report's changes over the version the decision was made on; none when another
        * write came first (the caller re-reads and decides again). Every report is also a heartbeat.
+       * Grouped: not for use inside a transaction (see `updateIfVersionInTransaction`).
        */
-      updateIfVersion: (id: string, version: number, c: Changes) =>
-        sql<OperationRow>`
-          update operations set
-            status = ${c.status},
-            stage = ${c.stage},
-            stage_label = ${c.stageLabel},
-            progress = ${c.progress},
-            result = ${jsonb(c.result)}::jsonb,
-            error = ${c.error},
-            setup_status = ${jsonb(c.setupStatus)}::jsonb,
-            started_at = case when ${c.start} then coalesce(started_at, now()) else started_at end,
-            completed_at = case when ${c.complete} then coalesce(completed_at, now()) else completed_at end,
-            updated_at = now(),
-            heartbeat_at = now(),
-            version = version + 1
-          where id = ${id} and version = ${version}
-          returning *`.pipe(Effect.map(first), Effect.orDie),
+      updateIfVersion: (id: string, version: number, changes: Changes) => updateGrouped({ id, version, changes }),
+
+      /** `updateIfVersion` on the transaction's own connection, under the row lock it holds. */
+      updateIfVersionInTransaction: (id: string, version: number, changes: Changes) =>
+        sql<Answered>`
+          update operations o set ${updateSet}
+          from jsonb_to_recordset(${JSON.stringify([changesRecord(0, { id, version, changes })])}::jsonb) as ${changesColumns}
+          where o.id = c.id and o.version = c.version
+          returning o.*, c.ord`.pipe(Effect.map(first), Effect.orDie),
 
       listByResource: (orgId: string, resourceId: string) =>
         sql<OperationRow>`

@@ -154,6 +154,43 @@ describe("operations", () => {
       })
     )
 
+    it.effect("many operations created, started and ended at once each get their own answer", () =>
+      Effect.gen(function* () {
+        const operations = yield* Operations
+        const { principal } = yield* newWorker()
+        const orgId = newOrgId()
+        const ids = Array.from({ length: 60 }, () => newOperationId())
+        // The same id twice in the same moment, same content: one creates it, the other finds it.
+        const created = yield* Effect.forEach([...ids, ids[0]!], (id) => operations.create(principal, { id, orgId, type: "branch_create", resourceId: `br_${id}` }), {
+          concurrency: "unbounded"
+        })
+        expect(created.filter((c) => c.operation.id === ids[0]).map((c) => c.created).sort()).toEqual([false, true])
+        expect(created.filter((c) => c.created).map((c) => c.operation.resourceId).sort()).toEqual(ids.map((id) => `br_${id}`).sort())
+        // Other content under an id being created at the same moment conflicts.
+        const racing = newOperationId()
+        const raced = yield* Effect.forEach(
+          ["br_x", "br_y"],
+          (resourceId) => Effect.either(operations.create(principal, { id: racing, orgId, type: "branch_create", resourceId })),
+          { concurrency: "unbounded" }
+        )
+        expect(raced.map((r) => (r._tag === "Right" ? "created" : r.left._tag)).sort()).toEqual(["OperationIdConflict", "created"])
+        yield* Effect.forEach(ids, (id) => operations.report(principal, { id, status: "running", progress: 10 }), { concurrency: "unbounded", discard: true })
+        const ended = yield* Effect.forEach(
+          ids,
+          (id, i) => operations.report(principal, i % 2 === 0 ? { id, status: "completed", result: { id } } : { id, status: "failed", error: `failed ${id}` }),
+          { concurrency: "unbounded" }
+        )
+        ended.forEach((operation, i) => {
+          expect(operation.id).toBe(ids[i])
+          expect(operation.version).toBe(2)
+          if (i % 2 === 0) expect(operation).toMatchObject({ status: "completed", result: { id: ids[i] }, error: null, progress: 10 })
+          else expect(operation).toMatchObject({ status: "failed", result: null, error: `failed ${ids[i]}` })
+        })
+        const read = yield* Effect.forEach(ids, (id) => operations.get(principal, id, 0), { concurrency: "unbounded" })
+        expect(read.map((operation) => [operation.id, operation.status])).toEqual(ids.map((id, i) => [id, i % 2 === 0 ? "completed" : "failed"]))
+      })
+    )
+
     it.effect("setup_status exists only for connector_engine_setup", () =>
       Effect.gen(function* () {
         const engine = yield* setup("connector_engine_setup")

@@ -1,0 +1,77 @@
+import { Chunk, Deferred, Effect, Exit, Queue } from "effect"
+import type { Scope } from "effect"
+import { withSpanWhenTracing } from "./tracing.js"
+
+export interface GroupedStatementOptions<A, B> {
+  /** Names the statement in spans and defects. */
+  readonly name: string
+  /**
+   * One statement for many calls: answers one result per input, in the inputs' order. Called with
+   * a single input too, both for a lone call and to isolate a call when its group failed.
+   */
+  readonly run: (inputs: ReadonlyArray<A>) => Effect.Effect<ReadonlyArray<B>>
+  /**
+   * Statements of this kind in flight at once (default 1: in the operation bench one in flight
+   * made larger groups and cost Postgres 455 µs an operation against 600 with two, at a higher rate).
+   */
+  readonly inFlight?: number
+  /** At most this many calls in one statement (default 128). */
+  readonly maxGroup?: number
+}
+
+interface Pending<A, B> {
+  readonly input: A
+  readonly answer: Deferred.Deferred<B>
+}
+
+/**
+ * Group commit for one statement. Each call to the statement otherwise pays its own round trip
+ * (on this deployment's machines the socket write that wakes Postgres, and Postgres's own
+ * per-statement work, cost more than the statement: profiled at ~200 µs of the unit's CPU and
+ * ~330 µs of Postgres's a statement). Calls made while a statement of this kind is in flight wait
+ * for it and then go out together as the next one, so a lone call is sent at once and a busy
+ * moment costs one round trip for many callers.
+ *
+ * A group that fails is retried call by call, so one call's failure (a constraint, a defect) is
+ * that call's alone. Not for statements inside a transaction: a group runs on its own connection.
+ */
+export const makeGroupedStatement = <A, B>(options: GroupedStatementOptions<A, B>): Effect.Effect<(input: A) => Effect.Effect<B>, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const queue = yield* Queue.unbounded<Pending<A, B>>()
+    const maxGroup = options.maxGroup ?? 128
+
+    const settle = (group: ReadonlyArray<Pending<A, B>>, exit: Exit.Exit<ReadonlyArray<B>>) =>
+      Effect.forEach(group, (pending, index) =>
+        Deferred.done(
+          pending.answer,
+          Exit.flatMap(exit, (results) =>
+            index < results.length ? Exit.succeed(results[index]!) : Exit.die(new Error(`${options.name} answered ${results.length} of ${group.length} calls`))
+          )
+        )
+      )
+
+    const runGroup = (group: ReadonlyArray<Pending<A, B>>) =>
+      Effect.gen(function* () {
+        const exit = yield* Effect.exit(options.run(group.map((pending) => pending.input)))
+        if (Exit.isSuccess(exit) || group.length === 1) return yield* settle(group, exit)
+        yield* Effect.forEach(group, (pending) => Effect.flatMap(Effect.exit(options.run([pending.input])), (single) => settle([pending], single)), {
+          discard: true
+        })
+      }).pipe(
+        // Closing while in flight: the group's callers are answered rather than left waiting.
+        Effect.onInterrupt(() => settle(group, Exit.die(new Error(`${options.name}: shutting down`)))),
+        withSpanWhenTracing(`GroupedStatement.${options.name}`, { attributes: { "scion.group_size": group.length } })
+      )
+
+    const worker = Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, maxGroup), (group) => runGroup(Chunk.toReadonlyArray(group))))
+    yield* Effect.forkScoped(Effect.all(Array.from({ length: options.inFlight ?? 1 }, () => worker), { concurrency: "unbounded", discard: true }))
+    // Closing: calls still queued are answered with a defect rather than left waiting forever.
+    yield* Effect.addFinalizer(() =>
+      Effect.flatMap(Queue.takeAll(queue), (left) =>
+        Effect.forEach(left, (pending) => Deferred.die(pending.answer, new Error(`${options.name}: shutting down`)), { discard: true })
+      )
+    )
+
+    return (input: A) =>
+      Effect.flatMap(Deferred.make<B>(), (answer) => Effect.zipRight(Queue.offer(queue, { input, answer }), Deferred.await(answer)))
+  })

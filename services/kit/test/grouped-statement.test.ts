@@ -1,0 +1,96 @@
+import { SqlClient } from "@effect/sql"
+import { describe, expect, it } from "@effect/vitest"
+import { Cause, Effect, Exit, Fiber, Layer } from "effect"
+import { makeGroupedStatement, unitDatabase } from "../src/index.js"
+import { freshDatabase, withConfig } from "../src/testing.js"
+
+const database = unitDatabase({ schema: "grouped_unit", migrations: new URL("./fixtures/migrations/", import.meta.url), maxConnections: 4 })
+
+/** A grouped insert of widgets, counting the statements it sends. */
+const groupedInsert = Effect.gen(function* () {
+  const url = yield* freshDatabase("kit_grouped")
+  const context = yield* Layer.build(database.pipe(Layer.provide(withConfig({ DATABASE_URL: url }))))
+  const sql = context.unsafeMap.get(SqlClient.SqlClient.key) as SqlClient.SqlClient
+  // A name may not be blank: one bad call in a group makes the group's statement fail.
+  yield* sql`alter table widgets add constraint named check (name <> '')`
+  const statements: Array<number> = []
+  const insert = yield* makeGroupedStatement({
+    name: "widgets.insert",
+    run: (names: ReadonlyArray<string>) => {
+      statements.push(names.length)
+      return sql<{ readonly id: string; readonly name: string }>`
+        insert into widgets (name) select n from jsonb_array_elements_text(${JSON.stringify(names)}::jsonb) with ordinality as e(n, i) order by i
+        returning id, name`.pipe(
+        Effect.map((rows) => rows.map((row) => row.name)),
+        Effect.orDie
+      )
+    }
+  })
+  return { sql, insert, statements }
+})
+
+describe("grouped statements", () => {
+  it.live("calls made together share statements and each gets its own answer", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { sql, insert, statements } = yield* groupedInsert
+        const names = Array.from({ length: 40 }, (_, i) => `widget-${i}`)
+        const answers = yield* Effect.forEach(names, insert, { concurrency: "unbounded" })
+        expect(answers).toEqual(names)
+        // One in flight at a time by default: the first call goes alone, the rest wait and go together.
+        expect(statements.reduce((a, b) => a + b, 0)).toBe(40)
+        expect(statements.length).toBeLessThan(10)
+        const stored = yield* sql<{ readonly name: string }>`select name from widgets order by id`
+        expect(stored.map((row) => row.name).sort()).toEqual([...names].sort())
+        // A lone call is sent at once, in a statement of its own.
+        statements.length = 0
+        expect(yield* insert("alone")).toBe("alone")
+        expect(statements).toEqual([1])
+      })
+    ),
+    60_000
+  )
+
+  it.live("one failing call fails alone: the rest of its group is written", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { sql, insert, statements } = yield* groupedInsert
+        const names = ["a", "b", "c", "", "d", "e", "f", "g", "h", "i"]
+        const exits = yield* Effect.forEach(names, (name) => Effect.exit(insert(name)), { concurrency: "unbounded" })
+        expect(exits.map(Exit.isSuccess)).toEqual(names.map((name) => name !== ""))
+        const failed = exits[names.indexOf("")]!
+        expect(Exit.isFailure(failed) && Cause.pretty(failed.cause)).toContain("SqlError")
+        // Some group held the bad call with others, failed, and was retried call by call.
+        expect(statements.some((size) => size > 1)).toBe(true)
+        const stored = yield* sql<{ readonly name: string }>`select name from widgets order by name`
+        expect(stored.map((row) => row.name)).toEqual(names.filter((name) => name !== "").sort())
+      })
+    ),
+    60_000
+  )
+
+  it.live("calls in flight or still queued when the scope closes are answered, not left waiting", () =>
+    Effect.gen(function* () {
+      const callers = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const slow = yield* makeGroupedStatement({
+            name: "slow",
+            inFlight: 1,
+            run: (inputs: ReadonlyArray<number>) => Effect.as(Effect.sleep("1 hour"), inputs)
+          })
+          const first = yield* Effect.fork(slow(1))
+          yield* Effect.sleep("20 millis")
+          // The first call is in flight; this one queues behind it.
+          const second = yield* Effect.fork(slow(2))
+          yield* Effect.sleep("20 millis")
+          return [first, second]
+        })
+      )
+      for (const caller of callers) {
+        const exit = yield* Fiber.await(caller)
+        expect(Exit.isFailure(exit) && Cause.pretty(exit.cause)).toContain("slow: shutting down")
+      }
+    }),
+    10_000
+  )
+})
