@@ -1,4 +1,5 @@
 import { SqlClient } from "@effect/sql"
+import { makeGroupedStatement } from "@scion/kit"
 import { Effect, Option } from "effect"
 import type { Member, OrgMembership } from "./domain/models.js"
 import { knownRole, OWNER_ROLE_ID } from "./domain/roles.js"
@@ -28,7 +29,7 @@ const toMember = (row: MemberRow): Member => ({
 
 /** Orgs, memberships and members' role grants. */
 export class OrgsRepo extends Effect.Service<OrgsRepo>()("@scion/identity/OrgsRepo", {
-  effect: Effect.gen(function* () {
+  scoped: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const first = <A>(rows: ReadonlyArray<A>) => Option.fromNullable(rows[0])
     const memberSelect = sql.literal(`
@@ -36,6 +37,22 @@ export class OrgsRepo extends Effect.Service<OrgsRepo>()("@scion/identity/OrgsRe
       from memberships m
       join users u on u.id = m.user_id
       join role_grants g on g.org_id = m.org_id and g.user_id = m.user_id`)
+
+    // Every authenticated org read lands here: reads arriving together share one statement
+    // (the gateway bench's profile had this statement's socket write at 28% of identity's CPU).
+    const findGrouped = yield* makeGroupedStatement({
+      name: "orgs.find",
+      run: (orgIds: ReadonlyArray<string>) =>
+        sql<OrgRow>`
+          select o.id, o.name, o.created_at, (select count(*)::int from memberships m where m.org_id = o.id) as member_count
+          from orgs o where o.id in (select jsonb_array_elements_text(${JSON.stringify(orgIds)}::jsonb))`.pipe(
+          Effect.map((rows) => {
+            const found = new Map(rows.map((row) => [row.id, row]))
+            return orgIds.map((orgId) => Option.fromNullable(found.get(orgId)))
+          }),
+          Effect.orDie
+        )
+    })
 
     return {
       /** None when this user already created an org with the same request id. */
@@ -52,10 +69,8 @@ export class OrgsRepo extends Effect.Service<OrgsRepo>()("@scion/identity/OrgsRe
           Effect.orDie
         ),
 
-      find: (orgId: string) =>
-        sql<OrgRow>`
-          select o.id, o.name, o.created_at, (select count(*)::int from memberships m where m.org_id = o.id) as member_count
-          from orgs o where o.id = ${orgId}`.pipe(Effect.map(first), Effect.orDie),
+      /** Grouped with the reads arriving at the same moment: not for use inside a transaction. */
+      find: findGrouped,
 
       /** Locks the org row: every change to who owns an org takes this lock first. */
       lock: (orgId: string) => sql`select id from orgs where id = ${orgId} for update`.pipe(Effect.asVoid, Effect.orDie),

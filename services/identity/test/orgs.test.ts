@@ -32,6 +32,22 @@ describe("orgs", () => {
       })
     )
 
+    it.effect("many org reads at once each answer their own org, and a deleted org is gone for its reader only", () =>
+      Effect.gen(function* () {
+        const orgs = yield* Orgs
+        const { principal } = yield* signUp("many-reads")
+        const created = yield* Effect.forEach(Array.from({ length: 12 }, (_, i) => `Org ${i}`), (name) => createOrg(principal, name))
+        yield* addMember(principal, created[3]!.orgId, "member")
+        yield* orgs.deleteOrg(principal, created[7]!.orgId)
+        const reads = yield* Effect.forEach([...created, ...created], (org) => Effect.either(orgs.getOrg(principal, org.orgId)), { concurrency: "unbounded" })
+        reads.forEach((read, i) => {
+          const org = created[i % created.length]!
+          if (org.orgId === created[7]!.orgId) return expect(read._tag).toBe("Left")
+          expect(read._tag === "Right" && read.right).toMatchObject({ orgId: org.orgId, name: org.name, memberCount: org.orgId === created[3]!.orgId ? 2 : 1 })
+        })
+      })
+    )
+
     it.effect("a retried create with the same request id returns the first org", () =>
       Effect.gen(function* () {
         const orgs = yield* Orgs
