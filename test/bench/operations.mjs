@@ -114,7 +114,14 @@ try {
       (request, options) => {
         const call = operationClient[name](request)
         const token = options?.headers?.["x-scion-principal"]
-        return Effect.runPromise((token ? call.pipe(withPrincipalToken(token)) : call).pipe(Effect.catchAll((error) => Effect.fail(Object.assign(new Error(error.message), { code: error.code })))))
+        // Without spans, as the units' own clients run when no trace exporter is configured
+        // (the default runtime's tracer captured a stack per call: 5% of this client's CPU).
+        return Effect.runPromise(
+          (token ? call.pipe(withPrincipalToken(token)) : call).pipe(
+            Effect.catchAll((error) => Effect.fail(Object.assign(new Error(error.message), { code: error.code }))),
+            Effect.withTracerEnabled(false)
+          )
+        )
       }
     ])
   )
