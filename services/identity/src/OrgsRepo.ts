@@ -69,7 +69,7 @@ export class OrgsRepo extends Effect.Service<OrgsRepo>()("@scion/identity/OrgsRe
           Effect.orDie
         ),
 
-      /** Grouped with the reads arriving at the same moment: not for use inside a transaction. */
+      /** Grouped with the reads arriving at the same moment (inside a transaction: alone, on its connection). */
       find: findGrouped,
 
       /** Locks the org row: every change to who owns an org takes this lock first. */

@@ -1,4 +1,5 @@
-import { Chunk, Deferred, Effect, Exit, Queue } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Chunk, Deferred, Effect, Exit, Option, Queue } from "effect"
 import type { Scope } from "effect"
 import { withSpanWhenTracing } from "./tracing.js"
 
@@ -33,7 +34,9 @@ interface Pending<A, B> {
  * moment costs one round trip for many callers.
  *
  * A group that fails is retried call by call, so one call's failure (a constraint, a defect) is
- * that call's alone. Not for statements inside a transaction: a group runs on its own connection.
+ * that call's alone. A call made inside a transaction is not grouped: it runs alone, on the
+ * transaction's connection (a group runs on a connection of its own, which would not see the
+ * transaction's writes nor be part of it).
  */
 export const makeGroupedStatement = <A, B>(options: GroupedStatementOptions<A, B>): Effect.Effect<(input: A) => Effect.Effect<B>, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -72,6 +75,10 @@ export const makeGroupedStatement = <A, B>(options: GroupedStatementOptions<A, B
       )
     )
 
-    return (input: A) =>
-      Effect.flatMap(Deferred.make<B>(), (answer) => Effect.zipRight(Queue.offer(queue, { input, answer }), Deferred.await(answer)))
+    const grouped = (input: A) => Effect.flatMap(Deferred.make<B>(), (answer) => Effect.zipRight(Queue.offer(queue, { input, answer }), Deferred.await(answer)))
+    const alone = (input: A) =>
+      Effect.flatMap(options.run([input]), (results) =>
+        results.length === 1 ? Effect.succeed(results[0]!) : Effect.die(new Error(`${options.name} answered ${results.length} of 1 call`))
+      )
+    return (input: A) => Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => (Option.isSome(transaction) ? alone(input) : grouped(input)))
   })

@@ -69,6 +69,32 @@ describe("grouped statements", () => {
     60_000
   )
 
+  it.live("a call inside a transaction runs on the transaction's connection: it sees its writes and rolls back with it", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { sql, insert, statements } = yield* groupedInsert
+        const count = sql<{ readonly n: number }>`select count(*)::int as n from widgets`.pipe(Effect.map((rows) => rows[0]!.n))
+        const seenInside = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              yield* sql`insert into widgets (name) values ('written first')`
+              const answers = yield* Effect.forEach(["inside-1", "inside-2", "inside-3"], insert, { concurrency: "unbounded" })
+              expect(answers).toEqual(["inside-1", "inside-2", "inside-3"])
+              const seen = yield* count
+              return yield* Effect.fail({ rollback: true, seen })
+            })
+          )
+          .pipe(Effect.flip)
+        // Each call ran alone, inside the transaction (it saw the row written before it) ...
+        expect(statements).toEqual([1, 1, 1])
+        expect(seenInside).toEqual({ rollback: true, seen: 4 })
+        // ... and went with its rollback.
+        expect(yield* count).toBe(0)
+      })
+    ),
+    60_000
+  )
+
   it.live("calls in flight or still queued when the scope closes are answered, not left waiting", () =>
     Effect.gen(function* () {
       const callers = yield* Effect.scoped(

@@ -128,22 +128,22 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
      */
     const report = Effect.fn("Operations.report")(function* (principal: Principal, input: Report) {
       yield* checkId(input.id)
-      const apply = (current: Operation, write: typeof repo.updateIfVersion) =>
+      const apply = (current: Operation) =>
         Effect.gen(function* () {
           const decision = decide(current, input)
           if (Either.isLeft(decision)) return yield* decision.left
           if (decision.right._tag === "Unchanged") return { operation: current, changed: false }
-          const written = yield* write(input.id, current.version, decision.right.changes)
+          const written = yield* repo.updateIfVersion(input.id, current.version, decision.right.changes)
           return Option.match(written, { onNone: () => undefined, onSome: (operation) => ({ operation, changed: true }) })
         })
       let outcome = yield* writeFromRemembered(principal, input)
-      if (outcome === undefined) outcome = yield* apply(yield* findVisible(principal, input.id), repo.updateIfVersion)
+      if (outcome === undefined) outcome = yield* apply(yield* findVisible(principal, input.id))
       if (outcome === undefined) {
         outcome = yield* transaction(
           Effect.gen(function* () {
             const locked = yield* repo.findForUpdate(input.id)
             if (Option.isNone(locked)) return yield* new OperationNotFound({ operationId: input.id })
-            const applied = yield* apply(locked.value, repo.updateIfVersionInTransaction)
+            const applied = yield* apply(locked.value)
             return applied ?? (yield* Effect.dieMessage(`operation ${input.id} changed under its row lock`))
           })
         )

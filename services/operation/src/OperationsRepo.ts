@@ -65,9 +65,9 @@ const byOrd = (count: number, rows: ReadonlyArray<Answered>): Array<Option.Optio
 /**
  * The operations table. SQL failures are defects here, at the repository edge.
  *
- * Creates, reports and reads outside a transaction are grouped (kit's `makeGroupedStatement`):
- * calls that arrive while one of their kind is in flight go out together as one statement, which
- * the throughput profile asked for (each statement cost ~200 µs of this unit's CPU in the socket
+ * Creates, reports and reads are grouped (kit's `makeGroupedStatement`; inside a transaction they
+ * run alone, on its connection): calls that arrive while one of their kind is in flight go out
+ * together as one statement, which the throughput profile asked for (each statement cost ~200 µs of this unit's CPU in the socket
  * write alone and ~330 µs of Postgres's). Each call still gets exactly its own row's answer.
  */
 export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/operation/OperationsRepo", {
@@ -75,19 +75,7 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
     const sql = yield* SqlClient.SqlClient
     const first = (rows: ReadonlyArray<OperationRow>) => Option.map(Option.fromNullable(rows[0]), toOperation)
 
-    const updateSet = sql`
-            status = c.status,
-            stage = c.stage,
-            stage_label = c.stage_label,
-            progress = c.progress,
-            result = c.result,
-            error = c.error,
-            setup_status = c.setup_status,
-            started_at = case when c.start then coalesce(o.started_at, now()) else o.started_at end,
-            completed_at = case when c.complete then coalesce(o.completed_at, now()) else o.completed_at end,
-            updated_at = now(),
-            heartbeat_at = now(),
-            version = o.version + 1`
+    /** A report's changes as one record of a grouped update, `ord` its place in the group. */
     const changesRecord = (ord: number, call: VersionedChanges) => ({
       ord,
       id: call.id,
@@ -102,7 +90,6 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
       start: call.changes.start,
       complete: call.changes.complete
     })
-    const changesColumns = sql`c(ord int, id text, version bigint, status text, stage text, stage_label text, progress int, result jsonb, error text, setup_status jsonb, start boolean, complete boolean)`
 
     // An id twice in one group: the first call inserts, the later ones find it existing (none).
     const insertGrouped = yield* makeGroupedStatement({
@@ -134,8 +121,21 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
       name: "operations.updateIfVersion",
       run: (calls: ReadonlyArray<VersionedChanges>) =>
         sql<Answered>`
-          update operations o set ${updateSet}
-          from jsonb_to_recordset(${JSON.stringify(calls.map((call, ord) => changesRecord(ord, call)))}::jsonb) as ${changesColumns}
+          update operations o set
+            status = c.status,
+            stage = c.stage,
+            stage_label = c.stage_label,
+            progress = c.progress,
+            result = c.result,
+            error = c.error,
+            setup_status = c.setup_status,
+            started_at = case when c.start then coalesce(o.started_at, now()) else o.started_at end,
+            completed_at = case when c.complete then coalesce(o.completed_at, now()) else o.completed_at end,
+            updated_at = now(),
+            heartbeat_at = now(),
+            version = o.version + 1
+          from jsonb_to_recordset(${JSON.stringify(calls.map((call, ord) => changesRecord(ord, call)))}::jsonb)
+            as c(ord int, id text, version bigint, status text, stage text, stage_label text, progress int, result jsonb, error text, setup_status jsonb, start boolean, complete boolean)
           where o.id = c.id and o.version = c.version
           returning o.*, c.ord`.pipe(
           Effect.map((rows) => byOrd(calls.length, rows)),
@@ -173,17 +173,8 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
       /**
        * Writes a report's changes over the version the decision was made on; none when another
        * write came first (the caller re-reads and decides again). Every report is also a heartbeat.
-       * Grouped: not for use inside a transaction (see `updateIfVersionInTransaction`).
        */
       updateIfVersion: (id: string, version: number, changes: Changes) => updateGrouped({ id, version, changes }),
-
-      /** `updateIfVersion` on the transaction's own connection, under the row lock it holds. */
-      updateIfVersionInTransaction: (id: string, version: number, changes: Changes) =>
-        sql<Answered>`
-          update operations o set ${updateSet}
-          from jsonb_to_recordset(${JSON.stringify([changesRecord(0, { id, version, changes })])}::jsonb) as ${changesColumns}
-          where o.id = c.id and o.version = c.version
-          returning o.*, c.ord`.pipe(Effect.map(first), Effect.orDie),
 
       listByResource: (orgId: string, resourceId: string) =>
         sql<OperationRow>`
