@@ -172,10 +172,16 @@ export const backoffDelay = (backoff: ReadonlyArray<Duration.DurationInput>, del
   return input === undefined ? Duration.zero : Duration.decode(input)
 }
 
-/** `traceparent` of the current span, if any (W3C trace context, version 00). */
-export const currentTraceparent: Effect.Effect<Option.Option<string>> = Effect.map(Effect.option(Effect.currentSpan), (span) =>
+/**
+ * `traceparent` of the current span, if any (W3C trace context, version 00). Read from the context
+ * rather than with `Effect.currentSpan`, which without a span fails with a new
+ * NoSuchElementException, stack trace and all: on every RPC a unit makes (2% of the gateway's CPU).
+ */
+export const currentTraceparent: Effect.Effect<Option.Option<string>> = Effect.map(Effect.serviceOption(Tracer.ParentSpan), (span) =>
   // Only a span a real tracer records has W3C ids (with tracing off, spans are no-ops).
-  Option.flatMap(span, (s) => (/^[0-9a-f]{32}$/.test(s.traceId) && /^[0-9a-f]{16}$/.test(s.spanId) ? Option.some(`00-${s.traceId}-${s.spanId}-${s.sampled ? "01" : "00"}`) : Option.none()))
+  Option.flatMap(span, (s) =>
+    s._tag === "Span" && /^[0-9a-f]{32}$/.test(s.traceId) && /^[0-9a-f]{16}$/.test(s.spanId) ? Option.some(`00-${s.traceId}-${s.spanId}-${s.sampled ? "01" : "00"}`) : Option.none()
+  )
 )
 
 export const parseTraceparent = (value: string | undefined): Option.Option<Tracer.ExternalSpan> => {
