@@ -20,6 +20,7 @@ import { ConfigProvider, type Context, Effect, Layer, Logger, LogLevel, ManagedR
 import pg from "pg"
 import { answeredForCaller, IdentityOverTheWire, IdentityUnit, IdentityWireLive, newOrg, newUser, newWorker, OperationUnitOverTheWire } from "../../../test/support/units.js"
 import {
+  BRANCH_ROLE_SCRAM_ITERATIONS,
   BranchOperations,
   Branches,
   BranchesRepo,
@@ -203,6 +204,11 @@ describe("branches on a real engine", () => {
     expect(psql(url, "select count(*) from orders")).toBe("1000")
     expect(psql(url, "select ssl from pg_stat_ssl where pid = pg_backend_pid()")).toBe("t")
     expect(psql(url, "select current_user")).toMatch(/_owner$/)
+    // The role's verifier holds the rounds Scion chose for its random passwords, not Postgres's 4,096.
+    const role = new URL(url).username
+    expect((await query(engine, "postgres", `select split_part(rolpassword, ':', 1) as v from pg_authid where rolname = '${role}'`))[0].v).toBe(
+      `SCRAM-SHA-256$${BRANCH_ROLE_SCRAM_ITERATIONS}`
+    )
     // Masked deterministically: emails replaced, the join on the masked columns still matches.
     expect(psql(url, "select count(*) from customers where email like '%@example.com'")).toBe("0")
     expect(psql(url, "select count(*) from orders o join customers c on c.email = o.customer_email")).toBe("1000")

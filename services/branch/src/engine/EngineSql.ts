@@ -90,12 +90,21 @@ export const warmAdminSessions = (engine: BranchingEngine): Effect.Effect<void, 
       )
 
 /**
+ * PBKDF2 rounds in a branch role's SCRAM verifier. Postgres' 4,096 make a guessable password
+ * costly to brute-force from a leaked verifier; a branch's password is 192 random bits, which no
+ * round count changes. Every login pays the rounds again on the client's side (~2–4 ms of CPU a
+ * connection here at 4,096): each new connection of the branch's users, and the verifier made for
+ * each create.
+ */
+export const BRANCH_ROLE_SCRAM_ITERATIONS = 256
+
+/**
  * A SCRAM-SHA-256 verifier for a password (RFC 7677, Postgres' format), so CREATE ROLE never
  * carries the password itself: it cannot end up in the engine's statement logs. The key
- * derivation (4,096 rounds of PBKDF2, milliseconds of CPU) runs on libuv's thread pool, not on
- * the event loop that serves the unit's calls and jobs.
+ * derivation runs on libuv's thread pool, not on the event loop that serves the unit's calls and
+ * jobs.
  */
-export const scramVerifier = (password: string, iterations = 4096): Effect.Effect<string> =>
+export const scramVerifier = (password: string, iterations: number): Effect.Effect<string> =>
   Effect.suspend(() => {
     const salt = randomBytes(16)
     return Effect.async<Buffer>((resume) =>
@@ -214,7 +223,7 @@ export const copyDatabase = (client: EngineClient, engine: BranchingEngine, name
 /** The branch's login role with the password's SCRAM verifier; an existing role gets the verifier again. */
 export const ensureRole = (client: EngineClient, role: string, password: Redacted.Redacted<string>) =>
   Effect.gen(function* () {
-    const verifier = quoteLiteral(yield* scramVerifier(Redacted.value(password)))
+    const verifier = quoteLiteral(yield* scramVerifier(Redacted.value(password), BRANCH_ROLE_SCRAM_ITERATIONS))
     const exists = yield* roleExists(client, role)
     yield* client.query(
       "role",
