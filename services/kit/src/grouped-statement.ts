@@ -66,7 +66,14 @@ export const makeGroupedStatement = <A, B>(options: GroupedStatementOptions<A, B
         withSpanWhenTracing(`GroupedStatement.${options.name}`, { attributes: { "scion.group_size": group.length } })
       )
 
-    const worker = Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, maxGroup), (group) => runGroup(Chunk.toReadonlyArray(group))))
+    // A caller interrupted while its call waited (its client went away) is not sent.
+    const stillWanted = (pending: Pending<A, B>) => Effect.negate(Deferred.isDone(pending.answer))
+    const worker = Effect.forever(
+      Queue.takeBetween(queue, 1, maxGroup).pipe(
+        Effect.flatMap((taken) => Effect.filter(Chunk.toReadonlyArray(taken), stillWanted)),
+        Effect.flatMap((group) => (group.length === 0 ? Effect.void : runGroup(group)))
+      )
+    )
     yield* Effect.forkScoped(Effect.all(Array.from({ length: options.inFlight ?? 1 }, () => worker), { concurrency: "unbounded", discard: true }))
     // Closing: calls still queued are answered with a defect rather than left waiting forever.
     yield* Effect.addFinalizer(() =>
@@ -75,7 +82,13 @@ export const makeGroupedStatement = <A, B>(options: GroupedStatementOptions<A, B
       )
     )
 
-    const grouped = (input: A) => Effect.flatMap(Deferred.make<B>(), (answer) => Effect.zipRight(Queue.offer(queue, { input, answer }), Deferred.await(answer)))
+    const grouped = (input: A) =>
+      Effect.flatMap(Deferred.make<B>(), (answer) =>
+        Effect.zipRight(
+          Queue.offer(queue, { input, answer }),
+          Effect.onInterrupt(Deferred.await(answer), () => Deferred.interrupt(answer))
+        )
+      )
     const alone = (input: A) =>
       Effect.flatMap(options.run([input]), (results) =>
         results.length === 1 ? Effect.succeed(results[0]!) : Effect.die(new Error(`${options.name} answered ${results.length} of 1 call`))

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Layer } from "effect"
 import { makeGroupedStatement, unitDatabase } from "../src/index.js"
 import { freshDatabase, withConfig } from "../src/testing.js"
 
@@ -93,6 +93,31 @@ describe("grouped statements", () => {
       })
     ),
     60_000
+  )
+
+  it.live("a call interrupted while it waits for its group is not sent", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const sent: Array<string> = []
+        const gate = yield* Deferred.make<void>()
+        const held = yield* makeGroupedStatement({
+          name: "held",
+          run: (inputs: ReadonlyArray<string>) => Effect.as(Effect.zipRight(Effect.sync(() => sent.push(...inputs)), Deferred.await(gate)), inputs)
+        })
+        const first = yield* Effect.fork(held("first"))
+        yield* Effect.sleep("20 millis")
+        // "first" is in flight; these two queue behind it, and one of them is given up.
+        const kept = yield* Effect.fork(held("kept"))
+        const abandoned = yield* Effect.fork(held("abandoned"))
+        yield* Effect.sleep("20 millis")
+        yield* Fiber.interrupt(abandoned)
+        yield* Deferred.succeed(gate, undefined)
+        expect(yield* Fiber.join(first)).toBe("first")
+        expect(yield* Fiber.join(kept)).toBe("kept")
+        expect(sent).toEqual(["first", "kept"])
+      })
+    ),
+    10_000
   )
 
   it.live("calls in flight or still queued when the scope closes are answered, not left waiting", () =>
