@@ -9,6 +9,7 @@
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import pg from "pg"
+import { GENERATED_PASSWORD_SCRAM_ITERATIONS } from "@scion/kit"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
 import { queryMetadata, type RoleKey, settleOperation, teamOrg, createPostgresConnector } from "../support/flows.js"
@@ -218,6 +219,9 @@ describe("engine setup end to end", () => {
     const pg = (await import("pg")).default
     const plain = new pg.Client({ host: record.host, port: record.port, user: record.username, password: record.password, database: "mirror", ssl: false })
     await expect(plain.connect()).rejects.toThrow(/no encryption|pg_hba/)
+    // The superuser's generated password is stored with the rounds Scion chose, not initdb's 4,096.
+    const verifier = await queryEngine(scion, id, `select split_part(rolpassword, ':', 1) as v from pg_authid where rolname = current_user`)
+    expect(verifier.rows[0].v).toBe(`SCRAM-SHA-256$${GENERATED_PASSWORD_SCRAM_ITERATIONS}`)
   })
 
   it("a row inserted, updated and deleted on the source shows up in the mirror", async () => {

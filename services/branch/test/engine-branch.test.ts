@@ -14,13 +14,12 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type Engine, EngineProvisioner, LocalEngineProvisionerLive } from "@scion/connector"
-import { type Job, JobFailed, type Principal, PostgresPools } from "@scion/kit"
+import { GENERATED_PASSWORD_SCRAM_ITERATIONS, type Job, JobFailed, type Principal, PostgresPools } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { ConfigProvider, type Context, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import pg from "pg"
 import { answeredForCaller, IdentityOverTheWire, IdentityUnit, IdentityWireLive, newOrg, newUser, newWorker, OperationUnitOverTheWire } from "../../../test/support/units.js"
 import {
-  BRANCH_ROLE_SCRAM_ITERATIONS,
   BranchOperations,
   Branches,
   BranchesRepo,
@@ -207,7 +206,7 @@ describe("branches on a real engine", () => {
     // The role's verifier holds the rounds Scion chose for its random passwords, not Postgres's 4,096.
     const role = new URL(url).username
     expect((await query(engine, "postgres", `select split_part(rolpassword, ':', 1) as v from pg_authid where rolname = '${role}'`))[0].v).toBe(
-      `SCRAM-SHA-256$${BRANCH_ROLE_SCRAM_ITERATIONS}`
+      `SCRAM-SHA-256$${GENERATED_PASSWORD_SCRAM_ITERATIONS}`
     )
     // Masked deterministically: emails replaced, the join on the masked columns still matches.
     expect(psql(url, "select count(*) from customers where email like '%@example.com'")).toBe("0")

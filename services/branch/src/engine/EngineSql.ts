@@ -1,5 +1,4 @@
-import { createHash, createHmac, pbkdf2, randomBytes } from "node:crypto"
-import { connectPostgres, pooledSession, type PostgresEndpoint, type PostgresPools, type PostgresSession, quoteIdent, quoteLiteral, tlsWithoutVerification, warmPool } from "@scion/kit"
+import { connectPostgres, GENERATED_PASSWORD_SCRAM_ITERATIONS, pooledSession, type PostgresEndpoint, type PostgresPools, type PostgresSession, quoteIdent, quoteLiteral, scramVerifier, tlsWithoutVerification, warmPool } from "@scion/kit"
 import { Duration, Effect, Redacted, Schema, type Scope } from "effect"
 import type { MaskingRule } from "../domain/models.js"
 import type { BranchingEngine } from "./Engines.js"
@@ -88,39 +87,6 @@ export const warmAdminSessions = (engine: BranchingEngine): Effect.Effect<void, 
     : warmPool(superuserOn(engine, "postgres"), adminPool, CREATE_ADMIN_SESSIONS).pipe(
         Effect.withSpan("EngineSql.warmAdminSessions")
       )
-
-/**
- * PBKDF2 rounds in a branch role's SCRAM verifier. Postgres' 4,096 make a guessable password
- * costly to brute-force from a leaked verifier; a branch's password is 192 random bits, which no
- * round count changes. Every login pays the rounds again on the client's side (~2–4 ms of CPU a
- * connection here at 4,096): each new connection of the branch's users, and the verifier made for
- * each create.
- */
-export const BRANCH_ROLE_SCRAM_ITERATIONS = 256
-
-/**
- * A SCRAM-SHA-256 verifier for a password (RFC 7677, Postgres' format), so CREATE ROLE never
- * carries the password itself: it cannot end up in the engine's statement logs. The key
- * derivation runs on libuv's thread pool, not on the event loop that serves the unit's calls and
- * jobs.
- */
-export const scramVerifier = (password: string, iterations: number): Effect.Effect<string> =>
-  Effect.suspend(() => {
-    const salt = randomBytes(16)
-    return Effect.async<Buffer>((resume) =>
-      pbkdf2(password.normalize("NFKC"), salt, iterations, 32, "sha256", (error, salted) =>
-        // Fails only on invalid arguments (ours are fixed): a defect.
-        resume(error === null ? Effect.succeed(salted) : Effect.die(error))
-      )
-    ).pipe(
-      Effect.map((salted) => {
-        const clientKey = createHmac("sha256", salted).update("Client Key").digest()
-        const storedKey = createHash("sha256").update(clientKey).digest()
-        const serverKey = createHmac("sha256", salted).update("Server Key").digest()
-        return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`
-      })
-    )
-  })
 
 /**
  * Pauses the named subscriptions on a session connected to the mirror. A disabled subscription's
@@ -223,7 +189,7 @@ export const copyDatabase = (client: EngineClient, engine: BranchingEngine, name
 /** The branch's login role with the password's SCRAM verifier; an existing role gets the verifier again. */
 export const ensureRole = (client: EngineClient, role: string, password: Redacted.Redacted<string>) =>
   Effect.gen(function* () {
-    const verifier = quoteLiteral(yield* scramVerifier(Redacted.value(password), BRANCH_ROLE_SCRAM_ITERATIONS))
+    const verifier = quoteLiteral(yield* scramVerifier(Redacted.value(password), GENERATED_PASSWORD_SCRAM_ITERATIONS))
     const exists = yield* roleExists(client, role)
     yield* client.query(
       "role",

@@ -1,7 +1,7 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import type { SqlClient, SqlError } from "@effect/sql"
-import { JobFailed, type JobHandler, type OperationEnded, quoteIdent, quoteLiteral, type RpcError } from "@scion/kit"
-import { Config, Duration, Effect, Fiber, Layer, Option } from "effect"
+import { GENERATED_PASSWORD_SCRAM_ITERATIONS, JobFailed, type JobHandler, type OperationEnded, quoteIdent, quoteLiteral, type RpcError, scramVerifier } from "@scion/kit"
+import { Config, Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
 import type { PostgresDetails } from "../connectors/ConnectionDetails.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
@@ -234,6 +234,11 @@ const provisionEngine = (run: SetupRun, pipeline: PipelineNames) =>
         // Branch roles log in to this engine with passwords their users hold: the mirror (the
         // org's whole selection) is not theirs to open, so PUBLIC's default CONNECT and TEMP go.
         yield* admin.query(`revoke all on database ${quoteIdent(pipeline.mirrorDatabase)} from public`)
+        // initdb stored the superuser's verifier with 4,096 rounds, which every login of the
+        // branch unit (each create's first session on its copy) and of this unit pays again;
+        // the password is generated, so the rounds protect nothing (kit scram.ts).
+        const verifier = yield* scramVerifier(Redacted.value(engine.superuser.password), GENERATED_PASSWORD_SCRAM_ITERATIONS)
+        yield* admin.query(`alter role ${quoteIdent(engine.superuser.username)} password ${quoteLiteral(verifier)}`)
       })
     ).pipe(Effect.mapError((e) => stepFailed("engine", e)))
     return engine
