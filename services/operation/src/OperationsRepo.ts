@@ -44,7 +44,6 @@ const toOperation = (row: OperationRow): Operation => ({
   version: Number(row.version)
 })
 
-
 type NewOperationRow = NewOperation & { readonly setupStatus: JsonObject | null }
 
 interface VersionedChanges {
@@ -63,6 +62,7 @@ type Answered = OperationRow & { readonly ord: number }
  */
 const byId = <R extends { readonly id: string }>(rows: Array<R>): Array<R> => rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 
+/** One answer per call of a group: its row, or none when the statement left it out. */
 const byOrd = (count: number, rows: ReadonlyArray<Answered>): Array<Option.Option<Operation>> => {
   const answers = Array.from({ length: count }, () => Option.none<Operation>())
   for (const row of rows) answers[row.ord] = Option.some(toOperation(row))
