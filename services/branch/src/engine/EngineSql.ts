@@ -148,18 +148,25 @@ export const waitSubscriptionWorkersGone = (mirror: EngineClient, names: Readonl
  * Bounded.
  */
 export const waitTemplateFree = (client: EngineClient, mirror: string, timeout: Duration.DurationInput) =>
-  untilNoneLeft(
-    client,
-    "wait",
-    `with kept as (
-       select pg_terminate_backend(pid) from pg_stat_activity
-        where datname = $1 and application_name = $2 and state = 'idle' and pid <> pg_backend_pid())
-     select count(*)::int + (select count(*)::int * 0 from kept) as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as what
-       from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`,
-    [mirror, MIRROR_SESSION_APPLICATION],
-    timeout,
-    (what) => `other sessions (${what}) stayed connected to the mirror database ${mirror}`
-  )
+  // Ended once, before the wait: another batch keeps a session only from its own resume, which
+  // it makes holding the copy lock this batch holds now, so none can appear meanwhile.
+  client
+    .query("wait", "select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and application_name = $2 and state = 'idle' and pid <> pg_backend_pid()", [
+      mirror,
+      MIRROR_SESSION_APPLICATION
+    ])
+    .pipe(
+      Effect.zipRight(
+        untilNoneLeft(
+          client,
+          "wait",
+          "select count(*)::int as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as what from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
+          [mirror],
+          timeout,
+          (what) => `other sessions (${what}) stayed connected to the mirror database ${mirror}`
+        )
+      )
+    )
 
 export const databaseExists = (client: EngineClient, name: string) =>
   Effect.map(client.query<{ one: number }>("inspect", "select 1 as one from pg_database where datname = $1", [name]), (rows) => rows.length > 0)
