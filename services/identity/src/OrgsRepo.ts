@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { makeGroupedStatement } from "@scion/kit"
+import { answersByKey, makeGroupedStatement } from "@scion/kit"
 import { Effect, Option } from "effect"
 import type { Member, OrgMembership } from "./domain/models.js"
 import { knownRole, OWNER_ROLE_ID } from "./domain/roles.js"
@@ -46,10 +46,7 @@ export class OrgsRepo extends Effect.Service<OrgsRepo>()("@scion/identity/OrgsRe
         sql<OrgRow>`
           select o.id, o.name, o.created_at, (select count(*)::int from memberships m where m.org_id = o.id) as member_count
           from orgs o where o.id in (select jsonb_array_elements_text(${JSON.stringify(orgIds)}::jsonb))`.pipe(
-          Effect.map((rows) => {
-            const found = new Map(rows.map((row) => [row.id, row]))
-            return orgIds.map((orgId) => Option.fromNullable(found.get(orgId)))
-          }),
+          Effect.map((rows) => answersByKey(orgIds, rows, (row) => row.id)),
           Effect.orDie
         )
     })

@@ -20,6 +20,15 @@ export interface GroupedStatementOptions<A, B> {
   readonly maxGroup?: number
 }
 
+/**
+ * For a grouped read: each call's row found by its key (none when the statement returned none for
+ * it), in the calls' order; calls with the same key get the same row.
+ */
+export const answersByKey = <K, R>(keys: ReadonlyArray<K>, rows: ReadonlyArray<R>, keyOf: (row: R) => K): Array<Option.Option<R>> => {
+  const found = new Map(rows.map((row) => [keyOf(row), row]))
+  return keys.map((key) => Option.fromNullable(found.get(key)))
+}
+
 interface Pending<A, B> {
   readonly input: A
   readonly answer: Deferred.Deferred<B>

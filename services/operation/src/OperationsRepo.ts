@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { makeGroupedStatement } from "@scion/kit"
+import { answersByKey, makeGroupedStatement } from "@scion/kit"
 import { Effect, Option } from "effect"
 import type { JsonObject, NewOperation, Operation, OperationStatus, OperationType } from "./domain/models.js"
 import type { Changes } from "./domain/stateMachine.js"
@@ -154,10 +154,7 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
       name: "operations.find",
       run: (ids: ReadonlyArray<string>) =>
         sql<OperationRow>`select * from operations where id in (select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`.pipe(
-          Effect.map((rows) => {
-            const found = new Map(rows.map((row) => [row.id, toOperation(row)]))
-            return ids.map((id) => Option.fromNullable(found.get(id)))
-          }),
+          Effect.map((rows) => answersByKey(ids, rows.map(toOperation), (operation) => operation.id)),
           Effect.orDie
         )
     })
