@@ -1,4 +1,5 @@
-import { Cause, Config, ConfigError, Effect, Either, Layer, Logger, LogLevel } from "effect"
+import { Cause, Config, ConfigError, Effect, Either, FiberRefs, HashMap, Layer, Logger, LogLevel, Option } from "effect"
+import { CurrentRequestId } from "./request-id.js"
 
 /** A log level by name, case-insensitive: Effect's literals (Warning, Info, …) or labels (WARN, OFF, …). */
 const logLevelConfig = (name: string): Config.Config<LogLevel.LogLevel> =>
@@ -21,6 +22,12 @@ const jsonWithMessages = Logger.jsonLogger.pipe(
     const squashed = Cause.squash(options.cause)
     const what = squashed instanceof Error ? squashed.message : String(squashed)
     return { ...options, message: `fatal: ${what}` }
+  }),
+  // The request's id is read when a line is written, not annotated on every request and call:
+  // most requests write no line, and the annotation cost each one a log-annotation map.
+  Logger.mapInputOptions((options) => {
+    const requestId = FiberRefs.getOrDefault(options.context, CurrentRequestId)
+    return Option.isNone(requestId) || HashMap.has(options.annotations, "request_id") ? options : { ...options, annotations: HashMap.set(options.annotations, "request_id", requestId.value) }
   })
 )
 

@@ -15,8 +15,11 @@ export const isAcceptableRequestId = (value: string | undefined | null): value i
 /** The id of the request being served, sent on outgoing calls (set by the server bridge and the gateway). */
 export const CurrentRequestId: FiberRef.FiberRef<Option.Option<string>> = FiberRef.unsafeMake(Option.none<string>())
 
-/** Runs `self` as part of request `id`: its log lines carry `request_id`, its calls send the header. */
+/**
+ * Runs `self` as part of request `id`: its calls send the header, and its log lines carry
+ * `request_id` (the kit's logger reads it from CurrentRequestId as it writes a line).
+ */
 export const withRequestId =
   (id: string | null | undefined) =>
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    isAcceptableRequestId(id) ? self.pipe(Effect.annotateLogs("request_id", id), Effect.locally(CurrentRequestId, Option.some(id))) : self
+    isAcceptableRequestId(id) ? Effect.locally(self, CurrentRequestId, Option.some(id)) : self
