@@ -122,12 +122,12 @@ export const MAX_BODY_DEPTH = 32
  */
 export const controlCharacterIssues = (
   { route, params }: { readonly route: Route; readonly params: Record<string, string> },
-  request: HttpServerRequest.HttpServerRequest
+  request: HttpServerRequest.HttpServerRequest,
+  url: URL
 ): Effect.Effect<ReadonlyArray<ValidationIssue>> =>
   Effect.gen(function* () {
     const issues: Array<ValidationIssue> = []
     for (const [name, value] of Object.entries(params)) if (CONTROL.test(value)) issues.push(controlIssue(["path", name]))
-    const url = new URL(request.url, "http://gateway")
     for (const [key, value] of url.searchParams) if (CONTROL.test(key) || CONTROL.test(value)) issues.push(controlIssue(["query", key.replace(CONTROL, "?")]))
     if (Option.isSome(route.schemas.payloadSchema) && HttpMethod.hasBody(route.method) && isJsonContentType(request.headers["content-type"])) {
       const body = yield* readJson(request)
