@@ -322,7 +322,7 @@ describe("branches of a ready engine", () => {
     const response = await create(member.token, { connector_id: connectorId, name: "traced-otel", service_type: "postgres" }, { traceparent: `00-${traceId}-${randomBytes(8).toString("hex")}-01` })
     expect(response.status).toBe(202)
     expect((await settleOperation(scion, response.body.operation_id, member.token)).status).toBe("completed")
-    const wanted = ["http.server POST", "rpc scion.branch.v1.BranchService/CreateBranch", "job branch.create"]
+    const wanted = ["http.server POST", "rpc scion.branch.v1.BranchService/CreateBranch", "Branches.create", "job branch.create"]
     const spans = await otlp.waitForSpans(traceId, (found) => wanted.every((name) => found.some((span) => span.name === name)))
     const byName = (name: string) => spans.find((span) => span.name === name)
     expect(byName("http.server POST")?.service).toBe("scion-gateway")
@@ -332,6 +332,9 @@ describe("branches of a ready engine", () => {
     const ids = new Set(spans.map((span) => span.spanId))
     expect(ids.has(byName("rpc scion.branch.v1.BranchService/CreateBranch")!.parentSpanId)).toBe(true)
     expect(ids.has(byName("job branch.create")!.parentSpanId)).toBe(true)
+    // A service function's span (kit tracedFn) is recorded while tracing, inside the RPC's.
+    expect(byName("Branches.create")?.service).toBe("scion-branch")
+    expect(byName("Branches.create")!.parentSpanId).toBe(byName("rpc scion.branch.v1.BranchService/CreateBranch")!.spanId)
   })
 
   it("a branch's sequences stand past the rows it holds: an insert without a key works in every table, after the source moved on", async () => {

@@ -1,4 +1,4 @@
-import { transactional } from "@scion/kit"
+import { transactional, tracedFn } from "@scion/kit"
 import { SqlClient } from "@effect/sql"
 import type { Principal } from "@scion/kit"
 import { Clock, Effect, Option } from "effect"
@@ -91,11 +91,11 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@scion/billi
         return checkout._tag === "Completed" ? activate(record, plan, at) : awaitCheckout(record, plan, checkout)
       })
 
-    const listPlans = Effect.fn("Subscriptions.listPlans")(function* () {
+    const listPlans = tracedFn("Subscriptions.listPlans")(function* () {
       return planList
     })
 
-    const get = Effect.fn("Subscriptions.get")(function* (principal: Principal, orgId: string) {
+    const get = tracedFn("Subscriptions.get")(function* (principal: Principal, orgId: string) {
       yield* checkOrgId(orgId)
       yield* access.require(principal, orgId, BILLING_READ)
       const found = yield* repo.find(orgId)
@@ -109,14 +109,14 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@scion/billi
       return yield* view(settled)
     })
 
-    const selectPlan = Effect.fn("Subscriptions.selectPlan")(function* (principal: Principal, orgId: string, planId: string) {
+    const selectPlan = tracedFn("Subscriptions.selectPlan")(function* (principal: Principal, orgId: string, planId: string) {
       yield* checkOrgId(orgId)
       yield* access.require(principal, orgId, BILLING_MANAGE)
       const plan = yield* planOf(planId)
       return yield* mutate(orgId, (record, at) => selectPlanOn(record, plan, at))
     })
 
-    const cancel = Effect.fn("Subscriptions.cancel")(function* (principal: Principal, orgId: string, immediate: boolean) {
+    const cancel = tracedFn("Subscriptions.cancel")(function* (principal: Principal, orgId: string, immediate: boolean) {
       yield* checkOrgId(orgId)
       yield* access.require(principal, orgId, BILLING_MANAGE)
       return yield* mutate(orgId, (record, at) => Effect.succeed(immediate ? cancelNow(record, at) : scheduleCancel(record, true)))
@@ -126,7 +126,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@scion/billi
      * The update endpoint: a plan change, cancel now, or (un)scheduling the cancel at period end.
      * cancel_now false and absent fields ask for nothing; contradictions are refused before any change.
      */
-    const update = Effect.fn("Subscriptions.update")(function* (principal: Principal, orgId: string, input: SubscriptionUpdate) {
+    const update = tracedFn("Subscriptions.update")(function* (principal: Principal, orgId: string, input: SubscriptionUpdate) {
       yield* checkOrgId(orgId)
       yield* access.require(principal, orgId, BILLING_MANAGE)
       const { planId, cancelNow: now_, cancelAtPeriodEnd } = input
@@ -152,7 +152,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@scion/billi
      * Whether the org may hold one more of `resource`. An org billing has not set up yet is on the
      * free plan (where every org starts), so creates right after the org was made are not refused.
      */
-    const checkEntitlement = Effect.fn("Subscriptions.checkEntitlement")(function* (principal: Principal, orgId: string, resource: Resource, inUse: number) {
+    const checkEntitlement = tracedFn("Subscriptions.checkEntitlement")(function* (principal: Principal, orgId: string, resource: Resource, inUse: number) {
       yield* checkOrgId(orgId)
       if (!Number.isInteger(inUse) || inUse < 0) return yield* new InvalidArgument({ field: "in_use", message: "in_use must be a non-negative integer" })
       yield* access.require(principal, orgId, BILLING_READ)
@@ -168,7 +168,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@scion/billi
      * events.org.created: customer, free subscription for one month from now, free-tier credits,
      * in one transaction. A repeat (same org) changes nothing: the customer insert says so first.
      */
-    const setUpOrg = Effect.fn("Subscriptions.setUpOrg")(function* (event: OrgCreated, eventId: string) {
+    const setUpOrg = tracedFn("Subscriptions.setUpOrg")(function* (event: OrgCreated, eventId: string) {
       return yield* transaction(
         Effect.gen(function* () {
           if (!(yield* repo.insertCustomer(event.org_id, eventId))) return false
@@ -193,7 +193,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@scion/billi
     })
 
     /** events.org.deleted: the customer is closed and the subscription canceled now. Repeats are no-ops. */
-    const closeOrg = Effect.fn("Subscriptions.closeOrg")(function* (event: OrgDeleted) {
+    const closeOrg = tracedFn("Subscriptions.closeOrg")(function* (event: OrgDeleted) {
       yield* transaction(
         Effect.gen(function* () {
           const at = yield* now

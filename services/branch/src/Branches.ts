@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools } from "@scion/kit"
+import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools, tracedFn } from "@scion/kit"
 import { Clock, Effect, Fiber, FiberSet, Option, Redacted } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
@@ -130,7 +130,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
      * The key and the connector+name are locked while deciding, so concurrent identical requests
      * make one branch; the branch row, the key, the operation and the job commit together.
      */
-    const create = Effect.fn("Branches.create")(function* (principal: Principal, input: CreateInput) {
+    const create = tracedFn("Branches.create")(function* (principal: Principal, input: CreateInput) {
       const valid = yield* validateCreate(input)
       const engine = yield* visibleConnector(principal, valid.connectorId, "branches.create")
       const orgId = engine.orgId
@@ -215,13 +215,13 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       return handle
     })
 
-    const get = Effect.fn("Branches.get")(function* (principal: Principal, branchId: string) {
+    const get = tracedFn("Branches.get")(function* (principal: Principal, branchId: string) {
       const { branch, envelope } = yield* visibleBranch(principal, branchId, "branches.read")
       const allowed = branch.status === "active" && (yield* mayConnect(principal, branch.orgId))
       return { branch, urls: yield* urlsFor(allowed, branch, envelope) } satisfies BranchView
     })
 
-    const list = Effect.fn("Branches.list")(function* (principal: Principal, connectorId: string) {
+    const list = tracedFn("Branches.list")(function* (principal: Principal, connectorId: string) {
       const engine = yield* visibleConnector(principal, connectorId, "branches.read")
       const branches = yield* repo.listByConnector(engine.connectorId)
       const allowed = branches.some((b) => b.branch.status === "active") && (yield* mayConnect(principal, engine.orgId))
@@ -270,7 +270,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
      * current data and schema under the same database, role, password and URL (open sessions end).
      * Only an active, unprotected branch of a branchable engine; one reset at a time.
      */
-    const reset = Effect.fn("Branches.reset")(function* (principal: Principal, branchId: string) {
+    const reset = tracedFn("Branches.reset")(function* (principal: Principal, branchId: string) {
       const { branch } = yield* visibleBranch(principal, branchId, "branches.delete")
       const engine = yield* engines.get(branch.connectorId)
       if (!isBranchable(engine, { allowStale: branch.allowStale })) {
@@ -300,7 +300,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
      * GET /v1/branches/{id}/schema-diff: the statements that take the mirror's schema to the
      * branch's (what a migration run on the branch did), read from both catalogs on the engine.
      */
-    const schemaDiffOf = Effect.fn("Branches.schemaDiff")(function* (principal: Principal, branchId: string) {
+    const schemaDiffOf = tracedFn("Branches.schemaDiff")(function* (principal: Principal, branchId: string) {
       const { branch } = yield* visibleBranch(principal, branchId, "branches.read")
       if (branch.status !== "active") return yield* new BranchNotActive({ branchId, status: branch.status })
       const engine = yield* engines.get(branch.connectorId)
@@ -311,7 +311,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     })
 
     /** DELETE /v1/branches/{id}. */
-    const remove = Effect.fn("Branches.delete")(function* (principal: Principal, branchId: string) {
+    const remove = tracedFn("Branches.delete")(function* (principal: Principal, branchId: string) {
       const { branch } = yield* visibleBranch(principal, branchId, "branches.delete")
       return yield* startDelete(branch)
     })
@@ -320,7 +320,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
      * PATCH /v1/branches/{id}: name, protected, expires_at (null clears it). The URL does not
      * change with the name (the database is named after the id). branches.create, as for making one.
      */
-    const update = Effect.fn("Branches.update")(function* (principal: Principal, branchId: string, patch: BranchPatch) {
+    const update = tracedFn("Branches.update")(function* (principal: Principal, branchId: string, patch: BranchPatch) {
       const { branch } = yield* visibleBranch(principal, branchId, "branches.create")
       const name = patch.name === undefined ? undefined : yield* checkBranchName(patch.name.trim())
       const expiresAt = patch.expiresAt === undefined || patch.expiresAt === null ? patch.expiresAt : yield* checkExpiry(patch.expiresAt, yield* Clock.currentTimeMillis)
@@ -370,7 +370,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
      * and role of the connector and marks the branches deleted. Idempotent; an engine already
      * gone leaves nothing to drop.
      */
-    const removeConnectorBranches = Effect.fn("Branches.removeConnectorBranches")(function* (principal: Principal, connectorId: string) {
+    const removeConnectorBranches = tracedFn("Branches.removeConnectorBranches")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: "-", permission: "service principal" })
       // The connector's snapshots go with its branches.
       yield* snapshots.removeForConnector(principal, connectorId)
@@ -395,7 +395,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       return deleted
     })
 
-    const getMaskingRules = Effect.fn("Branches.getMaskingRules")(function* (principal: Principal, connectorId: string) {
+    const getMaskingRules = tracedFn("Branches.getMaskingRules")(function* (principal: Principal, connectorId: string) {
       const engine = yield* visibleConnector(principal, connectorId, "branches.read")
       const { rules, policy, safeColumns } = yield* repo.maskingConfig(engine.connectorId)
       // Discovery's suggestions for columns no rule covers and no one marked safe: shown, applied
@@ -405,7 +405,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
       return { rules, suggested, policy, safeColumns }
     })
 
-    const setMaskingRules = Effect.fn("Branches.setMaskingRules")(function* (
+    const setMaskingRules = tracedFn("Branches.setMaskingRules")(function* (
       principal: Principal,
       connectorId: string,
       input: {

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools } from "@scion/kit"
+import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools, tracedFn } from "@scion/kit"
 import { Effect, Fiber, Option } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
@@ -59,7 +59,7 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
     const currentStatus = (operationId: string) => Effect.map(operations.status(operationId), Option.getOrElse((): OperationState => "pending"))
 
     /** POST /v1/connectors/{id}/snapshots: the row, the operation and the job commit together. */
-    const create = Effect.fn("Snapshots.create")(function* (principal: Principal, connectorId: string, rawName: string) {
+    const create = tracedFn("Snapshots.create")(function* (principal: Principal, connectorId: string, rawName: string) {
       const name = yield* checkSnapshotName(rawName.trim())
       const engine = yield* visibleConnector(principal, connectorId, "branches.create")
       if (!isBranchable(engine, { allowStale: false })) {
@@ -86,12 +86,12 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
       )
     })
 
-    const list = Effect.fn("Snapshots.list")(function* (principal: Principal, connectorId: string) {
+    const list = tracedFn("Snapshots.list")(function* (principal: Principal, connectorId: string) {
       const engine = yield* visibleConnector(principal, connectorId, "branches.read")
       return yield* repo.listByConnector(engine.connectorId)
     })
 
-    const get = Effect.fn("Snapshots.get")(function* (principal: Principal, snapshotId: string) {
+    const get = tracedFn("Snapshots.get")(function* (principal: Principal, snapshotId: string) {
       return yield* visibleSnapshot(principal, snapshotId, "branches.read")
     })
 
@@ -99,7 +99,7 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
      * DELETE /v1/snapshots/{id}: a snapshot_delete operation, in one transaction with the row going
      * to deleting. Refused while it is being made or a branch is being cut from it.
      */
-    const remove = Effect.fn("Snapshots.delete")(function* (principal: Principal, snapshotId: string) {
+    const remove = tracedFn("Snapshots.delete")(function* (principal: Principal, snapshotId: string) {
       const visible = yield* visibleSnapshot(principal, snapshotId, "branches.delete")
       return yield* transaction(
         Effect.gen(function* () {
@@ -134,7 +134,7 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
       })
 
     /** The connector delete's cleanup: every snapshot database of the connector dropped, the rows deleted. */
-    const removeForConnector = Effect.fn("Snapshots.removeForConnector")(function* (principal: Principal, connectorId: string) {
+    const removeForConnector = tracedFn("Snapshots.removeForConnector")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: "-", permission: "service principal" })
       const live = yield* repo.liveOnConnector(connectorId)
       if (live.length === 0) return 0

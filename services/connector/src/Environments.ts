@@ -1,4 +1,4 @@
-import { transactional } from "@scion/kit"
+import { transactional, tracedFn } from "@scion/kit"
 import { createHash, randomBytes } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import type { Principal } from "@scion/kit"
@@ -69,12 +69,12 @@ export class Environments extends Effect.Service<Environments>()("@scion/connect
     const reread = (environmentId: string) =>
       Effect.flatMap(repo.find(environmentId), Option.match({ onNone: () => Effect.fail(new EnvironmentNotFound({ environmentId })), onSome: Effect.succeed }))
 
-    const list = Effect.fn("Environments.list")(function* (principal: Principal, orgId: string) {
+    const list = tracedFn("Environments.list")(function* (principal: Principal, orgId: string) {
       yield* access.require(principal, orgId, "environments.read")
       return yield* repo.listByOrg(orgId)
     })
 
-    const get = Effect.fn("Environments.get")(function* (principal: Principal, environmentId: string) {
+    const get = tracedFn("Environments.get")(function* (principal: Principal, environmentId: string) {
       return yield* visible(principal, environmentId, "environments.read")
     })
 
@@ -82,7 +82,7 @@ export class Environments extends Effect.Service<Environments>()("@scion/connect
      * Needs environments.manage and room in the org's plan. With a private link id the link is
      * active at once: the id names a link the org already set up with its cloud.
      */
-    const create = Effect.fn("Environments.create")(function* (
+    const create = tracedFn("Environments.create")(function* (
       principal: Principal,
       input: { orgId: string; name: string; cloud: Cloud; region: string; privateLinkId?: string | undefined }
     ) {
@@ -119,7 +119,7 @@ export class Environments extends Effect.Service<Environments>()("@scion/connect
      * A pending AWS account connection with a fresh external id (replacing an earlier one of the
      * environment), and the quick-create link that makes the role trusting it.
      */
-    const createAwsSetupLink = Effect.fn("Environments.createAwsSetupLink")(function* (principal: Principal, input: { environmentId: string; awsAccountId: string }) {
+    const createAwsSetupLink = tracedFn("Environments.createAwsSetupLink")(function* (principal: Principal, input: { environmentId: string; awsAccountId: string }) {
       const environment = yield* visible(principal, input.environmentId, "environments.manage")
       if (!AWS_ACCOUNT_ID.test(input.awsAccountId)) yield* invalid("aws_account_id", "aws_account_id must be a 12-digit AWS account id")
       const externalId = `scion-${randomBytes(24).toString("base64url")}`
@@ -136,7 +136,7 @@ export class Environments extends Effect.Service<Environments>()("@scion/connect
     })
 
     /** Completes a connection: the role is checked through CloudAccounts, then recorded. */
-    const updateAwsAccountConnection = Effect.fn("Environments.updateAwsAccountConnection")(function* (
+    const updateAwsAccountConnection = tracedFn("Environments.updateAwsAccountConnection")(function* (
       principal: Principal,
       input: { connectionId: string; roleArn: string; externalId: string }
     ) {
@@ -156,7 +156,7 @@ export class Environments extends Effect.Service<Environments>()("@scion/connect
      * Replaces the environment's database-provider API key, encrypted with the active master key
      * and bound to the environment. The old envelope is overwritten; neither key is returned.
      */
-    const rotateDbProviderApiKey = Effect.fn("Environments.rotateDbProviderApiKey")(function* (
+    const rotateDbProviderApiKey = tracedFn("Environments.rotateDbProviderApiKey")(function* (
       principal: Principal,
       input: { environmentId: string; apiKey: Redacted.Redacted<string> }
     ) {
@@ -178,7 +178,7 @@ export class Environments extends Effect.Service<Environments>()("@scion/connect
      * The decrypted key for this unit's own use (calling the provider); never exposed over RPC.
      * None when the environment has none.
      */
-    const readDbProviderApiKey = Effect.fn("Environments.readDbProviderApiKey")(function* (environment: Pick<Environment, "id">) {
+    const readDbProviderApiKey = tracedFn("Environments.readDbProviderApiKey")(function* (environment: Pick<Environment, "id">) {
       const envelope = yield* repo.getSecret(environment.id, DB_PROVIDER_API_KEY)
       if (Option.isNone(envelope)) return Option.none<Redacted.Redacted<string>>()
       return Option.some(yield* secrets.decrypt(envelope.value, secretAad(environment.id, DB_PROVIDER_API_KEY)))

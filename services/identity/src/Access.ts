@@ -1,4 +1,4 @@
-import { type AccessCache, type AccessChange, accessCacheTtl, makeAccessCache, scopeOf, type Principal } from "@scion/kit"
+import { type AccessCache, type AccessChange, accessCacheTtl, makeAccessCache, scopeOf, type Principal, tracedFn } from "@scion/kit"
 import { randomUUID } from "node:crypto"
 import { Duration, Effect, Option } from "effect"
 import { ApiKeysRepo } from "./ApiKeysRepo.js"
@@ -37,7 +37,7 @@ export class Access extends Effect.Service<Access>()("@scion/identity/Access", {
       ttlMillis === 0 ? read : cache.getOrLookup(key, scopeOf(principal, orgId), principal.exp * 1000, read)
 
     /** A live dashboard session; API keys get SESSION_REQUIRED. */
-    const session = Effect.fn("Access.session")(function* (principal: Principal) {
+    const session = tracedFn("Access.session")(function* (principal: Principal) {
       if (principal.kind !== "user_session") return yield* new SessionRequired()
       const sessionId = principal.sessionId
       if (sessionId === null) return yield* new Unauthenticated()
@@ -59,7 +59,7 @@ export class Access extends Effect.Service<Access>()("@scion/identity/Access", {
         ? Effect.fail(new NotAMember({ orgId }))
         : cached(standings, `${principal.apiKeyId ?? principal.sessionId}\u0000${orgId}`, principal, orgId, readInOrg(principal, orgId))
 
-    const readInOrg = Effect.fn("Access.readInOrg")(function* (principal: Principal, orgId: string): Effect.fn.Return<OrgAccess, Unauthenticated | NotAMember> {
+    const readInOrg = tracedFn("Access.readInOrg")(function* (principal: Principal, orgId: string): Effect.fn.Return<OrgAccess, Unauthenticated | NotAMember> {
       if (principal.kind === "api_key") {
         const key = yield* apiKeys.findActive(principal.apiKeyId ?? "")
         if (Option.isNone(key)) return yield* new Unauthenticated()

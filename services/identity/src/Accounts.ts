@@ -1,4 +1,4 @@
-import { AccessChange, type Principal } from "@scion/kit"
+import { AccessChange, type Principal, tracedFn } from "@scion/kit"
 import { Clock, Effect, Option } from "effect"
 import { Access } from "./Access.js"
 import { Database } from "./Database.js"
@@ -21,13 +21,13 @@ export class Accounts extends Effect.Service<Accounts>()("@scion/identity/Accoun
 
     const userOf = (userId: string) => users.findById(userId).pipe(Effect.flatMap(Option.match({ onNone: () => new Unauthenticated(), onSome: Effect.succeed })))
 
-    const getMe = Effect.fn("Accounts.getMe")(function* (principal: Principal) {
+    const getMe = tracedFn("Accounts.getMe")(function* (principal: Principal) {
       const { userId } = yield* access.session(principal)
       const [user, memberships] = yield* Effect.all([userOf(userId), orgsRepo.membershipsOf(userId)])
       return { user, hasOrgs: memberships.length > 0, defaultOrgId: memberships[0]?.orgId ?? null }
     })
 
-    const updateMe = Effect.fn("Accounts.updateMe")(function* (principal: Principal, input: { fullName: string }) {
+    const updateMe = tracedFn("Accounts.updateMe")(function* (principal: Principal, input: { fullName: string }) {
       const { userId } = yield* access.session(principal)
       const fullName = yield* boundedText("full_name", input.fullName)
       return yield* users.updateFullName(userId, fullName).pipe(Effect.flatMap(Option.match({ onNone: () => new Unauthenticated(), onSome: Effect.succeed })))
@@ -38,7 +38,7 @@ export class Accounts extends Effect.Service<Accounts>()("@scion/identity/Accoun
      * grants and sessions go with it; invites, grants and API keys the user created stay, with the
      * reference set to null.
      */
-    const deleteMe = Effect.fn("Accounts.deleteMe")(function* (principal: Principal) {
+    const deleteMe = tracedFn("Accounts.deleteMe")(function* (principal: Principal) {
       const { userId } = yield* access.session(principal)
       const change = new AccessChange({ user_id: userId })
       yield* db.transaction(
@@ -55,12 +55,12 @@ export class Accounts extends Effect.Service<Accounts>()("@scion/identity/Accoun
       yield* Effect.logInfo("user deleted").pipe(Effect.annotateLogs({ user_id: userId }))
     })
 
-    const listMyOrgs = Effect.fn("Accounts.listMyOrgs")(function* (principal: Principal) {
+    const listMyOrgs = tracedFn("Accounts.listMyOrgs")(function* (principal: Principal) {
       const { userId } = yield* access.session(principal)
       return yield* orgsRepo.membershipsOf(userId)
     })
 
-    const bootstrap = Effect.fn("Accounts.bootstrap")(function* (principal: Principal, orgId: string) {
+    const bootstrap = tracedFn("Accounts.bootstrap")(function* (principal: Principal, orgId: string) {
       const { userId } = yield* access.session(principal)
       const activeOrg = yield* orgs.getOrg(principal, orgId)
       const [user, memberships] = yield* Effect.all([userOf(userId), orgsRepo.membershipsOf(userId)])

@@ -1,4 +1,4 @@
-import { AccessChange, type Principal } from "@scion/kit"
+import { AccessChange, type Principal, tracedFn } from "@scion/kit"
 import { Clock, Effect } from "effect"
 import { Access, noEscalation } from "./Access.js"
 import { ApiKeysRepo } from "./ApiKeysRepo.js"
@@ -26,13 +26,13 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("@scion/identity/ApiKeys"
     const db = yield* Database
     const repo = yield* ApiKeysRepo
 
-    const listApiKeys = Effect.fn("ApiKeys.listApiKeys")(function* (principal: Principal, orgId: string) {
+    const listApiKeys = tracedFn("ApiKeys.listApiKeys")(function* (principal: Principal, orgId: string) {
       yield* access.require(principal, orgId, "api_keys.read")
       return yield* repo.list(orgId)
     })
 
     /** Returns the key and its secret; the secret is never shown again. */
-    const createApiKey = Effect.fn("ApiKeys.createApiKey")(function* (principal: Principal, input: CreateApiKeyInput) {
+    const createApiKey = tracedFn("ApiKeys.createApiKey")(function* (principal: Principal, input: CreateApiKeyInput) {
       const granted = yield* access.require(principal, input.orgId, "api_keys.create")
       const name = yield* boundedText("name", input.name)
       if (input.roleId.trim() === "") return yield* new InvalidArgument({ field: "role_id", message: "role_id is required" })
@@ -68,7 +68,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("@scion/identity/ApiKeys"
       return { apiKey, secret }
     })
 
-    const revokeApiKey = Effect.fn("ApiKeys.revokeApiKey")(function* (principal: Principal, input: { orgId: string; apiKeyId: string }) {
+    const revokeApiKey = tracedFn("ApiKeys.revokeApiKey")(function* (principal: Principal, input: { orgId: string; apiKeyId: string }) {
       yield* access.require(principal, input.orgId, "api_keys.delete")
       const change = new AccessChange({ api_key_id: input.apiKeyId })
       yield* db.transaction(

@@ -1,4 +1,4 @@
-import { AccessChange, Principal, PrincipalSigner } from "@scion/kit"
+import { AccessChange, Principal, PrincipalSigner, tracedFn } from "@scion/kit"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { Clock, Effect, Option, Redacted } from "effect"
 import { Access } from "./Access.js"
@@ -71,7 +71,7 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
         return token
       })
 
-    const signUp = Effect.fn("Auth.signUp")(function* (input: { email: string; password: string; fullName: string }) {
+    const signUp = tracedFn("Auth.signUp")(function* (input: { email: string; password: string; fullName: string }) {
       const email = yield* normalizeEmail(input.email)
       const password = yield* checkPassword(input.password)
       const fullName = yield* boundedText("full_name", input.fullName)
@@ -99,7 +99,7 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
       return grant
     })
 
-    const logIn = Effect.fn("Auth.logIn")(function* (input: { email: string; password: string }) {
+    const logIn = tracedFn("Auth.logIn")(function* (input: { email: string; password: string }) {
       const email = input.email.trim().toLowerCase()
       const found = yield* users.findCredentials(email)
       // Unknown emails pay for one scrypt as well, so timing does not reveal which emails exist.
@@ -108,14 +108,14 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
       return yield* startSession(found.value.user)
     })
 
-    const logOut = Effect.fn("Auth.logOut")(function* (principal: Principal) {
+    const logOut = tracedFn("Auth.logOut")(function* (principal: Principal) {
       const { sessionId } = yield* access.session(principal)
       const change = new AccessChange({ session_id: sessionId })
       yield* db.transaction(Effect.zipRight(sessions.delete(sessionId), access.announce(change)))
       yield* access.forget(change)
     })
 
-    const verifyEmail = Effect.fn("Auth.verifyEmail")(function* (token: string) {
+    const verifyEmail = tracedFn("Auth.verifyEmail")(function* (token: string) {
       const user = yield* users.consumeVerification(digest(token))
       if (Option.isNone(user)) return yield* new InvalidVerificationToken()
       return user.value
@@ -150,7 +150,7 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
      * The hot path: a bearer token to a signed principal with one indexed query. A key with a bad
      * checksum is refused before any lookup.
      */
-    const authenticate = Effect.fn("Auth.authenticate")(function* (bearerToken: string) {
+    const authenticate = tracedFn("Auth.authenticate")(function* (bearerToken: string) {
       if (isApiKeyShaped(bearerToken)) {
         if (!hasValidChecksum(bearerToken)) return yield* new Unauthenticated()
         const found = yield* apiKeys.authenticate(digest(bearerToken))
@@ -183,7 +183,7 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
     })
 
     /** The caller's role and permissions in an org, failing unless it holds the permission. */
-    const authorize = Effect.fn("Auth.authorize")(function* (principal: Principal, orgId: string, permission: string) {
+    const authorize = tracedFn("Auth.authorize")(function* (principal: Principal, orgId: string, permission: string) {
       const granted = yield* access.require(principal, orgId, permission)
       return { roleKey: granted.role.key, permissions: granted.permissions }
     })
@@ -192,7 +192,7 @@ export class Auth extends Effect.Service<Auth>()("@scion/identity/Auth", {
      * A service principal for one of our units. The credential is compared as SHA-256 digests in
      * constant time, so neither its length nor its prefix leaks through timing.
      */
-    const issueServiceToken = Effect.fn("Auth.issueServiceToken")(function* (serviceName: string, credential: string) {
+    const issueServiceToken = tracedFn("Auth.issueServiceToken")(function* (serviceName: string, credential: string) {
       if (!SERVICE_NAME.test(serviceName)) {
         return yield* new InvalidArgument({ field: "service_name", message: "service_name must be 1..40 of a-z 0-9 - starting with a letter" })
       }

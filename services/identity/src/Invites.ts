@@ -1,4 +1,4 @@
-import type { Principal } from "@scion/kit"
+import { type Principal, tracedFn } from "@scion/kit"
 import { Effect, Option } from "effect"
 import { Access, noEscalation } from "./Access.js"
 import { IdentityConfig } from "./config.js"
@@ -33,7 +33,7 @@ export class Invites extends Effect.Service<Invites>()("@scion/identity/Invites"
     const orgs = yield* Orgs
     const mailer = yield* Mailer
 
-    const createInvite = Effect.fn("Invites.createInvite")(function* (principal: Principal, input: { orgId: string; email: string; roleKey: string }) {
+    const createInvite = tracedFn("Invites.createInvite")(function* (principal: Principal, input: { orgId: string; email: string; roleKey: string }) {
       const granted = yield* access.require(principal, input.orgId, MANAGE)
       const email = yield* normalizeEmail(input.email)
       const role = roleByKey(input.roleKey)
@@ -65,14 +65,14 @@ export class Invites extends Effect.Service<Invites>()("@scion/identity/Invites"
     })
 
     /** Pending invites; tokens only for callers who may manage invites. */
-    const listInvites = Effect.fn("Invites.listInvites")(function* (principal: Principal, orgId: string) {
+    const listInvites = tracedFn("Invites.listInvites")(function* (principal: Principal, orgId: string) {
       const granted = yield* access.require(principal, orgId, "org.read")
       const invites = yield* repo.pendingInOrg(orgId)
       const showTokens = granted.permissions.includes(MANAGE)
       return invites.map((invite): Invite => ({ ...invite, token: showTokens ? invite.token : null }))
     })
 
-    const revokeInvite = Effect.fn("Invites.revokeInvite")(function* (principal: Principal, input: { orgId: string; inviteId: string }) {
+    const revokeInvite = tracedFn("Invites.revokeInvite")(function* (principal: Principal, input: { orgId: string; inviteId: string }) {
       yield* access.require(principal, input.orgId, MANAGE)
       if (!(yield* repo.revoke(input.orgId, input.inviteId))) return yield* new InviteNotFound()
     })
@@ -86,13 +86,13 @@ export class Invites extends Effect.Service<Invites>()("@scion/identity/Invites"
       })
 
     /** Pending invites addressed to the caller's email, once that email is verified. */
-    const listPendingInvites = Effect.fn("Invites.listPendingInvites")(function* (principal: Principal) {
+    const listPendingInvites = tracedFn("Invites.listPendingInvites")(function* (principal: Principal) {
       const user = yield* verifiedUser(principal)
       if (!user.emailVerified) return [] as ReadonlyArray<Invite>
       return (yield* repo.pendingForEmail(user.email)) as ReadonlyArray<Invite>
     })
 
-    const acceptInvite = Effect.fn("Invites.acceptInvite")(function* (principal: Principal, token: string) {
+    const acceptInvite = tracedFn("Invites.acceptInvite")(function* (principal: Principal, token: string) {
       const user = yield* verifiedUser(principal)
       const invite = yield* db.transaction(
         Effect.gen(function* () {

@@ -1,4 +1,4 @@
-import { AccessChange, type Principal } from "@scion/kit"
+import { AccessChange, type Principal, tracedFn } from "@scion/kit"
 import { Clock, Effect, Option } from "effect"
 import { Access, noEscalation, ownerOnlyOnOwners, type OrgAccess } from "./Access.js"
 import { Database } from "./Database.js"
@@ -42,7 +42,7 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
     const orgName = (name: string) => boundedText("name", name)
 
     /** The caller becomes owner; `events.org.created` is written in the same transaction. */
-    const createOrg = Effect.fn("Orgs.createOrg")(function* (principal: Principal, input: { name: string; requestId?: string | undefined }) {
+    const createOrg = tracedFn("Orgs.createOrg")(function* (principal: Principal, input: { name: string; requestId?: string | undefined }) {
       const { userId } = yield* access.session(principal)
       const name = yield* orgName(input.name)
       const requestId = input.requestId?.trim() || null
@@ -65,11 +65,11 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
       return yield* getOrg(principal, orgId)
     })
 
-    const getOrg = Effect.fn("Orgs.getOrg")(function* (principal: Principal, orgId: string) {
+    const getOrg = tracedFn("Orgs.getOrg")(function* (principal: Principal, orgId: string) {
       return yield* details(yield* access.require(principal, orgId, "org.read"))
     })
 
-    const updateOrg = Effect.fn("Orgs.updateOrg")(function* (principal: Principal, input: { orgId: string; name: string }) {
+    const updateOrg = tracedFn("Orgs.updateOrg")(function* (principal: Principal, input: { orgId: string; name: string }) {
       const granted = yield* access.require(principal, input.orgId, "org.update")
       const name = yield* orgName(input.name)
       yield* repo.rename(input.orgId, name)
@@ -77,7 +77,7 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
     })
 
     /** Not the caller's last org (sessions); everything the org owns cascades; `events.org.deleted`. */
-    const deleteOrg = Effect.fn("Orgs.deleteOrg")(function* (principal: Principal, orgId: string) {
+    const deleteOrg = tracedFn("Orgs.deleteOrg")(function* (principal: Principal, orgId: string) {
       const granted = yield* access.require(principal, orgId, "org.delete")
       const change = new AccessChange({ org_id: orgId })
       yield* db.transaction(
@@ -100,12 +100,12 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
       yield* Effect.logInfo("org deleted").pipe(Effect.annotateLogs({ org_id: orgId }))
     })
 
-    const listMembers = Effect.fn("Orgs.listMembers")(function* (principal: Principal, orgId: string) {
+    const listMembers = tracedFn("Orgs.listMembers")(function* (principal: Principal, orgId: string) {
       yield* access.require(principal, orgId, "org.read")
       return yield* repo.members(orgId)
     })
 
-    const listRoles = Effect.fn("Orgs.listRoles")(function* (principal: Principal, orgId: string) {
+    const listRoles = tracedFn("Orgs.listRoles")(function* (principal: Principal, orgId: string) {
       yield* access.require(principal, orgId, "org.read")
       return ALL_ROLES
     })
@@ -122,7 +122,7 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
     const keepsAnOwner = (orgId: string) =>
       Effect.flatMap(repo.ownerCount(orgId), (owners) => (owners <= 1 ? Effect.fail(new LastOwner({ orgId })) : Effect.void))
 
-    const updateMemberRole = Effect.fn("Orgs.updateMemberRole")(function* (
+    const updateMemberRole = tracedFn("Orgs.updateMemberRole")(function* (
       principal: Principal,
       input: { orgId: string; userId: string; roleKey: string }
     ) {
@@ -146,7 +146,7 @@ export class Orgs extends Effect.Service<Orgs>()("@scion/identity/Orgs", {
     })
 
     /** Needs org.remove_members, also to remove oneself; the last owner stays. */
-    const removeMember = Effect.fn("Orgs.removeMember")(function* (principal: Principal, input: { orgId: string; userId: string }) {
+    const removeMember = tracedFn("Orgs.removeMember")(function* (principal: Principal, input: { orgId: string; userId: string }) {
       const granted = yield* access.require(principal, input.orgId, "org.remove_members")
       const change = new AccessChange({ user_id: input.userId, org_id: input.orgId })
       yield* db.transaction(

@@ -1,4 +1,4 @@
-import type { Principal } from "@scion/kit"
+import { type Principal, tracedFn } from "@scion/kit"
 import { Clock, Effect, Option } from "effect"
 import { Access } from "./Access.js"
 import { Database } from "./Database.js"
@@ -67,7 +67,7 @@ export class Projects extends Effect.Service<Projects>()("@scion/identity/Projec
      * Needs projects.create and room in the org's plan. The org row is locked while counting and
      * asking billing, so two concurrent creates cannot both take the last slot.
      */
-    const create = Effect.fn("Projects.create")(function* (principal: Principal, input: { orgId: string; name: string; description?: string | undefined }) {
+    const create = tracedFn("Projects.create")(function* (principal: Principal, input: { orgId: string; name: string; description?: string | undefined }) {
       const granted = yield* access.require(principal, input.orgId, "projects.create")
       const name = yield* projectName(input.name)
       const description = yield* projectDescription(input.description ?? "")
@@ -84,17 +84,17 @@ export class Projects extends Effect.Service<Projects>()("@scion/identity/Projec
       return project
     })
 
-    const list = Effect.fn("Projects.list")(function* (principal: Principal, orgId: string) {
+    const list = tracedFn("Projects.list")(function* (principal: Principal, orgId: string) {
       yield* access.require(principal, orgId, "projects.read")
       return yield* repo.listByOrg(orgId)
     })
 
-    const get = Effect.fn("Projects.get")(function* (principal: Principal, projectId: string) {
+    const get = tracedFn("Projects.get")(function* (principal: Principal, projectId: string) {
       return (yield* visible(principal, projectId, "projects.read")).project
     })
 
     /** Changes only the fields given; none is NO_FIELDS_TO_UPDATE. */
-    const update = Effect.fn("Projects.update")(function* (
+    const update = tracedFn("Projects.update")(function* (
       principal: Principal,
       input: { projectId: string; name?: string | undefined; description?: string | undefined }
     ) {
@@ -112,7 +112,7 @@ export class Projects extends Effect.Service<Projects>()("@scion/identity/Projec
      * Needs projects.delete. The row goes and `events.project.deleted` is written in the same
      * transaction: the units owning the project's children delete them when they consume it.
      */
-    const remove = Effect.fn("Projects.delete")(function* (principal: Principal, projectId: string) {
+    const remove = tracedFn("Projects.delete")(function* (principal: Principal, projectId: string) {
       const { granted } = yield* visible(principal, projectId, "projects.delete")
       const deleted: Project = yield* db.transaction(
         Effect.gen(function* () {

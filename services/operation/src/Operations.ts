@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { Draining, type Principal, transactional } from "@scion/kit"
+import { Draining, type Principal, tracedFn, transactional } from "@scion/kit"
 import { Clock, Duration, Effect, Either, Option } from "effect"
 import { OperationConfig } from "./config.js"
 import { InvalidArgument, NotAMember, OperationIdConflict, OperationNotFound } from "./domain/errors.js"
@@ -58,7 +58,7 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
         return found.value
       })
 
-    const create = Effect.fn("Operations.create")(function* (principal: Principal, input: NewOperation) {
+    const create = tracedFn("Operations.create")(function* (principal: Principal, input: NewOperation) {
       yield* checkId(input.id)
       if (input.orgId === "" || input.orgId.length > MAX_REFERENCE) return yield* invalid("org_id", "org_id is required")
       if (!OPERATION_TYPES.includes(input.type)) return yield* invalid("type", "type is required")
@@ -84,7 +84,7 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
      * replica between the read and the wait still wakes us; each announcement carries the
      * operation as written, and the row is re-read only when none came for a while.
      */
-    const get = Effect.fn("Operations.get")(function* (principal: Principal, id: string, waitSeconds: number) {
+    const get = tracedFn("Operations.get")(function* (principal: Principal, id: string, waitSeconds: number) {
       if (!Number.isInteger(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_WAIT_SECONDS) {
         return yield* invalid("wait_seconds", `wait_seconds must be an integer from 0 to ${MAX_WAIT_SECONDS}`)
       }
@@ -126,7 +126,7 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
      * the one read. A report that loses that race (another write on the same operation came
      * first) decides again under the row lock, so contention never livelocks.
      */
-    const report = Effect.fn("Operations.report")(function* (principal: Principal, input: Report) {
+    const report = tracedFn("Operations.report")(function* (principal: Principal, input: Report) {
       yield* checkId(input.id)
       const apply = (current: Operation) =>
         Effect.gen(function* () {
@@ -166,7 +166,7 @@ export class Operations extends Effect.Service<Operations>()("@scion/operation/O
         return Option.match(written, { onNone: () => undefined, onSome: (operation) => ({ operation, changed: true }) })
       })
 
-    const list = Effect.fn("Operations.list")(function* (principal: Principal, orgId: string, resourceId: string) {
+    const list = tracedFn("Operations.list")(function* (principal: Principal, orgId: string, resourceId: string) {
       if (orgId === "") return yield* invalid("org_id", "org_id is required")
       if (resourceId === "") return yield* invalid("resource_id", "resource_id is required")
       if (!(yield* access.isMember(principal, orgId))) return yield* new NotAMember({ orgId })

@@ -1,3 +1,4 @@
+import { tracedFn } from "@scion/kit"
 import { createPrivateKey, createSign, type KeyObject } from "node:crypto"
 import { Clock, Effect, Redacted } from "effect"
 import { InvalidPrivateKey } from "./CodeHost.js"
@@ -24,7 +25,7 @@ const rsaKey = (pem: Redacted.Redacted<string>): Effect.Effect<KeyObject, Invali
  * A GitHub App JWT: RS256, header {alg, typ}, claims iat = now - 60 s (clock drift), exp = now +
  * 540 s (GitHub allows at most 10 minutes), iss = the app id. Redacted: it is a credential.
  */
-export const signAppJwt = Effect.fn("CodeHost.signAppJwt")(function* (appId: string, privateKey: Redacted.Redacted<string>) {
+export const signAppJwt = tracedFn("CodeHost.signAppJwt")(function* (appId: string, privateKey: Redacted.Redacted<string>) {
   const key = yield* rsaKey(privateKey)
   const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
   const header = base64url(JSON.stringify({ alg: "RS256", typ: "JWT" }))

@@ -1,4 +1,4 @@
-import type { Principal } from "@scion/kit"
+import { type Principal, tracedFn } from "@scion/kit"
 import { Effect, Option, Redacted, Schema } from "effect"
 import { InvalidArgument } from "../domain/errors.js"
 import { OrgAccess } from "../Identity.js"
@@ -106,7 +106,7 @@ export class CodeHostValidation extends Effect.Service<CodeHostValidation>()("@s
       return Effect.fail(invalid("org_id", "org_id is required"))
     }
 
-    const validateRepo = Effect.fn("CodeHostValidation.validateRepo")(function* (principal: Principal, input: ValidateRepoInput) {
+    const validateRepo = tracedFn("CodeHostValidation.validateRepo")(function* (principal: Principal, input: ValidateRepoInput) {
       const orgId = yield* authorize(principal, input.orgId)
       const repo = yield* parseRepo(input.repo)
       const token = yield* credential("code_host_token", input.codeHostToken)
@@ -199,7 +199,7 @@ export class CodeHostValidation extends Effect.Service<CodeHostValidation>()("@s
         })
       )
 
-    const validateAuth = Effect.fn("CodeHostValidation.validateAuth")(function* (principal: Principal, input: ValidateAuthInput) {
+    const validateAuth = tracedFn("CodeHostValidation.validateAuth")(function* (principal: Principal, input: ValidateAuthInput) {
       const orgId = yield* authorize(principal, input.orgId)
       const authType = input.authType
       if (authType === undefined) return yield* invalid("auth_type", "auth_type must be pat or oauth")

@@ -1,3 +1,4 @@
+import { tracedFn } from "@scion/kit"
 import { Config, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import {
   CodeHost,
@@ -130,7 +131,7 @@ export const makeGithubCodeHost = (options: GithubOptions) => {
       Effect.mapError(() => new CodeHostUnavailable({ reason: "unexpected_answer", detail: `GitHub answered HTTP ${answer.status} with a body Scion does not understand` }))
     )
 
-  const repository = Effect.fn("GithubCodeHost.repository")(function* (repo: RepoRef, token: Option.Option<Redacted.Redacted<string>>) {
+  const repository = tracedFn("GithubCodeHost.repository")(function* (repo: RepoRef, token: Option.Option<Redacted.Redacted<string>>) {
     yield* Effect.annotateCurrentSpan({ repo: repoPath(repo), authenticated: Option.isSome(token) })
     const answer = yield* call("GET", `/repos/${encodeURIComponent(repo.owner)}/${encodeURIComponent(repo.name)}`, token)
     if (answer.status === 200) {
@@ -141,19 +142,19 @@ export const makeGithubCodeHost = (options: GithubOptions) => {
     return yield* refusedOrUnavailable(answer)
   })
 
-  const authenticatedUser = Effect.fn("GithubCodeHost.authenticatedUser")(function* (token: Redacted.Redacted<string>) {
+  const authenticatedUser = tracedFn("GithubCodeHost.authenticatedUser")(function* (token: Redacted.Redacted<string>) {
     const answer = yield* call("GET", "/user", Option.some(token))
     if (answer.status === 200) return yield* decode(UserBody, answer)
     return yield* refusedOrUnavailable(answer)
   })
 
-  const app = Effect.fn("GithubCodeHost.app")(function* (jwt: Redacted.Redacted<string>) {
+  const app = tracedFn("GithubCodeHost.app")(function* (jwt: Redacted.Redacted<string>) {
     const answer = yield* call("GET", "/app", Option.some(jwt))
     if (answer.status === 200) return yield* decode(AppBody, answer)
     return yield* refusedOrUnavailable(answer)
   })
 
-  const installationToken = Effect.fn("GithubCodeHost.installationToken")(function* (jwt: Redacted.Redacted<string>, installationId: string) {
+  const installationToken = tracedFn("GithubCodeHost.installationToken")(function* (jwt: Redacted.Redacted<string>, installationId: string) {
     yield* Effect.annotateCurrentSpan({ installation_id: installationId })
     const answer = yield* call("POST", `/app/installations/${encodeURIComponent(installationId)}/access_tokens`, Option.some(jwt))
     if (answer.status === 201) {
@@ -164,7 +165,7 @@ export const makeGithubCodeHost = (options: GithubOptions) => {
     return yield* refusedOrUnavailable(answer)
   })
 
-  const revokeInstallationToken = Effect.fn("GithubCodeHost.revokeInstallationToken")(function* (token: Redacted.Redacted<string>) {
+  const revokeInstallationToken = tracedFn("GithubCodeHost.revokeInstallationToken")(function* (token: Redacted.Redacted<string>) {
     const answer = yield* call("DELETE", "/installation/token", Option.some(token))
     if (answer.status === 204) return
     return yield* refusedOrUnavailable(answer)

@@ -1,4 +1,4 @@
-import { transactional } from "@scion/kit"
+import { transactional, tracedFn } from "@scion/kit"
 import { ProjectDirectory } from "../ProjectDirectory.js"
 import { SqlClient } from "@effect/sql"
 import type { Principal } from "@scion/kit"
@@ -175,7 +175,7 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
     const reread = (connectorId: string) =>
       Effect.flatMap(repo.find(connectorId), Option.match({ onNone: () => Effect.fail(new ConnectorNotFound({ connectorId })), onSome: Effect.succeed }))
 
-    const preflight = Effect.fn("Connectors.preflight")(function* (principal: Principal, input: PreflightInput) {
+    const preflight = tracedFn("Connectors.preflight")(function* (principal: Principal, input: PreflightInput) {
       const orgId = yield* orgOf(principal, input.orgId)
       yield* access.require(principal, orgId, "connectors.create")
       const valid = yield* validateDetails(input.serviceName.trim(), Redacted.value(input.connectionDetails))
@@ -185,7 +185,7 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
       return report
     })
 
-    const create = Effect.fn("Connectors.create")(function* (principal: Principal, input: CreateInput) {
+    const create = tracedFn("Connectors.create")(function* (principal: Principal, input: CreateInput) {
       const orgId = yield* orgOf(principal, input.orgId)
       yield* access.require(principal, orgId, "connectors.create")
       const valid = yield* validateDetails(input.serviceName.trim(), Redacted.value(input.connectionDetails))
@@ -223,7 +223,7 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
       return { connector: yield* reread(id), access: yield* accessOf(principal, orgId) } satisfies ConnectorView
     })
 
-    const list = Effect.fn("Connectors.list")(function* (
+    const list = tracedFn("Connectors.list")(function* (
       principal: Principal,
       input: { orgId: string; connectorCategory?: string | undefined; serviceName?: string | undefined }
     ) {
@@ -237,7 +237,7 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
       return connectors.map((connector): ConnectorView => ({ connector, access: rights }))
     })
 
-    const get = Effect.fn("Connectors.get")(function* (principal: Principal, connectorId: string) {
+    const get = tracedFn("Connectors.get")(function* (principal: Principal, connectorId: string) {
       const connector = yield* visible(principal, connectorId, "connectors.read")
       return { connector, access: yield* accessOf(principal, connector.orgId) } satisfies ConnectorView
     })
@@ -246,7 +246,7 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
      * Renames and/or replaces the details. Details that differ from the stored ones are re-tested
      * with the create gate (same skips) and reset indexing_status; identical ones change nothing.
      */
-    const update = Effect.fn("Connectors.update")(function* (
+    const update = tracedFn("Connectors.update")(function* (
       principal: Principal,
       input: { connectorId: string; name?: string | undefined; connectionDetails?: Redacted.Redacted<unknown> | undefined }
     ) {
@@ -280,7 +280,7 @@ export class Connectors extends Effect.Service<Connectors>()("@scion/connector/C
     })
 
     /** The decrypted details, for callers who may change them (connectors.update). */
-    const connectionDetails = Effect.fn("Connectors.connectionDetails")(function* (principal: Principal, connectorId: string) {
+    const connectionDetails = tracedFn("Connectors.connectionDetails")(function* (principal: Principal, connectorId: string) {
       const connector = yield* visible(principal, connectorId, "connectors.update")
       const details = yield* readDetails(connector)
       yield* Effect.logInfo("connection details read").pipe(Effect.annotateLogs({ connector_id: connector.id }))

@@ -1,6 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, type PostgresFailure, type Principal, quoteIdent, type RpcError, transactional } from "@scion/kit"
+import { enqueueJob, JobFailed, type JobHandler, newOperationId, type OperationEnded, type PostgresFailure, type Principal, quoteIdent, type RpcError, transactional, tracedFn } from "@scion/kit"
 import { Config, Context, Duration, Effect, Either, Layer, Option, Schedule, Schema } from "effect"
 import { ConnectorNotFound, DeleteInProgress, DeletionLocked } from "../domain/errors.js"
 import type { Connector } from "../domain/models.js"
@@ -162,7 +162,7 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
      * DELETE /v1/connectors/{id}?force= (connectors.delete): 409 while locked or while another
      * delete is pending or running; otherwise a new connector_delete operation.
      */
-    const remove = Effect.fn("Deletion.delete")(function* (principal: Principal, input: { readonly connectorId: string; readonly force: boolean }) {
+    const remove = tracedFn("Deletion.delete")(function* (principal: Principal, input: { readonly connectorId: string; readonly force: boolean }) {
       const connector = yield* visible(principal, input.connectorId, "connectors.delete")
       const started = yield* start(connector, input.force, true)
       if (Either.isLeft(started)) return yield* new DeleteInProgress({ connectorId: connector.id, operationId: started.left })
@@ -176,7 +176,7 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
      * naming it is not its child). Idempotent: connectors already gone are not there, and a delete
      * in progress is kept.
      */
-    const removeProject = Effect.fn("Deletion.removeProject")(function* (orgId: string, projectId: string) {
+    const removeProject = tracedFn("Deletion.removeProject")(function* (orgId: string, projectId: string) {
       const found = yield* repo.listByProject(orgId, projectId)
       const started: Array<string> = []
       for (const connector of found) {

@@ -1,21 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import {
-  enqueueJob,
-  JobFailed,
-  type JobHandler,
-  makeUnitOperations,
-  newOperationId,
-  OperationClient,
-  type OperationEnded,
-  type OperationState,
-  type OperationTypeName,
-  type Principal,
-  type RpcError,
-  ServiceIdentity,
-  transactional,
-  type UnitOperations
-} from "@scion/kit"
+import { enqueueJob, JobFailed, type JobHandler, makeUnitOperations, newOperationId, OperationClient, type OperationEnded, type OperationState, type OperationTypeName, type Principal, type RpcError, ServiceIdentity, transactional, type UnitOperations, tracedFn } from "@scion/kit"
 import { Context, Effect, Either, Layer, Option, Schema } from "effect"
 import {
   ConnectorNotFound,
@@ -155,7 +140,7 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
      * operation; the operation is created before the job is written, and the job and the
      * connector's pointer to it commit together.
      */
-    const discover = Effect.fn("Discovery.discover")(function* (principal: Principal, connectorId: string) {
+    const discover = tracedFn("Discovery.discover")(function* (principal: Principal, connectorId: string) {
       const connector = yield* visible(principal, connectorId, "connectors.update")
       const checked = yield* prerequisites(connector)
       if (Option.isNone(checked.details)) return yield* new DiscoveryPrerequisitesFailed({ checks: checked.checks })
@@ -189,7 +174,7 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
      * Replaces the selection (connectors.admin). Counters as the interface's Connector table says:
      * selection_schema_version takes schema_version, selected_schema_version goes up by one.
      */
-    const select = Effect.fn("Discovery.select")(function* (principal: Principal, input: { readonly connectorId: string; readonly selectedPaths: ReadonlyArray<string> }) {
+    const select = tracedFn("Discovery.select")(function* (principal: Principal, input: { readonly connectorId: string; readonly selectedPaths: ReadonlyArray<string> }) {
       const connector = yield* visible(principal, input.connectorId, "connectors.admin")
       const structure = connector.schemaStructure
       if (structure === null || !isStructure(structure)) {
@@ -210,7 +195,7 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
      * `exclude`. The write is conditional on the decisions version and the schema version read
      * here: another write or a discovery in between is DecisionsConflict (409), never a merge.
      */
-    const decide = Effect.fn("Discovery.decide")(function* (principal: Principal, input: { readonly connectorId: string; readonly decisions: Readonly<Record<string, unknown>> }) {
+    const decide = tracedFn("Discovery.decide")(function* (principal: Principal, input: { readonly connectorId: string; readonly decisions: Readonly<Record<string, unknown>> }) {
       const connector = yield* visible(principal, input.connectorId, "connectors.admin")
       const basis = yield* repo.decisionsBasis(connector.id).pipe(Effect.orDie)
       if (Option.isNone(basis)) return yield* new ConnectorNotFound({ connectorId: connector.id })
@@ -236,7 +221,7 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
      * role of the stored username with the provider's replication right, grants on the selected
      * schemas, decided REPLICA IDENTITY FULL, the publication. Never a password.
      */
-    const writeGrantScript = Effect.fn("Discovery.grantScript")(function* (principal: Principal, connectorId: string) {
+    const writeGrantScript = tracedFn("Discovery.grantScript")(function* (principal: Principal, connectorId: string) {
       const connector = yield* visible(principal, connectorId, "connectors.read")
       if (connector.serviceName !== "postgresql") return yield* new GrantScriptUnavailable({ reason: `the connector is ${connector.serviceName}, not postgresql` })
       if (connector.schemaStructure === null) return yield* new GrantScriptUnavailable({ reason: "discovery has not run: POST /v1/connectors/{connector_id}/discover first" })

@@ -1,4 +1,4 @@
-import { dieOnSqlError, engineCopyLockKey, type Principal } from "@scion/kit"
+import { dieOnSqlError, engineCopyLockKey, type Principal, tracedFn } from "@scion/kit"
 import { Effect, Option, Redacted } from "effect"
 import type { BranchingEngineStatus } from "../domain/models.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
@@ -42,7 +42,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
     const secrets = yield* SecretStore
     const setups = yield* EngineSetupRepo
 
-    const get = Effect.fn("EngineAccess.get")(function* (principal: Principal, connectorId: string) {
+    const get = tracedFn("EngineAccess.get")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: principal.orgId ?? "", permission: "engines.access (service principals only)" })
       // One statement: every branch create asks this twice.
       const found = yield* setups.accessRow(connectorId)
@@ -84,7 +84,7 @@ export class EngineAccess extends Effect.Service<EngineAccess>()("@scion/connect
     })
 
     /** The source's current WAL position: what a read-your-writes branch waits for the mirror to reach. */
-    const sourcePosition = Effect.fn("EngineAccess.sourcePosition")(function* (principal: Principal, connectorId: string) {
+    const sourcePosition = tracedFn("EngineAccess.sourcePosition")(function* (principal: Principal, connectorId: string) {
       if (principal.kind !== "service") return yield* new PermissionDenied({ orgId: principal.orgId ?? "", permission: "engines.access (service principals only)" })
       const unavailable = (reason: string) => new SourcePositionUnavailable({ connectorId, reason })
       // The details are the one read on the way (a missing connector has none: told apart only then).

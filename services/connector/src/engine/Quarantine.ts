@@ -1,4 +1,4 @@
-import type { Principal } from "@scion/kit"
+import { type Principal, tracedFn } from "@scion/kit"
 import { Effect, Option } from "effect"
 import { Connectors } from "../connectors/Connectors.js"
 import { QuarantineEntryNotFound } from "../domain/errors.js"
@@ -16,7 +16,7 @@ export class Quarantine extends Effect.Service<Quarantine>()("@scion/connector/Q
     const quarantines = yield* QuarantineRepo
 
     /** The connector's entries with status quarantined (released ones are not listed). */
-    const list = Effect.fn("Quarantine.list")(function* (principal: Principal, connectorId: string) {
+    const list = tracedFn("Quarantine.list")(function* (principal: Principal, connectorId: string) {
       const connector = yield* connectors.visible(principal, connectorId, "connectors.read")
       return yield* quarantines.listQuarantined(connector.id)
     })
@@ -26,7 +26,7 @@ export class Quarantine extends Effect.Service<Quarantine>()("@scion/connector/Q
      * same answer. The monitor then restores the pipeline and deletes the row; a row already
      * deleted is not found.
      */
-    const release = Effect.fn("Quarantine.release")(function* (principal: Principal, input: { readonly connectorId: string; readonly quarantineId: string }) {
+    const release = tracedFn("Quarantine.release")(function* (principal: Principal, input: { readonly connectorId: string; readonly quarantineId: string }) {
       const connector = yield* connectors.visible(principal, input.connectorId, "connectors.update")
       const releasedBy = principal.kind === "api_key" ? `api_key:${principal.apiKeyId}` : principal.kind === "user_session" ? `user:${principal.userId}` : "service"
       const released = yield* quarantines.release(connector.id, input.quarantineId, releasedBy)

@@ -1,4 +1,4 @@
-import type { Principal } from "@scion/kit"
+import { type Principal, tracedFn } from "@scion/kit"
 import { Effect } from "effect"
 import { Connectors } from "../connectors/Connectors.js"
 import { ReadinessRepo } from "./ReadinessRepo.js"
@@ -21,7 +21,7 @@ export class Readiness extends Effect.Service<Readiness>()("@scion/connector/Rea
      * Rows of the newest attempt first; within an attempt in the order they were written. Filters
      * by attempt and check name, only failed rows when asked; limit 1..5000, offset ≥ 0.
      */
-    const checks = Effect.fn("Readiness.checks")(function* (
+    const checks = tracedFn("Readiness.checks")(function* (
       principal: Principal,
       input: { readonly connectorId: string; readonly attemptId?: string | undefined; readonly checkName?: string | undefined; readonly onlyFailed: boolean; readonly limit: number; readonly offset: number }
     ) {
@@ -30,7 +30,7 @@ export class Readiness extends Effect.Service<Readiness>()("@scion/connector/Rea
     })
 
     /** One summary per attempt, most recent first. */
-    const attempts = Effect.fn("Readiness.attempts")(function* (principal: Principal, input: { readonly connectorId: string; readonly limit: number }) {
+    const attempts = tracedFn("Readiness.attempts")(function* (principal: Principal, input: { readonly connectorId: string; readonly limit: number }) {
       const connector = yield* connectors.visible(principal, input.connectorId, "connectors.read")
       return yield* readiness.attempts(connector.id, input.limit)
     })

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { dieOnSqlError, type Principal, quoteIdent } from "@scion/kit"
+import { dieOnSqlError, type Principal, quoteIdent, tracedFn } from "@scion/kit"
 import { Config, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { Connectors } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
@@ -20,7 +20,7 @@ export class SchemaChanges extends Effect.Service<SchemaChanges>()("@scion/conne
   effect: Effect.gen(function* () {
     const connectors = yield* Connectors
     const repo = yield* SchemaChangesRepo
-    const list = Effect.fn("SchemaChanges.list")(function* (principal: Principal, input: { readonly connectorId: string; readonly limit: number; readonly offset: number }) {
+    const list = tracedFn("SchemaChanges.list")(function* (principal: Principal, input: { readonly connectorId: string; readonly limit: number; readonly offset: number }) {
       const connector = yield* connectors.visible(principal, input.connectorId, "connectors.read")
       return yield* repo.list(connector.id, { limit: input.limit, offset: input.offset })
     })

@@ -1,3 +1,4 @@
+import { tracedFn } from "../tracing.js"
 import { Clock, Deferred, Duration, Effect, Exit, FiberId, Layer, Option } from "effect"
 import {
   Bus,
@@ -82,7 +83,7 @@ export const makeInMemoryBus = Effect.gen(function* () {
   }
   const matches = (consumer: ConsumerState, subject: string) => consumer.filters.some((f) => subjectMatches(f, subject))
 
-  const publish: BusShape["publish"] = Effect.fn("Bus.publish")(function* (input: PublishInput) {
+  const publish: BusShape["publish"] = tracedFn("Bus.publish")(function* (input: PublishInput) {
     const spec = streamOf(input.subject)
     const stream = spec ? streams.get(spec.name) : undefined
     if (!spec || !stream) return yield* new BusError({ operation: `publish ${input.subject}`, message: "no stream covers this subject" })

@@ -1,3 +1,4 @@
+import { tracedFn } from "../tracing.js"
 import { Config, Deferred, Duration, Effect, Layer, Option, Queue, Runtime, Schedule } from "effect"
 import {
   AckPolicy,
@@ -145,7 +146,7 @@ export const makeNatsBus = (servers: string, options: NatsBusOptions = {}) =>
       Effect.timeoutFail({ duration: requestTimeout, onTimeout: () => new BusError({ operation: "connect", message: `NATS not connected (${withoutCredentials(servers)})` }) })
     )
 
-    const publish: BusShape["publish"] = Effect.fn("Bus.publish")(function* (input: PublishInput) {
+    const publish: BusShape["publish"] = tracedFn("Bus.publish")(function* (input: PublishInput) {
       yield* Effect.annotateCurrentSpan({ "messaging.destination.name": input.subject, "messaging.message.id": input.msgId ?? "" })
       const { js } = yield* connected
       const data = yield* Effect.try({ try: () => new TextEncoder().encode(JSON.stringify(input.payload)), catch: busError("encode") })
