@@ -48,6 +48,31 @@ describe("orgs", () => {
       })
     )
 
+    it.effect("an org read finds the org by its key, not by reading every org", () =>
+      Effect.gen(function* () {
+        const orgs = yield* Orgs
+        const sql = yield* SqlClient.SqlClient
+        const { principal } = yield* signUp("keyed-read")
+        const org = yield* createOrg(principal, "Keyed")
+        // Enough orgs that a read of the whole table is the planner's choice only by mistake.
+        yield* sql`insert into orgs (id, name) select 'org_many_' || g, 'Many ' || g from generate_series(1, 20000) g`
+        // Postgres's count of this session's scans of the table not yet reported, before and after.
+        const counted = Effect.map(
+          sql<{ seqScans: number; indexScans: number }>`select seq_scan::int as "seqScans", coalesce(idx_scan, 0)::int as "indexScans" from pg_stat_xact_user_tables where relname = 'orgs'`,
+          (rows) => rows[0]!
+        )
+        const scans = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const before = yield* counted
+            expect(yield* orgs.getOrg(principal, org.orgId)).toMatchObject({ orgId: org.orgId, name: "Keyed" })
+            const after = yield* counted
+            return { seqScans: after.seqScans - before.seqScans, indexScans: after.indexScans - before.indexScans }
+          })
+        )
+        expect(scans).toEqual({ seqScans: 0, indexScans: 1 })
+      })
+    )
+
     it.effect("a retried create with the same request id returns the first org", () =>
       Effect.gen(function* () {
         const orgs = yield* Orgs

@@ -124,10 +124,16 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
 
     // The same id and version twice in one group: one write wins (its ord comes back), the
     // others answer none and decide again, as they would after losing to another replica.
+    // The rows are found by `id = any(array(…))`: joined to the function's records alone, the
+    // planner (counting on ~100 of them) hashed them and read the whole table, every statement.
     const updateGrouped = yield* makeGroupedStatement({
       name: "operations.updateIfVersion",
       run: (calls: ReadonlyArray<VersionedChanges>) =>
         sql<Answered>`
+          with c as (
+            select * from jsonb_to_recordset(${JSON.stringify(byId(calls.map((call, ord) => changesRecord(ord, call))))}::jsonb)
+              as c(ord int, id text, version bigint, status text, stage text, stage_label text, progress int, result jsonb, error text, setup_status jsonb, start boolean, complete boolean)
+          )
           update operations o set
             status = c.status,
             stage = c.stage,
@@ -141,9 +147,8 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
             updated_at = now(),
             heartbeat_at = now(),
             version = o.version + 1
-          from jsonb_to_recordset(${JSON.stringify(byId(calls.map((call, ord) => changesRecord(ord, call))))}::jsonb)
-            as c(ord int, id text, version bigint, status text, stage text, stage_label text, progress int, result jsonb, error text, setup_status jsonb, start boolean, complete boolean)
-          where o.id = c.id and o.version = c.version
+          from c
+          where o.id = any(array(select id from c)) and o.id = c.id and o.version = c.version
           returning o.*, c.ord`.pipe(
           Effect.map((rows) => byOrd(calls.length, rows)),
           Effect.orDie
@@ -153,7 +158,7 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
     const findGrouped = yield* makeGroupedStatement({
       name: "operations.find",
       run: (ids: ReadonlyArray<string>) =>
-        sql<OperationRow>`select * from operations where id in (select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`.pipe(
+        sql<OperationRow>`select * from operations where id = any(array(select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)))`.pipe(
           Effect.map((rows) => answersByKey(ids, rows.map(toOperation), (operation) => operation.id)),
           Effect.orDie
         )
