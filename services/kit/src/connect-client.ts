@@ -9,7 +9,7 @@ import { type DirectUnary, grpcDirectUnary, inProcessDirectUnary } from "./grpc-
 import { OutgoingPrincipal, PRINCIPAL_HEADER } from "./principal.js"
 import { currentTraceparent } from "./bus/Bus.js"
 import { CurrentRequestId, REQUEST_ID_HEADER } from "./request-id.js"
-import { TRACEPARENT_HEADER, withSpanWhenTracing } from "./tracing.js"
+import { TRACEPARENT_HEADER } from "./tracing.js"
 
 /**
  * A Connect transport to another unit that may also offer the direct unary path
@@ -45,14 +45,27 @@ export const makeEffectClient = <S extends DescService>(service: S, transport: U
       direct !== undefined && desc.methodKind === "unary"
         ? (request, headers, signal) => direct(desc as DescMethodUnary, request, headers, signal)
         : (request, headers, signal) => client[name]!(request, { signal, headers })
+    const spanName = `rpc.client ${service.typeName}/${name}`
+    // The call's metadata read off the fiber in one step: it runs on every call a unit makes.
     calls[name] = (request) =>
-      Effect.flatMap(Effect.all([FiberRef.get(OutgoingPrincipal), FiberRef.get(CurrentRequestId), currentTraceparent]), ([principal, requestId, traceparent]) => {
+      Effect.withFiberRuntime((fiber) => {
         const headers: Record<string, string> = {}
+        const principal = fiber.getFiberRef(OutgoingPrincipal)
         if (Option.isSome(principal)) headers[PRINCIPAL_HEADER] = principal.value
+        const requestId = fiber.getFiberRef(CurrentRequestId)
         if (Option.isSome(requestId)) headers[REQUEST_ID_HEADER] = requestId.value
-        if (Option.isSome(traceparent)) headers[TRACEPARENT_HEADER] = traceparent.value
-        return Effect.tryPromise({ try: (signal) => send(request, headers, signal), catch: fromConnectError })
-      }).pipe(withSpanWhenTracing(`rpc.client ${service.typeName}/${name}`, { kind: "client" }))
+        const call = Effect.tryPromise({ try: (signal) => send(request, headers, signal), catch: fromConnectError })
+        // Only a recording tracer makes spans with W3C ids: the client span, sent as traceparent.
+        if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return call
+        return Effect.withSpan(
+          Effect.flatMap(currentTraceparent, (traceparent) => {
+            if (Option.isSome(traceparent)) headers[TRACEPARENT_HEADER] = traceparent.value
+            return call
+          }),
+          spanName,
+          { kind: "client" }
+        )
+      })
   }
   return calls as unknown as EffectClient<S>
 }

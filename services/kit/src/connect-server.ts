@@ -61,23 +61,21 @@ export const effectService = <S extends DescService, E, R>(
     const run = <A>(effect: Effect.Effect<A, E, R>, token: string | null, methodName: string, signal: AbortSignal, meta: CallMeta): Promise<A> => {
       const requestId = meta.requestId ?? null
       const started = performance.now()
-      const program = Effect.gen(function* () {
-        const caller = token === null
-          ? Option.none()
-          : Option.some({
-              principal: yield* verifier.verify(token).pipe(
+      const handled = Effect.mapError(effect, (error) => toConnectError(toWire(error)))
+      const asCaller = (caller: Context.Tag.Service<Caller>) =>
+        handled.pipe(Effect.provideService(Caller, caller), Effect.locally(OutgoingPrincipal, Option.map(caller, (c) => c.token)))
+      const program = (
+        token === null
+          ? asCaller(Option.none())
+          : Effect.flatMap(
+              verifier.verify(token).pipe(
                 Effect.mapError((invalid) =>
                   toConnectError({ code: Code.Unauthenticated, reason: "INVALID_PRINCIPAL", message: `principal token rejected: ${invalid.reason}`, metadata: { cause: invalid.reason } })
                 )
               ),
-              token
-            })
-        return yield* effect.pipe(
-          Effect.mapError((error) => toConnectError(toWire(error))),
-          Effect.provideService(Caller, caller),
-          Effect.locally(OutgoingPrincipal, Option.map(caller, (c) => c.token))
-        )
-      }).pipe(
+              (principal) => asCaller(Option.some({ principal, token }))
+            )
+      ).pipe(
         withRemoteParent(`rpc ${service.typeName}/${methodName}`, meta.traceparent, { kind: "server" }),
         withRequestId(requestId),
         Effect.onExit((exit) => recordRpc(service.typeName, methodName, exitCode(exit), (performance.now() - started) / 1000))

@@ -1,5 +1,5 @@
 import { createServer } from "node:http"
-import { Config, Duration, Effect, Layer, Metric, MetricBoundaries, MetricLabel, MetricState, Option, Runtime, Schedule } from "effect"
+import { Config, Duration, Effect, Layer, Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel, MetricState, Option, Runtime, Schedule } from "effect"
 import { LoggingLive } from "./logging.js"
 import { tracingLayer } from "./tracing.js"
 
@@ -12,51 +12,52 @@ import { tracingLayer } from "./tracing.js"
 
 const seconds = MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 16 })
 
-const rpcRequests = Metric.counter("scion_rpc_server_requests_total", { description: "RPCs served, by service, method and gRPC code", incremental: true })
-const rpcDuration = Metric.histogram("scion_rpc_server_duration_seconds", seconds, "Time to answer an RPC, by service and method")
-const httpRequests = Metric.counter("scion_http_requests_total", { description: "REST requests answered by the gateway, by method, route and status", incremental: true })
-const httpDuration = Metric.histogram("scion_http_request_duration_seconds", seconds, "Time to answer a REST request, by method and route")
-const jobs = Metric.counter("scion_jobs_total", { description: "Jobs run to an outcome (completed, failed, retried, skipped), by unit and type", incremental: true })
-const jobDuration = Metric.histogram("scion_job_duration_seconds", MetricBoundaries.exponential({ start: 0.01, factor: 2, count: 16 }), "Time a job ran, by unit and type")
+const rpcRequests = MetricKey.counter("scion_rpc_server_requests_total", { description: "RPCs served, by service, method and gRPC code", incremental: true })
+const rpcDuration = MetricKey.histogram("scion_rpc_server_duration_seconds", seconds, "Time to answer an RPC, by service and method")
+const httpRequests = MetricKey.counter("scion_http_requests_total", { description: "REST requests answered by the gateway, by method, route and status", incremental: true })
+const httpDuration = MetricKey.histogram("scion_http_request_duration_seconds", seconds, "Time to answer a REST request, by method and route")
+const jobs = MetricKey.counter("scion_jobs_total", { description: "Jobs run to an outcome (completed, failed, retried, skipped), by unit and type", incremental: true })
+const jobDuration = MetricKey.histogram("scion_job_duration_seconds", MetricBoundaries.exponential({ start: 0.01, factor: 2, count: 16 }), "Time a job ran, by unit and type")
 
-const tag = <T, I, O>(metric: Metric.Metric<T, I, O>, tags: Record<string, string>): Metric.Metric<T, I, O> =>
-  Metric.taggedWithLabels(metric, Object.entries(tags).map(([key, value]) => MetricLabel.make(key, value)))
+const labelsOf = (tags: Record<string, string>) => Object.entries(tags).map(([key, value]) => MetricLabel.make(key, value))
+
+const tag = <T, I, O>(metric: Metric.Metric<T, I, O>, tags: Record<string, string>): Metric.Metric<T, I, O> => Metric.taggedWithLabels(metric, labelsOf(tags))
 
 /**
- * `tag`, made once per metric and label set for the metrics recorded on every request, RPC and
- * job: a tagged metric's key is built and hashed when it is made, which cost more than the update
- * itself. Their label sets are bounded (routes, methods, codes, job types), and so are these maps.
+ * One series of the metrics recorded on every request, RPC and job: a metric whose key carries
+ * its labels, made once per label set. A metric tagged with `Metric.taggedWithLabels` merges its
+ * labels into a new array on every update, which misses Effect's cache of hooks (kept by that
+ * array) and builds and hashes the labelled key again; this one finds its hook once. The label
+ * sets are bounded (routes, methods, codes, job types), and so are these maps.
  */
-const tagged = new Map<Metric.Metric<any, any, any>, Map<string, Metric.Metric<any, any, any>>>()
-const tagOnce = <T, I, O>(metric: Metric.Metric<T, I, O>, tags: Record<string, string>): Metric.Metric<T, I, O> => {
-  let byLabels = tagged.get(metric)
-  if (byLabels === undefined) tagged.set(metric, (byLabels = new Map()))
-  const key = Object.values(tags).join("\u0000")
-  let found = byLabels.get(key)
-  if (found === undefined) byLabels.set(key, (found = tag(metric, tags)))
-  return found as Metric.Metric<T, I, O>
+const series = new Map<MetricKey.MetricKey<any>, Map<string, Metric.Metric<unknown, number, unknown>>>()
+const seriesOf = (key: MetricKey.MetricKey<MetricKeyType.MetricKeyType<number, any>>, tags: Record<string, string>): Metric.Metric<unknown, number, unknown> => {
+  let byLabels = series.get(key)
+  if (byLabels === undefined) series.set(key, (byLabels = new Map()))
+  const labels = Object.values(tags).join("\u0000")
+  let found = byLabels.get(labels)
+  if (found === undefined) byLabels.set(labels, (found = Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labelsOf(tags))) as Metric.Metric<unknown, number, unknown>))
+  return found
 }
+
+/** A count of one and a duration, each on its series (no fiber-level labels are used here). */
+const record = (count: Metric.Metric<unknown, number, unknown>, duration: Metric.Metric<unknown, number, unknown>, elapsedSeconds: number) =>
+  Effect.sync(() => {
+    count.unsafeUpdate(1, [])
+    duration.unsafeUpdate(elapsedSeconds, [])
+  })
 
 /** One RPC answered. */
 export const recordRpc = (service: string, method: string, code: string, elapsedSeconds: number) =>
-  Effect.zipRight(
-    Metric.increment(tagOnce(rpcRequests, { service, method, code })),
-    Metric.update(tagOnce(rpcDuration, { service, method }), elapsedSeconds)
-  )
+  record(seriesOf(rpcRequests, { service, method, code }), seriesOf(rpcDuration, { service, method }), elapsedSeconds)
 
 /** One REST request answered (route: the endpoint's template, or "unmatched"). */
 export const recordHttp = (method: string, route: string, status: number, elapsedSeconds: number) =>
-  Effect.zipRight(
-    Metric.increment(tagOnce(httpRequests, { method, route, status: String(status) })),
-    Metric.update(tagOnce(httpDuration, { method, route }), elapsedSeconds)
-  )
+  record(seriesOf(httpRequests, { method, route, status: String(status) }), seriesOf(httpDuration, { method, route }), elapsedSeconds)
 
 /** One job delivery ran to an outcome. */
 export const recordJob = (unit: string, type: string, outcome: "completed" | "failed" | "retried" | "skipped", elapsedSeconds: number) =>
-  Effect.zipRight(
-    Metric.increment(tagOnce(jobs, { unit, type, outcome })),
-    Metric.update(tagOnce(jobDuration, { unit, type }), elapsedSeconds)
-  )
+  record(seriesOf(jobs, { unit, type, outcome }), seriesOf(jobDuration, { unit, type }), elapsedSeconds)
 
 /**
  * Gauges whose series are replaced wholesale by each measurement round: a series the latest round

@@ -59,14 +59,15 @@ export class PrincipalVerifier extends Context.Tag("@scion/kit/PrincipalVerifier
       verified.set(token, principal)
     }
     return PrincipalVerifier.of({
-      verify: (token) =>
-        Effect.gen(function* () {
-          const known = verified.get(token)
-          if (known !== undefined) {
-            if (known.exp * 1000 >= Date.now()) return known
-            verified.delete(token)
-            return yield* new InvalidPrincipal({ reason: "expired" })
-          }
+      verify: (token) => {
+        // A token seen before answers without a generator: this runs on every RPC a unit serves.
+        const known = verified.get(token)
+        if (known !== undefined) {
+          if (known.exp * 1000 >= Date.now()) return Effect.succeed(known)
+          verified.delete(token)
+          return Effect.fail(new InvalidPrincipal({ reason: "expired" }))
+        }
+        return Effect.gen(function* () {
           const [version, keyId, payload, signature] = token.split(".")
           if (version !== "v1" || !keyId || !payload || !signature) return yield* new InvalidPrincipal({ reason: "malformed" })
           const key = byId.get(keyId)
@@ -79,6 +80,7 @@ export class PrincipalVerifier extends Context.Tag("@scion/kit/PrincipalVerifier
           remember(token, principal.value)
           return principal.value
         })
+      }
     })
   }
 }
