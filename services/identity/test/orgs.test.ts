@@ -2,6 +2,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Accounts, Auth, type IdentityError, Invites, Orgs, ROLES } from "../src/index.js"
+import { scansDuring } from "@scion/kit/testing"
 import { addMember, createKey, createOrg, identityTestLayer, outboxRows, signUp } from "./support.js"
 
 describe("orgs", () => {
@@ -56,19 +57,8 @@ describe("orgs", () => {
         const org = yield* createOrg(principal, "Keyed")
         // Enough orgs that a read of the whole table is the planner's choice only by mistake.
         yield* sql`insert into orgs (id, name) select 'org_many_' || g, 'Many ' || g from generate_series(1, 20000) g`
-        // Postgres's count of this session's scans of the table not yet reported, before and after.
-        const counted = Effect.map(
-          sql<{ seqScans: number; indexScans: number }>`select seq_scan::int as "seqScans", coalesce(idx_scan, 0)::int as "indexScans" from pg_stat_xact_user_tables where relname = 'orgs'`,
-          (rows) => rows[0]!
-        )
-        const scans = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const before = yield* counted
-            expect(yield* orgs.getOrg(principal, org.orgId)).toMatchObject({ orgId: org.orgId, name: "Keyed" })
-            const after = yield* counted
-            return { seqScans: after.seqScans - before.seqScans, indexScans: after.indexScans - before.indexScans }
-          })
-        )
+        const { value: read, scans } = yield* scansDuring("orgs", orgs.getOrg(principal, org.orgId))
+        expect(read).toMatchObject({ orgId: org.orgId, name: "Keyed" })
         expect(scans).toEqual({ seqScans: 0, indexScans: 1 })
       })
     )

@@ -35,3 +35,23 @@ export const withConfig = (values: Record<string, string>) =>
 /** A layer's config pointed at a fresh database for this test file. */
 export const onFreshDatabase = <A, E, R>(prefix: string, layer: Layer.Layer<A, E, R>) =>
   Layer.unwrapScoped(Effect.map(freshDatabase(prefix), (url) => Layer.provide(layer, withConfig({ DATABASE_URL: url }))))
+
+/**
+ * How often `effect`, run in one transaction, scanned `table` sequentially and by index: Postgres's
+ * count of the session's scans not yet reported, read before and after on the same connection.
+ */
+export const scansDuring = <A, E, R>(table: string, effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => {
+    const counted = Effect.map(
+      sql<{ seqScans: number; indexScans: number }>`select seq_scan::int as "seqScans", coalesce(idx_scan, 0)::int as "indexScans" from pg_stat_xact_user_tables where relname = ${table}`,
+      (rows) => rows[0] ?? { seqScans: 0, indexScans: 0 }
+    )
+    return sql.withTransaction(
+      Effect.gen(function* () {
+        const before = yield* counted
+        const value = yield* effect
+        const after = yield* counted
+        return { value, scans: { seqScans: after.seqScans - before.seqScans, indexScans: after.indexScans - before.indexScans } }
+      })
+    )
+  })

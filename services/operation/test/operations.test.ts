@@ -2,6 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Option } from "effect"
 import { OperationConfig, Operations, OperationsRepo, staleMessage, sweepOnce } from "../src/index.js"
+import { scansDuring } from "@scion/kit/testing"
 import { newApiKey, newOperationId, newOrg, newOrgId, newUser, newWorker, operationTestLayer } from "./support.js"
 
 /** An operation a unit's worker created, as units do, with its service principal. */
@@ -198,20 +199,13 @@ describe("operations", () => {
         const orgId = newOrgId()
         // Enough operations that a read of the whole table is the planner's choice only by mistake.
         yield* sql`insert into operations (id, org_id, type, resource_id) select 'op_many_' || g, ${orgId}, 'branch_create', 'br_many_' || g from generate_series(1, 20000) g`
-        // Postgres's count of this session's scans of the table not yet reported, before and after.
-        const counted = Effect.map(
-          sql<{ seqScans: number; indexScans: number }>`select seq_scan::int as "seqScans", coalesce(idx_scan, 0)::int as "indexScans" from pg_stat_xact_user_tables where relname = 'operations'`,
-          (rows) => rows[0]!
-        )
-        const scans = yield* sql.withTransaction(
+        const { scans } = yield* scansDuring(
+          "operations",
           Effect.gen(function* () {
-            const before = yield* counted
             const found = yield* repo.find("op_many_7")
             expect(Option.map(found, (o) => o.resourceId)).toEqual(Option.some("br_many_7"))
             const written = yield* repo.updateIfVersion("op_many_8", 0, { status: "running", stage: null, stageLabel: null, progress: 5, result: null, error: null, setupStatus: null, start: true, complete: false })
             expect(Option.map(written, (o) => [o.status, o.version])).toEqual(Option.some(["running", 1]))
-            const after = yield* counted
-            return { seqScans: after.seqScans - before.seqScans, indexScans: after.indexScans - before.indexScans }
           })
         )
         expect(scans).toEqual({ seqScans: 0, indexScans: 2 })
