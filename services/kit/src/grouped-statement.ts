@@ -29,6 +29,13 @@ export const answersByKey = <K, R>(keys: ReadonlyArray<K>, rows: ReadonlyArray<R
   return keys.map((key) => Option.fromNullable(found.get(key)))
 }
 
+/**
+ * The keys of a grouped statement as one array parameter, for `where id = any(${keysArray(sql, ids)})`.
+ * Not a join or an `in (select …)` over a set-returning function: the planner counts on ~100 rows
+ * from a function and read the whole table for every group; an array goes to the key's index.
+ */
+export const keysArray = (sql: SqlClient.SqlClient, keys: ReadonlyArray<string>) => sql`array(select jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb))`
+
 interface Pending<A, B> {
   readonly input: A
   readonly answer: Deferred.Deferred<B>

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { answersByKey, makeGroupedStatement } from "@scion/kit"
+import { answersByKey, keysArray, makeGroupedStatement } from "@scion/kit"
 import { Effect, Option } from "effect"
 import type { JsonObject, NewOperation, Operation, OperationStatus, OperationType } from "./domain/models.js"
 import type { Changes } from "./domain/stateMachine.js"
@@ -124,16 +124,11 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
 
     // The same id and version twice in one group: one write wins (its ord comes back), the
     // others answer none and decide again, as they would after losing to another replica.
-    // The rows are found by `id = any(array(…))`: joined to the function's records alone, the
-    // planner (counting on ~100 of them) hashed them and read the whole table, every statement.
+    // The rows are found through kit `keysArray`, not by the join alone (which read the whole table).
     const updateGrouped = yield* makeGroupedStatement({
       name: "operations.updateIfVersion",
       run: (calls: ReadonlyArray<VersionedChanges>) =>
         sql<Answered>`
-          with c as (
-            select * from jsonb_to_recordset(${JSON.stringify(byId(calls.map((call, ord) => changesRecord(ord, call))))}::jsonb)
-              as c(ord int, id text, version bigint, status text, stage text, stage_label text, progress int, result jsonb, error text, setup_status jsonb, start boolean, complete boolean)
-          )
           update operations o set
             status = c.status,
             stage = c.stage,
@@ -147,8 +142,9 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
             updated_at = now(),
             heartbeat_at = now(),
             version = o.version + 1
-          from c
-          where o.id = any(array(select id from c)) and o.id = c.id and o.version = c.version
+          from jsonb_to_recordset(${JSON.stringify(byId(calls.map((call, ord) => changesRecord(ord, call))))}::jsonb)
+            as c(ord int, id text, version bigint, status text, stage text, stage_label text, progress int, result jsonb, error text, setup_status jsonb, start boolean, complete boolean)
+          where o.id = any(${keysArray(sql, calls.map((call) => call.id))}) and o.id = c.id and o.version = c.version
           returning o.*, c.ord`.pipe(
           Effect.map((rows) => byOrd(calls.length, rows)),
           Effect.orDie
@@ -158,7 +154,7 @@ export class OperationsRepo extends Effect.Service<OperationsRepo>()("@scion/ope
     const findGrouped = yield* makeGroupedStatement({
       name: "operations.find",
       run: (ids: ReadonlyArray<string>) =>
-        sql<OperationRow>`select * from operations where id = any(array(select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)))`.pipe(
+        sql<OperationRow>`select * from operations where id = any(${keysArray(sql, ids)})`.pipe(
           Effect.map((rows) => answersByKey(ids, rows.map(toOperation), (operation) => operation.id)),
           Effect.orDie
         )

@@ -1,6 +1,22 @@
 import type { JsonObject } from "@bufbuild/protobuf"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { enqueueJob, JobFailed, type JobHandler, makeUnitOperations, newOperationId, OperationClient, type OperationEnded, type OperationState, type OperationTypeName, type Principal, type RpcError, ServiceIdentity, transactional, type UnitOperations, tracedFn } from "@scion/kit"
+import {
+  enqueueJob,
+  JobFailed,
+  type JobHandler,
+  makeUnitOperations,
+  newOperationId,
+  OperationClient,
+  type OperationEnded,
+  type OperationState,
+  type OperationTypeName,
+  type Principal,
+  type RpcError,
+  ServiceIdentity,
+  tracedFn,
+  transactional,
+  type UnitOperations
+} from "@scion/kit"
 import { Context, Effect, Either, Layer, Option, Schema } from "effect"
 import {
   ConnectorNotFound,
