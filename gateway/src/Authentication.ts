@@ -1,7 +1,7 @@
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { withPrincipalToken, type RpcError } from "@scion/kit"
+import { OutgoingPrincipal, setForRequestFiber, type RpcError } from "@scion/kit"
 import { PrincipalKind } from "@scion/proto/scion/auth/v1/auth_pb"
-import { Clock, Config, Context, Effect, Layer } from "effect"
+import { Clock, Config, Context, Effect, Layer, Option } from "effect"
 import { fromRpcError, Unauthorized, type HttpError } from "./errors.js"
 import { RateLimits } from "./RateLimits.js"
 import { Upstreams } from "./Upstreams.js"
@@ -88,19 +88,17 @@ const authenticate = (sessionOnly: boolean) =>
   Effect.gen(function* () {
     const principals = yield* PrincipalCache
     const limits = yield* RateLimits
+    const admitted = (authenticated: Context.Tag.Service<Authenticated>) =>
+      sessionOnly && authenticated.principal.kind !== "user_session"
+        ? Effect.fail(new Unauthorized({ detail: "This endpoint needs a dashboard session; API keys are not accepted" }))
+        : Effect.as(limits.take("authenticated", rateLimitKey(authenticated.principal)), authenticated)
     return (_token: unknown) =>
-      Effect.gen(function* () {
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
         // HttpApi hands the header minus its first seven characters, whatever its scheme ("Basic x"
         // included): the scheme and the token's shape are checked here, from the header itself.
-        const request = yield* HttpServerRequest.HttpServerRequest
         const token = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.authorization ?? "")?.[1]
-        if (token === undefined) return yield* Effect.fail(new Unauthorized({ detail: "Not authenticated: send Authorization: Bearer <token>" }))
-        const authenticated = yield* principals.get(token)
-        if (sessionOnly && authenticated.principal.kind !== "user_session") {
-          return yield* Effect.fail(new Unauthorized({ detail: "This endpoint needs a dashboard session; API keys are not accepted" }))
-        }
-        yield* limits.take("authenticated", rateLimitKey(authenticated.principal))
-        return authenticated
+        if (token === undefined) return Effect.fail(new Unauthorized({ detail: "Not authenticated: send Authorization: Bearer <token>" }))
+        return Effect.flatMap(principals.get(token), admitted)
       })
   })
 
@@ -116,13 +114,16 @@ export const AuthenticationLive: Layer.Layer<Authentication | SessionAuthenticat
 export const asCaller = <A>(
   call: (upstreams: Context.Tag.Service<Upstreams>) => Effect.Effect<A, RpcError>
 ): Effect.Effect<A, HttpError, Upstreams | Authenticated> =>
-  Effect.gen(function* () {
-    const { principalToken } = yield* Authenticated
-    return yield* call(yield* Upstreams).pipe(withPrincipalToken(principalToken))
-  }).pipe(Effect.catchTag("RpcError", (e) => Effect.flip(fromRpcError(e))))
+  Effect.flatMap(Authenticated, ({ principalToken }) =>
+    Effect.flatMap(Upstreams, (upstreams) =>
+      // Set for the rest of the request's fiber (every call of a request acts for its one caller):
+      // a scoped `withPrincipalToken` costs an acquire/use/release a call.
+      call(upstreams).pipe(setForRequestFiber(OutgoingPrincipal, Option.some(principalToken)))
+    )
+  ).pipe(Effect.catchTag("RpcError", (e) => Effect.flip(fromRpcError(e))))
 
 /** Calls upstreams without a caller (sign-up, login, email verification). */
 export const anonymously = <A>(
   call: (upstreams: Context.Tag.Service<Upstreams>) => Effect.Effect<A, RpcError>
 ): Effect.Effect<A, HttpError, Upstreams> =>
-  Effect.flatMap(Upstreams, call).pipe(Effect.catchTag("RpcError", (e) => Effect.flip(fromRpcError(e))))
+  Effect.flatMap(Upstreams, call).pipe(setForRequestFiber(OutgoingPrincipal, Option.none()), Effect.catchTag("RpcError", (e) => Effect.flip(fromRpcError(e))))

@@ -124,37 +124,36 @@ export const controlCharacterIssues = (
   { route, params }: { readonly route: Route; readonly params: Record<string, string> },
   request: HttpServerRequest.HttpServerRequest,
   url: URL
-): Effect.Effect<ReadonlyArray<ValidationIssue>> =>
-  Effect.gen(function* () {
-    const issues: Array<ValidationIssue> = []
-    for (const [name, value] of Object.entries(params)) if (CONTROL.test(value)) issues.push(controlIssue(["path", name]))
-    for (const [key, value] of url.searchParams) if (CONTROL.test(key) || CONTROL.test(value)) issues.push(controlIssue(["query", key.replace(CONTROL, "?")]))
-    if (Option.isSome(route.schemas.payloadSchema) && HttpMethod.hasBody(route.method) && isJsonContentType(request.headers["content-type"])) {
-      const body = yield* readJson(request)
-      if (body._tag === "Value") {
-        let tooDeep = false
-        const walk = (value: unknown, loc: ReadonlyArray<string>): void => {
-          if (tooDeep) return
-          if (loc.length > MAX_BODY_DEPTH) {
-            tooDeep = true
-            issues.push({ loc: ["body"], msg: `JSON nested deeper than ${MAX_BODY_DEPTH} levels`, type: "json_invalid" })
-            return
-          }
-          if (typeof value === "string") {
-            if (BODY_CONTROL.test(value)) issues.push(controlIssue(loc))
-          } else if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...loc, String(i)]))
-          else if (typeof value === "object" && value !== null) {
-            for (const [key, item] of Object.entries(value)) {
-              if (BODY_CONTROL.test(key)) issues.push(controlIssue([...loc, key.replace(BODY_CONTROL, "?")]))
-              else walk(item, [...loc, key])
-            }
+): Effect.Effect<ReadonlyArray<ValidationIssue>> => {
+  const issues: Array<ValidationIssue> = []
+  for (const name in params) if (CONTROL.test(params[name]!)) issues.push(controlIssue(["path", name]))
+  if (url.search !== "") for (const [key, value] of url.searchParams) if (CONTROL.test(key) || CONTROL.test(value)) issues.push(controlIssue(["query", key.replace(CONTROL, "?")]))
+  if (!(Option.isSome(route.schemas.payloadSchema) && HttpMethod.hasBody(route.method) && isJsonContentType(request.headers["content-type"]))) return Effect.succeed(issues)
+  return Effect.map(readJson(request), (body) => {
+    if (body._tag === "Value") {
+      let tooDeep = false
+      const walk = (value: unknown, loc: ReadonlyArray<string>): void => {
+        if (tooDeep) return
+        if (loc.length > MAX_BODY_DEPTH) {
+          tooDeep = true
+          issues.push({ loc: ["body"], msg: `JSON nested deeper than ${MAX_BODY_DEPTH} levels`, type: "json_invalid" })
+          return
+        }
+        if (typeof value === "string") {
+          if (BODY_CONTROL.test(value)) issues.push(controlIssue(loc))
+        } else if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...loc, String(i)]))
+        else if (typeof value === "object" && value !== null) {
+          for (const [key, item] of Object.entries(value)) {
+            if (BODY_CONTROL.test(key)) issues.push(controlIssue([...loc, key.replace(BODY_CONTROL, "?")]))
+            else walk(item, [...loc, key])
           }
         }
-        walk(body.value, ["body"])
       }
+      walk(body.value, ["body"])
     }
     return issues
   })
+}
 
 const readJson = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.match(request.text, {

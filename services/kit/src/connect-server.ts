@@ -11,7 +11,8 @@ import { toConnectError, type WireError } from "./errors.js"
 import { type CallMeta, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
 import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
 import { recordRpc } from "./metrics.js"
-import { REQUEST_ID_HEADER, withRequestId } from "./request-id.js"
+import { CurrentRequestId, isAcceptableRequestId, REQUEST_ID_HEADER, withRequestId } from "./request-id.js"
+import { provideForRequestFiber, setForRequestFiber } from "./request-fiber.js"
 import { TRACEPARENT_HEADER, withRemoteParent } from "./tracing.js"
 
 type UnaryMethodOf<M> = M extends DescMethodUnary<infer I, infer O> ? { readonly input: I; readonly output: O } : never
@@ -62,8 +63,9 @@ export const effectService = <S extends DescService, E, R>(
       const requestId = meta.requestId ?? null
       const started = performance.now()
       const handled = Effect.mapError(effect, (error) => toConnectError(toWire(error)))
+      // Each call runs on a fiber of its own: its caller and request id are set, not scoped.
       const asCaller = (caller: Context.Tag.Service<Caller>) =>
-        handled.pipe(Effect.provideService(Caller, caller), Effect.locally(OutgoingPrincipal, Option.map(caller, (c) => c.token)))
+        handled.pipe(provideForRequestFiber(Caller, caller), setForRequestFiber(OutgoingPrincipal, Option.map(caller, (c) => c.token)))
       const program = (
         token === null
           ? asCaller(Option.none())
@@ -77,7 +79,7 @@ export const effectService = <S extends DescService, E, R>(
             )
       ).pipe(
         withRemoteParent(`rpc ${service.typeName}/${methodName}`, meta.traceparent, { kind: "server" }),
-        withRequestId(requestId),
+        setForRequestFiber(CurrentRequestId, isAcceptableRequestId(requestId) ? Option.some(requestId) : Option.none()),
         Effect.onExit((exit) => recordRpc(service.typeName, methodName, exitCode(exit), (performance.now() - started) / 1000))
       ) as Effect.Effect<A, ConnectError, never>
       return Runtime.runPromiseExit(runtime, program, { signal }).then((exit) => {

@@ -36,5 +36,7 @@ const randomBytes16 = (): Uint8Array => {
 }
 
 /** An opaque, prefixed, time-sortable id such as `org_01jd3v…`. */
-export const makeId = (prefix: string): Effect.Effect<string> =>
-  Effect.sync(() => `${prefix}_${encodeTime(Date.now())}${encodeRandom(randomBytes16())}`)
+export const makeId = (prefix: string): Effect.Effect<string> => Effect.sync(() => newId(prefix))
+
+/** `makeId` where an effect is not wanted (a step that is already synchronous, e.g. the gateway's per-request edge). */
+export const newId = (prefix: string): string => `${prefix}_${encodeTime(Date.now())}${encodeRandom(randomBytes16())}`

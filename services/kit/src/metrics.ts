@@ -52,8 +52,13 @@ export const recordRpc = (service: string, method: string, code: string, elapsed
   record(seriesOf(rpcRequests, { service, method, code }), seriesOf(rpcDuration, { service, method }), elapsedSeconds)
 
 /** One REST request answered (route: the endpoint's template, or "unmatched"). */
-export const recordHttp = (method: string, route: string, status: number, elapsedSeconds: number) =>
-  record(seriesOf(httpRequests, { method, route, status: String(status) }), seriesOf(httpDuration, { method, route }), elapsedSeconds)
+export const recordHttp = (method: string, route: string, status: number, elapsedSeconds: number) => Effect.sync(() => recordHttpNow(method, route, status, elapsedSeconds))
+
+/** `recordHttp` inside a step that is already synchronous (the gateway's edge, once per request). */
+export const recordHttpNow = (method: string, route: string, status: number, elapsedSeconds: number): void => {
+  seriesOf(httpRequests, { method, route, status: String(status) }).unsafeUpdate(1, [])
+  seriesOf(httpDuration, { method, route }).unsafeUpdate(elapsedSeconds, [])
+}
 
 /** One job delivery ran to an outcome. */
 export const recordJob = (unit: string, type: string, outcome: "completed" | "failed" | "retried" | "skipped", elapsedSeconds: number) =>
