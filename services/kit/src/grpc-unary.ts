@@ -72,6 +72,29 @@ const trailersOf = (error: ConnectError | undefined): Record<string, string> => 
 const asConnectError = (cause: unknown): ConnectError => (cause instanceof ConnectError ? cause : new ConnectError("internal error", Code.Internal))
 
 /**
+ * The calls in flight on a server, aborted together when its shutdown signal fires: one listener
+ * per server instead of an EventTarget listener added and removed on every call (each costs more
+ * than the Set's add and delete, ~1% of a unit's CPU at bench load).
+ */
+const inFlightByShutdown = new WeakMap<AbortSignal, Set<AbortController>>()
+const callsInFlight = (shutdown: AbortSignal): Set<AbortController> => {
+  let calls = inFlightByShutdown.get(shutdown)
+  if (calls === undefined) {
+    const created = new Set<AbortController>()
+    inFlightByShutdown.set(shutdown, (calls = created))
+    shutdown.addEventListener(
+      "abort",
+      () => {
+        for (const call of created) call.abort(new ConnectError("the server is shutting down", Code.Unavailable))
+        created.clear()
+      },
+      { once: true }
+    )
+  }
+  return calls
+}
+
+/**
  * Serves a unary gRPC request on the direct path when it is one (gRPC protobuf, no compression,
  * a method in `endpoints`); answers false, touching nothing, for everything connect-es should serve.
  */
@@ -96,8 +119,8 @@ export const serveGrpcUnary = (
   }
   const abort = new AbortController()
   // In-flight handlers end with the server, as connect-es's do.
-  const onShutdown = () => abort.abort(new ConnectError("the server is shutting down", Code.Unavailable))
-  shutdown.addEventListener("abort", onShutdown, { once: true })
+  const inFlight = callsInFlight(shutdown)
+  inFlight.add(abort)
   let answered = false
   const timeout = parseTimeout(typeof headers["grpc-timeout"] === "string" ? headers["grpc-timeout"] : null, Number.MAX_SAFE_INTEGER)
   if (timeout.error) {
@@ -108,7 +131,7 @@ export const serveGrpcUnary = (
   const timer =
     timeout.timeoutMs === undefined || timeout.timeoutMs > 2 ** 31 - 1 ? undefined : setTimeout(() => abort.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeout.timeoutMs)
   stream.once("close", () => {
-    shutdown.removeEventListener("abort", onShutdown)
+    inFlight.delete(abort)
     if (timer !== undefined) clearTimeout(timer)
     if (!answered) abort.abort(new ConnectError("the client went away", Code.Canceled))
   })
