@@ -1,11 +1,11 @@
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { OutgoingPrincipal, setForRequestFiber, type RpcError } from "@scion/kit"
 import { PrincipalKind } from "@scion/proto/scion/auth/v1/auth_pb"
 import { Clock, Config, Context, Effect, Layer, Option } from "effect"
 import { fromRpcError, Unauthorized, type HttpError } from "./errors.js"
 import { RateLimits } from "./RateLimits.js"
+import { EdgeRequest, headerOf } from "./serve/EdgeRequest.js"
 import { Upstreams } from "./Upstreams.js"
-import { Authenticated, Authentication, type CallerPrincipal, SessionAuthentication } from "./security.js"
+import { Authenticated, type CallerPrincipal } from "./security.js"
 
 export { Authenticated, Authentication, type CallerPrincipal, SessionAuthentication } from "./security.js"
 
@@ -84,28 +84,38 @@ export class PrincipalCache extends Context.Tag("@scion/gateway/PrincipalCache")
 /** Whose rate-limit bucket a caller draws from: its API key, or the user behind a session. */
 export const rateLimitKey = (principal: CallerPrincipal) => (principal.apiKeyId !== null ? `key:${principal.apiKeyId}` : `user:${principal.userId ?? "?"}`)
 
-const authenticate = (sessionOnly: boolean) =>
-  Effect.gen(function* () {
-    const principals = yield* PrincipalCache
-    const limits = yield* RateLimits
-    const admitted = (authenticated: Context.Tag.Service<Authenticated>) =>
-      sessionOnly && authenticated.principal.kind !== "user_session"
-        ? Effect.fail(new Unauthorized({ detail: "This endpoint needs a dashboard session; API keys are not accepted" }))
-        : Effect.as(limits.take("authenticated", rateLimitKey(authenticated.principal)), authenticated)
-    return (_token: unknown) =>
-      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-        // HttpApi hands the header minus its first seven characters, whatever its scheme ("Basic x"
-        // included): the scheme and the token's shape are checked here, from the header itself.
-        const token = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.authorization ?? "")?.[1]
-        if (token === undefined) return Effect.fail(new Unauthorized({ detail: "Not authenticated: send Authorization: Bearer <token>" }))
-        return Effect.flatMap(principals.get(token), admitted)
+/**
+ * Who the request's bearer token is, for the endpoints the API marks with `Authentication` (any
+ * valid token) or `SessionAuthentication` (a dashboard session only): a 401 otherwise, a 429 past
+ * the caller's rate limit. The edge server asks it before decoding the request, so a request without
+ * a valid token learns nothing about what else was wrong with it.
+ */
+export class Authenticator extends Context.Tag("@scion/gateway/Authenticator")<
+  Authenticator,
+  { readonly authenticate: (sessionOnly: boolean) => Effect.Effect<Context.Tag.Service<Authenticated>, HttpError, EdgeRequest> }
+>() {
+  static readonly layer: Layer.Layer<Authenticator, never, Upstreams | RateLimits> = Layer.effect(
+    Authenticator,
+    Effect.gen(function* () {
+      const principals = yield* PrincipalCache
+      const limits = yield* RateLimits
+      const admitted = (sessionOnly: boolean) => (authenticated: Context.Tag.Service<Authenticated>) =>
+        sessionOnly && authenticated.principal.kind !== "user_session"
+          ? Effect.fail(new Unauthorized({ detail: "This endpoint needs a dashboard session; API keys are not accepted" }))
+          : Effect.as(limits.take("authenticated", rateLimitKey(authenticated.principal)), authenticated)
+      const [anyToken, sessionOnly] = [admitted(false), admitted(true)]
+      return Authenticator.of({
+        authenticate: (onlySessions) =>
+          Effect.flatMap(EdgeRequest, (request) => {
+            // The scheme and the token's shape are checked here, from the header itself.
+            const token = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(headerOf(request, "authorization") ?? "")?.[1]
+            if (token === undefined) return Effect.fail(new Unauthorized({ detail: "Not authenticated: send Authorization: Bearer <token>" }))
+            return Effect.flatMap(principals.get(token), onlySessions ? sessionOnly : anyToken)
+          })
       })
-  })
-
-export const AuthenticationLive: Layer.Layer<Authentication | SessionAuthentication, never, Upstreams | RateLimits> = Layer.mergeAll(
-  Layer.effect(Authentication, Effect.map(authenticate(false), (bearer) => Authentication.of({ bearer }))),
-  Layer.effect(SessionAuthentication, Effect.map(authenticate(true), (bearer) => SessionAuthentication.of({ bearer })))
-).pipe(Layer.provide(PrincipalCache.layer))
+    })
+  ).pipe(Layer.provide(PrincipalCache.layer))
+}
 
 /**
  * Calls upstreams as the authenticated caller (its principal token rides in x-scion-principal);

@@ -1,6 +1,6 @@
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Clock, Config, Context, Effect, FiberRef, Layer, Option } from "effect"
 import { TooManyRequests } from "./errors.js"
+import { EdgeRequest, headerOf } from "./serve/EdgeRequest.js"
 
 /**
  * Request rate limits, per gateway process (replicas each hold their own buckets: the limit a
@@ -65,7 +65,7 @@ export class RateLimits extends Context.Tag("@scion/gateway/RateLimits")<
     readonly loginFailed: (email: string, address: string) => Effect.Effect<void>
     readonly loginSucceeded: (email: string) => Effect.Effect<void>
     /** The client's address: the socket's, or the first X-Forwarded-For hop behind a trusted proxy. */
-    readonly clientAddress: Effect.Effect<string, never, HttpServerRequest.HttpServerRequest>
+    readonly clientAddress: Effect.Effect<string, never, EdgeRequest>
   }
 >() {
   static make(options: RateLimitOptions) {
@@ -130,12 +130,12 @@ export class RateLimits extends Context.Tag("@scion/gateway/RateLimits")<
 
     const loginSucceeded = (email: string) => Effect.sync(() => void failures.delete(`account:${email.toLowerCase()}`))
 
-    const clientAddress = Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+    const clientAddress = Effect.map(EdgeRequest, (request) => {
       if (options.trustForwardedFor) {
-        const forwarded = request.headers["x-forwarded-for"]?.split(",")[0]?.trim()
+        const forwarded = headerOf(request, "x-forwarded-for")?.split(",")[0]?.trim()
         if (forwarded !== undefined && forwarded !== "") return forwarded
       }
-      return Option.getOrElse(request.remoteAddress, () => "unknown")
+      return request.remoteAddress ?? "unknown"
     })
 
     return RateLimits.of({ take, loginAllowed, loginFailed, loginSucceeded, clientAddress })

@@ -1,14 +1,13 @@
-import { createServer } from "node:http"
-import type * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { tracingConfigured } from "@scion/kit"
-import { Config, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { Api } from "./Api.js"
-import { AuthenticationLive } from "./Authentication.js"
+import { Authenticator } from "./Authentication.js"
 import { DocsLive } from "./Docs.js"
 import { EdgeLive } from "./edge.js"
 import { ApiKeysLive } from "./http/apiKeys.js"
@@ -26,6 +25,7 @@ import { OperationsLive } from "./http/operations.js"
 import { OrgsLive } from "./http/orgs.js"
 import { SessionLive } from "./http/session.js"
 import { RateLimits } from "./RateLimits.js"
+import { EdgeServerLive } from "./serve/EdgeServer.js"
 import { Upstreams } from "./Upstreams.js"
 
 export { Api } from "./Api.js"
@@ -33,13 +33,30 @@ export { Authenticated, Authentication, SessionAuthentication, type CallerPrinci
 export { reasonsAnsweredByHandlers, statusByReason, statusOf, type HttpStatus } from "./errors.js"
 export { Upstreams, type UpstreamTransports } from "./Upstreams.js"
 
-/** Every endpoint of the Api, implemented against identity and the operation unit. */
-export const ApiLive: Layer.Layer<HttpApi.Api, never, Upstreams> = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([AuthLive, SessionLive, OrgsLive, MembersLive, InvitesLive, ApiKeysLive, OperationsLive, BillingPlansLive, EnginesLive, BillingLive, ProjectsLive, EnvironmentsLive, ConnectorsLive, CodeHostLive, BranchesLive]),
-  Layer.provide(AuthenticationLive),
-  // One set of buckets for the handlers and the authentication middleware.
-  Layer.provide(RateLimits.layer)
+/** Every endpoint of the Api, implemented against identity and the operation unit, for the edge server. */
+const ApiHandlersLive = Layer.mergeAll(
+  AuthLive,
+  SessionLive,
+  OrgsLive,
+  MembersLive,
+  InvitesLive,
+  ApiKeysLive,
+  OperationsLive,
+  BillingPlansLive,
+  EnginesLive,
+  BillingLive,
+  ProjectsLive,
+  EnvironmentsLive,
+  ConnectorsLive,
+  CodeHostLive,
+  BranchesLive
 )
+
+/**
+ * The API's description for the platform's routes (the OpenAPI document, the docs page): the
+ * endpoints themselves are served by the edge server, so no handlers are mounted on its router.
+ */
+const ApiDescriptionLive = Layer.succeed(HttpApi.Api, { api: Api as never, context: Context.empty() })
 
 /** Paths that carry a secret: never in a log line or a span. */
 const SECRET_IN_PATH = /^\/v1\/invites\/[^/]+\/accept/
@@ -48,34 +65,34 @@ const SECRET_IN_PATH = /^\/v1\/invites\/[^/]+\/accept/
 const HealthzLive = HttpApiBuilder.Router.use((router) => router.get("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))))
 
 /**
- * The gateway's HTTP app on whatever `HttpServer` is provided: /v1 (with /v1/openapi.json and
- * /v1/docs), /healthz, access logs. Tests serve it on port 0; `GatewayLive` on PORT.
+ * What the edge server hands to the platform: the OpenAPI description (/v1/openapi.json), the docs
+ * page (/v1/docs), /healthz, and 404 {"detail": "Not Found"} for any other request, each with its
+ * request id, metrics and access line (EdgeLive).
  */
-export const gatewayHttpLayer = Layer.unwrapEffect(
+const platformRoutesLayer = Layer.unwrapEffect(
   Effect.map(tracingConfigured, (tracing) =>
-    // No platform access log (it writes the URL, and a path can carry an invite token): EdgeLive
-    // logs each API request with its route template.
+    // No platform access log (it writes the URL, and a path can carry an invite token).
     HttpApiBuilder.serve().pipe(
       // Without an exporter the server span of each request would parse its URL, copy and redact
-      // its headers and provide a no-op span, for nothing. With one, a URL carrying a secret (an
-      // invite token in its path) is not traced: the span would record it.
+      // its headers and provide a no-op span, for nothing.
       HttpMiddleware.withTracerDisabledWhen((request) => !tracing || SECRET_IN_PATH.test(request.url)),
       Layer.provide([DocsLive, HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }), HealthzLive, EdgeLive]),
-      Layer.provide(ApiLive)
+      Layer.provide(ApiDescriptionLive),
+      // The platform's services for its handlers (HttpPlatform, ETags, the file system).
+      Layer.provide(NodeHttpServer.layerContext)
     )
   )
 )
 
 /** The gateway listening on PORT (default 8080) on all interfaces. Needs only `Upstreams`. */
 export const GatewayLive: Layer.Layer<never, never, Upstreams> = Layer.mergeAll(
-  gatewayHttpLayer,
+  platformRoutesLayer,
   Layer.effectDiscard(HttpServer.addressFormattedWith((url) => Effect.logInfo("gateway listening").pipe(Effect.annotateLogs({ url }))))
 ).pipe(
-  Layer.provide(
-    NodeHttpServer.layerConfig(createServer, {
-      port: Config.integer("PORT").pipe(Config.withDefault(8080)),
-      host: Config.succeed("0.0.0.0")
-    })
-  ),
+  Layer.provide(EdgeServerLive),
+  Layer.provide(ApiHandlersLive),
+  Layer.provide(Authenticator.layer),
+  // One set of buckets for the handlers and the authentication.
+  Layer.provide(RateLimits.layer),
   Layer.orDie
 )

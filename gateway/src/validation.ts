@@ -1,13 +1,11 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpMethod from "@effect/platform/HttpMethod"
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect, Either, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
+import { Either, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
 import type { ValidationIssue } from "./errors.js"
 
 /**
- * Request validation in the interface's 422 shape. HttpApi decodes path, body, headers and query
- * itself but reports only a flattened issue list without saying which part failed; when it
- * refuses a request we decode the same parts again with the endpoint's own schemas (errors: all)
+ * Request validation in the interface's 422 shape. The edge server decodes a request's parts with
+ * the endpoint's schemas; when they refuse it, the same parts are decoded again here (errors: all)
  * so every entry's loc starts with the part it is about: "path", "body", "header" or "query".
  */
 
@@ -72,35 +70,59 @@ export const matchRoute = (routes: ReadonlyArray<Route>, method: string, pathnam
 /** Whether a request's declared content type is one HttpApi reads as JSON (absent counts as JSON). */
 export const isJsonContentType = (contentType: string | undefined) => contentType === undefined || contentType.toLowerCase().includes("application/json")
 
-/** Every validation problem of a request for a matched route, in the 422 detail shape. */
-export const validateRequest = (
+/** A request's JSON body as read: its value, or why it has none (a 422 issue on the body). */
+export type JsonBody = { readonly _tag: "Value"; readonly value: unknown } | { readonly _tag: "Issue"; readonly issue: ValidationIssue }
+
+/** A body that could not be read (it broke off, or went past the size limit while streaming). */
+export const unreadableBody: JsonBody = { _tag: "Issue", issue: { loc: ["body"], msg: "The request body could not be read", type: "json_invalid" } }
+
+/** The JSON body in `text`. */
+export const jsonBodyOf = (text: string): JsonBody => {
+  if (text.trim() === "") return { _tag: "Issue", issue: { loc: ["body"], msg: "Field required: a JSON object body", type: "missing" } }
+  try {
+    return { _tag: "Value", value: JSON.parse(text) as unknown }
+  } catch (error) {
+    return { _tag: "Issue", issue: { loc: ["body"], msg: `JSON decode error: ${(error as Error).message}`, type: "json_invalid" } }
+  }
+}
+
+/** Whether a route reads a JSON body: it declares one and its method carries one. */
+export const readsBody = (route: Route) => Option.isSome(route.schemas.payloadSchema) && HttpMethod.hasBody(route.method)
+
+/** The query of a URL as HttpApi hands it to schemas: one value as a string, several as an array. */
+export const queryOf = (url: URL): Record<string, string | Array<string>> => {
+  const query: Record<string, string | Array<string>> = {}
+  for (const key of new Set(url.searchParams.keys())) {
+    const values = url.searchParams.getAll(key)
+    query[key] = values.length === 1 ? values[0]! : values
+  }
+  return query
+}
+
+/**
+ * Every validation problem of a request for a matched route, in the 422 detail shape: its path
+ * parameters, body (when the route reads one), headers and query, each against the endpoint's schema.
+ */
+export const requestIssues = (
   { route, params }: { readonly route: Route; readonly params: Record<string, string> },
-  request: HttpServerRequest.HttpServerRequest
-): Effect.Effect<ReadonlyArray<ValidationIssue>> =>
-  Effect.gen(function* () {
-    const { schemas } = route
-    const issues: Array<ValidationIssue> = []
-    const check = (ast: Option.Option<AST.AST>, input: unknown, where: string) => {
-      if (Option.isNone(ast)) return
-      const result = Schema.decodeUnknownEither(Schema.make(ast.value), { errors: "all" })(input)
-      if (Either.isLeft(result)) issues.push(...formatIssue(result.left.issue, [where]))
-    }
-    check(schemas.pathSchema, params, "path")
-    if (Option.isSome(schemas.payloadSchema) && HttpMethod.hasBody(route.method)) {
-      const body = yield* readJson(request)
-      if (body._tag === "Issue") issues.push(body.issue)
-      else check(schemas.payloadSchema, body.value, "body")
-    }
-    check(schemas.headersSchema, request.headers, "header")
-    const url = new URL(request.url, "http://gateway")
-    const query: Record<string, string | Array<string>> = {}
-    for (const key of new Set(url.searchParams.keys())) {
-      const values = url.searchParams.getAll(key)
-      query[key] = values.length === 1 ? values[0]! : values
-    }
-    check(schemas.urlParamsSchema, query, "query")
-    return issues
-  })
+  parts: { readonly headers: Readonly<Record<string, unknown>>; readonly url: URL; readonly body: JsonBody | undefined }
+): ReadonlyArray<ValidationIssue> => {
+  const { schemas } = route
+  const issues: Array<ValidationIssue> = []
+  const check = (ast: Option.Option<AST.AST>, input: unknown, where: string) => {
+    if (Option.isNone(ast)) return
+    const result = Schema.decodeUnknownEither(Schema.make(ast.value), { errors: "all" })(input)
+    if (Either.isLeft(result)) issues.push(...formatIssue(result.left.issue, [where]))
+  }
+  check(schemas.pathSchema, params, "path")
+  if (readsBody(route) && parts.body !== undefined) {
+    if (parts.body._tag === "Issue") issues.push(parts.body.issue)
+    else check(schemas.payloadSchema, parts.body.value, "body")
+  }
+  check(schemas.headersSchema, parts.headers, "header")
+  check(schemas.urlParamsSchema, queryOf(parts.url), "query")
+  return issues
+}
 
 /** C0 controls and DEL: never part of an id, a name or a query value. */
 const CONTROL = /[\u0000-\u001f\u007f]/
@@ -120,53 +142,33 @@ export const MAX_BODY_DEPTH = 32
  * strings, in the 422 shape: checked before any schema or unit sees the request, so no value
  * carrying one reaches a database (Postgres refuses NUL in text, which would surface as a 5xx).
  */
-export const controlCharacterIssues = (
-  { route, params }: { readonly route: Route; readonly params: Record<string, string> },
-  request: HttpServerRequest.HttpServerRequest,
-  url: URL
-): Effect.Effect<ReadonlyArray<ValidationIssue>> => {
+export const controlIssues = ({ params }: { readonly params: Record<string, string> }, url: URL, body: JsonBody | undefined): Array<ValidationIssue> => {
   const issues: Array<ValidationIssue> = []
   for (const name in params) if (CONTROL.test(params[name]!)) issues.push(controlIssue(["path", name]))
   if (url.search !== "") for (const [key, value] of url.searchParams) if (CONTROL.test(key) || CONTROL.test(value)) issues.push(controlIssue(["query", key.replace(CONTROL, "?")]))
-  if (!(Option.isSome(route.schemas.payloadSchema) && HttpMethod.hasBody(route.method) && isJsonContentType(request.headers["content-type"]))) return Effect.succeed(issues)
-  return Effect.map(readJson(request), (body) => {
-    if (body._tag === "Value") {
-      let tooDeep = false
-      const walk = (value: unknown, loc: ReadonlyArray<string>): void => {
-        if (tooDeep) return
-        if (loc.length > MAX_BODY_DEPTH) {
-          tooDeep = true
-          issues.push({ loc: ["body"], msg: `JSON nested deeper than ${MAX_BODY_DEPTH} levels`, type: "json_invalid" })
-          return
-        }
-        if (typeof value === "string") {
-          if (BODY_CONTROL.test(value)) issues.push(controlIssue(loc))
-        } else if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...loc, String(i)]))
-        else if (typeof value === "object" && value !== null) {
-          for (const [key, item] of Object.entries(value)) {
-            if (BODY_CONTROL.test(key)) issues.push(controlIssue([...loc, key.replace(BODY_CONTROL, "?")]))
-            else walk(item, [...loc, key])
-          }
+  if (body?._tag === "Value") {
+    let tooDeep = false
+    const walk = (value: unknown, loc: ReadonlyArray<string>): void => {
+      if (tooDeep) return
+      if (loc.length > MAX_BODY_DEPTH) {
+        tooDeep = true
+        issues.push({ loc: ["body"], msg: `JSON nested deeper than ${MAX_BODY_DEPTH} levels`, type: "json_invalid" })
+        return
+      }
+      if (typeof value === "string") {
+        if (BODY_CONTROL.test(value)) issues.push(controlIssue(loc))
+      } else if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...loc, String(i)]))
+      else if (typeof value === "object" && value !== null) {
+        for (const [key, item] of Object.entries(value)) {
+          if (BODY_CONTROL.test(key)) issues.push(controlIssue([...loc, key.replace(BODY_CONTROL, "?")]))
+          else walk(item, [...loc, key])
         }
       }
-      walk(body.value, ["body"])
     }
-    return issues
-  })
+    walk(body.value, ["body"])
+  }
+  return issues
 }
-
-const readJson = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.match(request.text, {
-    onFailure: () => ({ _tag: "Issue" as const, issue: { loc: ["body"], msg: "The request body could not be read", type: "json_invalid" } }),
-    onSuccess: (text) => {
-      if (text.trim() === "") return { _tag: "Issue" as const, issue: { loc: ["body"], msg: "Field required: a JSON object body", type: "missing" } }
-      try {
-        return { _tag: "Value" as const, value: JSON.parse(text) as unknown }
-      } catch (error) {
-        return { _tag: "Issue" as const, issue: { loc: ["body"], msg: `JSON decode error: ${(error as Error).message}`, type: "json_invalid" } }
-      }
-    }
-  })
 
 // ---------------------------------------------------------------------------------------------
 // ParseIssue → [{loc, msg, type, ctx?}]. Inputs are never echoed back (they may be passwords).

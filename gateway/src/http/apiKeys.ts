@@ -1,11 +1,11 @@
+import { group } from "../serve/handlers.js"
 import { timestampFromDate } from "@bufbuild/protobuf/wkt"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import * as present from "./present.js"
 
-export const ApiKeysLive = HttpApiBuilder.group(Api, "apiKeys", (handlers) =>
+export const ApiKeysLive = group(Api, "apiKeys", (handlers) =>
   handlers
     .handle("list", ({ path }) => asCaller((u) => u.identity.listApiKeys({ orgId: path.org_id })).pipe(Effect.map((r) => r.apiKeys.map(present.apiKey))))
     .handle("create", ({ path, payload }) =>

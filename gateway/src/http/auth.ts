@@ -1,4 +1,4 @@
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { group } from "../serve/handlers.js"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { anonymously, asCaller } from "../Authentication.js"
@@ -9,7 +9,7 @@ import * as present from "./present.js"
 /** Anonymous endpoints draw from the client address's bucket first. */
 const perAddress = Effect.flatMap(RateLimits, (limits) => Effect.flatMap(limits.clientAddress, (address) => Effect.as(limits.take("anonymous", address), { limits, address })))
 
-export const AuthLive = HttpApiBuilder.group(Api, "auth", (handlers) =>
+export const AuthLive = group(Api, "auth", (handlers) =>
   handlers
     .handle("signUp", ({ payload }) =>
       Effect.zipRight(

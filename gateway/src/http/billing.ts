@@ -1,5 +1,5 @@
+import { group } from "../serve/handlers.js"
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as pb from "@scion/proto/scion/billing/v1/billing_pb"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
@@ -59,11 +59,11 @@ const subscription = (s: pb.Subscription | undefined): typeof B.Subscription.Typ
   }
 }
 
-export const BillingPlansLive = HttpApiBuilder.group(Api, "billingPlans", (handlers) =>
+export const BillingPlansLive = group(Api, "billingPlans", (handlers) =>
   handlers.handle("list", () => anonymously((u) => u.billing.listPlans({})).pipe(Effect.map((r) => ({ plans: r.plans.map(plan) }))))
 )
 
-export const BillingLive = HttpApiBuilder.group(Api, "billing", (handlers) =>
+export const BillingLive = group(Api, "billing", (handlers) =>
   handlers
     .handle("selectPlan", ({ path, payload }) =>
       asCaller((u) => u.billing.selectPlan({ orgId: path.org_id, planId: payload.plan_id })).pipe(Effect.map((r) => subscription(r.subscription)))

@@ -1,6 +1,5 @@
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { addResponseHeader } from "../serve/EdgeRequest.js"
+import { group } from "../serve/handlers.js"
 import { timestampFromMs } from "@bufbuild/protobuf/wkt"
 import type * as pb from "@scion/proto/scion/branch/v1/branch_pb"
 import { branchJson, hasReason, type RpcError, snapshotJson } from "@scion/kit"
@@ -54,9 +53,9 @@ const startedUnlessEngineNotReady = <T extends "branch_reset" | "snapshot_create
   )
 
 /** A replayed create carries X-Idempotency-Replay: true. */
-const markReplay = HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, "x-idempotency-replay", "true")))
+const markReplay = addResponseHeader("x-idempotency-replay", "true")
 
-export const BranchesLive = HttpApiBuilder.group(Api, "branches", (handlers) =>
+export const BranchesLive = group(Api, "branches", (handlers) =>
   handlers
     .handle("create", ({ payload, headers }) =>
       asCaller((u) =>

@@ -1,4 +1,4 @@
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { group } from "../serve/handlers.js"
 import * as pb from "@scion/proto/scion/connector/v1/code_host_pb"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
@@ -33,7 +33,7 @@ const authTypes = { pat: pb.CodeHostAuthType.PAT, oauth: pb.CodeHostAuthType.OAU
 /** The helpers call out to GitHub: a smaller bucket per caller, beside the general one. */
 const codeHostQuota = Effect.flatMap(Effect.all([RateLimits, Authenticated]), ([limits, { principal }]) => limits.take("code_host", rateLimitKey(principal)))
 
-export const CodeHostLive = HttpApiBuilder.group(Api, "codeHost", (handlers) =>
+export const CodeHostLive = group(Api, "codeHost", (handlers) =>
   handlers
     .handle("validateRepo", ({ payload }) =>
       Effect.zipRight(

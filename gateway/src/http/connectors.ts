@@ -1,6 +1,6 @@
+import { group } from "../serve/handlers.js"
 import type { JsonObject } from "@bufbuild/protobuf"
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { hasReason, type RpcError } from "@scion/kit"
 import * as pb from "@scion/proto/scion/connector/v1/connector_pb"
 import type { OperationStatus } from "@scion/proto/scion/operation/v1/operation_pb"
@@ -229,7 +229,7 @@ const quarantineEntry = (e: pb.QuarantineEntry): typeof C.QuarantineEntry.Type =
 })
 
 
-export const ConnectorsLive = HttpApiBuilder.group(Api, "connectors", (handlers) =>
+export const ConnectorsLive = group(Api, "connectors", (handlers) =>
   handlers
     .handle("preflight", ({ payload }) =>
       asCaller((u) =>

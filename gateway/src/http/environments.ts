@@ -1,5 +1,5 @@
+import { group } from "../serve/handlers.js"
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as pb from "@scion/proto/scion/connector/v1/environment_pb"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
@@ -65,7 +65,7 @@ export const environment = (e: pb.Environment | undefined): typeof E.Environment
   }
 }
 
-export const EnvironmentsLive = HttpApiBuilder.group(Api, "environments", (handlers) =>
+export const EnvironmentsLive = group(Api, "environments", (handlers) =>
   handlers
     .handle("list", ({ urlParams }) =>
       asCaller((u) => u.environments.listEnvironments({ orgId: urlParams.org_id })).pipe(Effect.map((r) => ({ environments: r.environments.map(environment) })))

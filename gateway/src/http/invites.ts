@@ -1,10 +1,10 @@
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { group } from "../serve/handlers.js"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import * as present from "./present.js"
 
-export const InvitesLive = HttpApiBuilder.group(Api, "invites", (handlers) =>
+export const InvitesLive = group(Api, "invites", (handlers) =>
   handlers
     .handle("pending", () => asCaller((u) => u.identity.listPendingInvites({})).pipe(Effect.map((r) => ({ invites: r.invites.map(present.invite) }))))
     .handle("accept", ({ path }) =>

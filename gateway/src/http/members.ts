@@ -1,10 +1,10 @@
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { group } from "../serve/handlers.js"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import * as present from "./present.js"
 
-export const MembersLive = HttpApiBuilder.group(Api, "members", (handlers) =>
+export const MembersLive = group(Api, "members", (handlers) =>
   handlers
     .handle("listMembers", ({ path }) => asCaller((u) => u.identity.listMembers({ orgId: path.org_id })).pipe(Effect.map((r) => r.members.map(present.member))))
     .handle("updateMemberRole", ({ path, payload }) =>

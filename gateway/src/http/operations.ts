@@ -1,4 +1,4 @@
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { group } from "../serve/handlers.js"
 import { CurrentRequestId } from "@scion/kit"
 import { Deferred, Effect, Exit, FiberId, FiberRef, Option } from "effect"
 import { Api } from "../Api.js"
@@ -33,7 +33,7 @@ const withBranchUrls = (operation: OperationJson) => {
   )
 }
 
-export const OperationsLive = HttpApiBuilder.group(Api, "operations", (handlers) =>
+export const OperationsLive = group(Api, "operations", (handlers) =>
   Effect.sync(() => {
     /**
      * Long polls of one caller on one operation with one wait share a single upstream wait: the

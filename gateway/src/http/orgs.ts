@@ -1,10 +1,10 @@
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { group } from "../serve/handlers.js"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import * as present from "./present.js"
 
-export const OrgsLive = HttpApiBuilder.group(Api, "orgs", (handlers) =>
+export const OrgsLive = group(Api, "orgs", (handlers) =>
   handlers
     .handle("list", () => asCaller((u) => u.identity.listMyOrgs({})).pipe(Effect.map((r) => r.orgs.map(present.membership))))
     .handle("create", ({ payload }) => asCaller((u) => u.identity.createOrg({ name: payload.name })).pipe(Effect.map((r) => present.orgDetails(r.org))))

@@ -1,5 +1,5 @@
+import { group } from "../serve/handlers.js"
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt"
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as pb from "@scion/proto/scion/identity/v1/project_pb"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
@@ -24,7 +24,7 @@ export const project = (p: pb.Project | undefined): typeof P.Project.Type => {
   }
 }
 
-export const ProjectsLive = HttpApiBuilder.group(Api, "projects", (handlers) =>
+export const ProjectsLive = group(Api, "projects", (handlers) =>
   handlers
     .handle("create", ({ payload }) =>
       asCaller((u) =>

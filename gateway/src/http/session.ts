@@ -1,10 +1,10 @@
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { group } from "../serve/handlers.js"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { asCaller } from "../Authentication.js"
 import * as present from "./present.js"
 
-export const SessionLive = HttpApiBuilder.group(Api, "session", (handlers) =>
+export const SessionLive = group(Api, "session", (handlers) =>
   handlers
     .handle("me", () =>
       asCaller((u) => u.identity.getMe({})).pipe(
