@@ -90,7 +90,8 @@ export const EdgeServerLive = Layer.scoped(
     const context = yield* Effect.context<never>()
     const endpoints = yield* Effect.sync(() => compileEndpoints(Api))
     // Each group's handlers run with the services its layer was built with, merged once here.
-    let base = context
+    // Only what the handlers were built with: each request copies this context once or twice.
+    let base = Context.empty() as Context.Context<never>
     const served = new Map<unknown, Served>()
     for (const endpoint of endpoints) {
       const handlers = Context.unsafeGet(context, groupHandlersTag(endpoint.group))

@@ -108,7 +108,9 @@ export const compileEndpoints = (api: HttpApi.HttpApi.Any): ReadonlyArray<Compil
       const members = new Set<Schema.Schema.Any>()
       HttpApiSchema.deunionize(members, endpoint.successSchema)
       const encoders = [...members].map((member) => {
-        const is = Schema.is(member as Schema.Schema<unknown, unknown>)
+        // With several success schemas the value's type picks one (as HttpApi's union does); with
+        // one, encoding alone checks the value (a second walk of every response for nothing).
+        const is = members.size > 1 ? Schema.is(member as Schema.Schema<unknown, unknown>) : () => true
         const encode = Schema.encodeEither(member as Schema.Schema<unknown, unknown>)
         const respond = responseOf(member)
         return (value: unknown): Option.Option<HttpServerResponse.HttpServerResponse> =>
