@@ -5,6 +5,7 @@
  * authenticated endpoints, through the route table the edge validates with.
  */
 import { request as httpRequest } from "node:http"
+import { connect } from "node:net"
 import { it } from "@effect/vitest"
 import { Api } from "@scion/gateway/api"
 import { jsonBodyOf, matchRoute, readsBody, requestIssues, routesOf } from "@scion/gateway/validation"
@@ -383,6 +384,19 @@ describe("gateway edge", () => {
     })
     expect(reply.status).toBe(422)
     expect(reply.body.detail).toEqual([expect.objectContaining({ loc: ["body"], type: "json_invalid" })])
+    expect((await fetch(`${scion.baseUrl}/healthz`)).status).toBe(200)
+  })
+
+  it("answers a request-target that is no URL, and stays up", async () => {
+    const url = new URL(scion.baseUrl)
+    const statusLine = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => socket.write("GET //[ HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n"))
+      let received = ""
+      socket.on("data", (chunk: Buffer) => (received += chunk.toString()))
+      socket.on("end", () => resolve(received.split("\r\n")[0] ?? ""))
+      socket.on("error", reject)
+    })
+    expect(statusLine).toMatch(/^HTTP\/1\.1 (400|404)/)
     expect((await fetch(`${scion.baseUrl}/healthz`)).status).toBe(200)
   })
 

@@ -53,9 +53,20 @@ const readBody = (request: IncomingMessage): Effect.Effect<JsonBody> =>
     return Effect.sync(() => request.off("data", onData).off("end", onEnd).off("error", onError))
   })
 
-/** Writes a platform response (the shapes our endpoints and error bodies produce) to Node's. */
+/**
+ * Writes a platform response (the shapes our endpoints and error bodies produce) to Node's. Node
+ * refuses a header value it cannot send by throwing; such a response ends the connection instead.
+ */
 const write = (response: ServerResponse, answer: HttpServerResponse.HttpServerResponse, head: boolean) => {
   if (response.writableEnded || response.destroyed) return
+  try {
+    writeBody(response, answer, head)
+  } catch {
+    response.destroy()
+  }
+}
+
+const writeBody = (response: ServerResponse, answer: HttpServerResponse.HttpServerResponse, head: boolean) => {
   const body = answer.body
   switch (body._tag) {
     case "Uint8Array":
@@ -163,11 +174,12 @@ export const EdgeServerLive = Layer.scoped(
     const notReady = (_request: IncomingMessage, response: ServerResponse) => write(response, respond(new errorByStatus[503]({ detail: "The gateway is starting" })), false)
 
     const onRequest = (request: IncomingMessage, response: ServerResponse) => {
-      const url = new URL(request.url ?? "/", "http://gateway")
+      // A request-target that is no URL (`//[`) is not an endpoint: the platform's app answers it.
+      const url = urlOf(request.url ?? "/")
       // HEAD is GET without the body (RFC 9110).
-      const matched = matchRoute(routes, request.method === "HEAD" ? "GET" : (request.method ?? "GET"), url.pathname)
+      const matched = url === null ? undefined : matchRoute(routes, request.method === "HEAD" ? "GET" : (request.method ?? "GET"), url.pathname)
       const target = matched === undefined ? undefined : served.get(matched.route)
-      if (matched === undefined || target === undefined) return (fallback ?? notReady)(request, response)
+      if (url === null || matched === undefined || target === undefined) return (fallback ?? notReady)(request, response)
       const fiber = runFork(program(target, request, response, url, matched.params))
       fiber.addObserver((exit) => {
         // Only a client that went away interrupts a request; anything else is a bug to see.
@@ -203,5 +215,14 @@ export const EdgeServerLive = Layer.scoped(
     })
   })
 )
+
+/** The request's URL; null for a request-target that is none (`//[`), where `new URL` throws. */
+const urlOf = (target: string): URL | null => {
+  try {
+    return new URL(target, "http://gateway")
+  } catch {
+    return null
+  }
+}
 
 const headerValue = (value: string | ReadonlyArray<string> | undefined): string | undefined => (typeof value === "string" ? value : value?.[0])
