@@ -148,7 +148,8 @@ export const EdgeServerLive = Layer.scoped(
         if (endpoint.security === "none") return run() as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, EdgeRequest>
         return Effect.flatMap(authenticator.authenticate(endpoint.security === "session"), (authenticated) => run().pipe(provideForRequestFiber(Authenticated, authenticated)))
       }
-      const answered = bodyRead ? Effect.flatMap(readBody(request), serve) : serve(undefined)
+      // Decoding and the handler run inside the effect: whatever they throw is a defect (a 500), never the listener's.
+      const answered = bodyRead ? Effect.flatMap(readBody(request), serve) : Effect.suspend(() => serve(undefined))
       return Effect.catchAllCause(answered, failureResponse)
     }
 
@@ -158,7 +159,7 @@ export const EdgeServerLive = Layer.scoped(
       const method = target.endpoint.route.method
       const route = target.endpoint.route.template
       const edgeRequest = EdgeRequest.of({ method, url: request.url ?? "/", headers: request.headers, remoteAddress: request.socket.remoteAddress })
-      const served = answer(target, request, url, params).pipe(
+      const served = Effect.suspend(() => answer(target, request, url, params)).pipe(
         Effect.flatMap((answered) => completeResponse(answered, { method, route, requestId, started })),
         Effect.map((completed) => write(response, completed, request.method === "HEAD"))
       )
