@@ -156,7 +156,15 @@ export const serveGrpcUnary = (
     endpoint.invoke(message, typeof principal === "string" ? principal : null, abort.signal, { requestId: headerValue(headers[REQUEST_ID_HEADER]), traceparent: headerValue(headers[TRACEPARENT_HEADER]) }).then(
       (output) => {
         answered = true
-        answer(response, toBinary(endpoint.method.output, create(endpoint.method.output, output as never)), undefined)
+        let encoded: Uint8Array
+        try {
+          encoded = toBinary(endpoint.method.output, create(endpoint.method.output, output as never))
+        } catch {
+          // A handler's answer that does not encode is the unit's bug, answered as one (thrown
+          // here it would be an unhandled rejection, which ends the process).
+          return answer(response, undefined, new ConnectError("internal error: the response does not encode", Code.Internal))
+        }
+        answer(response, encoded, undefined)
       },
       (error: unknown) => {
         answered = true
