@@ -1,4 +1,5 @@
 import * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpMethod from "@effect/platform/HttpMethod"
 import { Either, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
 import type { ValidationIssue } from "./errors.js"
@@ -23,28 +24,28 @@ const literalSegment = (segment: string) => segment.replace(/::/g, ":")
 const isParameter = (segment: string) => segment.startsWith(":")
 const parameterName = (segment: string) => segment.slice(1).replace(/\?$/, "")
 
+/** An endpoint's route: its template as the OpenAPI description names it, its pattern and schemas. */
+export const routeOf = (endpoint: HttpApiEndpoint.HttpApiEndpoint<string, HttpMethod.HttpMethod>): Route => {
+  const segments = endpoint.path.split("/")
+  const { pathSchema, payloadSchema, headersSchema, urlParamsSchema } = endpoint
+  return {
+    method: endpoint.method,
+    template: segments.map((segment) => (isParameter(segment) ? `{${parameterName(segment)}}` : literalSegment(segment))).join("/"),
+    pattern: new RegExp(`^${segments.map((segment) => (isParameter(segment) ? "([^/]+)" : literalSegment(segment).replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/")}/?$`),
+    params: segments.filter(isParameter).map(parameterName),
+    schemas: {
+      pathSchema: Option.map(pathSchema, (s) => s.ast),
+      payloadSchema: Option.map(payloadSchema, (s) => s.ast),
+      headersSchema: Option.map(headersSchema, (s) => s.ast),
+      urlParamsSchema: Option.map(urlParamsSchema, (s) => s.ast)
+    }
+  }
+}
+
 /** The endpoint templates of an API, matched by method and path. */
 export const routesOf = (api: HttpApi.HttpApi.Any): ReadonlyArray<Route> => {
   const routes: Array<Route> = []
-  HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
-    onGroup: () => {},
-    onEndpoint: ({ endpoint }) => {
-      const segments = endpoint.path.split("/")
-      const { pathSchema, payloadSchema, headersSchema, urlParamsSchema } = endpoint
-      routes.push({
-        method: endpoint.method,
-        template: segments.map((segment) => (isParameter(segment) ? `{${parameterName(segment)}}` : literalSegment(segment))).join("/"),
-        pattern: new RegExp(`^${segments.map((segment) => (isParameter(segment) ? "([^/]+)" : literalSegment(segment).replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/")}/?$`),
-        params: segments.filter(isParameter).map(parameterName),
-        schemas: {
-          pathSchema: Option.map(pathSchema, (s) => s.ast),
-          payloadSchema: Option.map(payloadSchema, (s) => s.ast),
-          headersSchema: Option.map(headersSchema, (s) => s.ast),
-          urlParamsSchema: Option.map(urlParamsSchema, (s) => s.ast)
-        }
-      })
-    }
-  })
+  HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, { onGroup: () => {}, onEndpoint: ({ endpoint }) => void routes.push(routeOf(endpoint)) })
   return routes
 }
 

@@ -2,7 +2,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { CurrentRequestId, provideForRequestFiber, REQUEST_ID_HEADER, setForRequestFiber, TRACEPARENT_HEADER, tracingConfigured, withRemoteParent } from "@scion/kit"
@@ -11,10 +10,10 @@ import type { Scope } from "effect"
 import { Api } from "../Api.js"
 import { Authenticated } from "../security.js"
 import { Authenticator } from "../Authentication.js"
-import { completeResponse, failureResponse, maxBodyBytes, requestIdFrom, respond, unprocessable } from "../edge.js"
+import { completeResponse, failureResponse, maxBodyBytes, requestIdFrom, respond, unprocessable } from "./edge.js"
 import { errorByStatus } from "../errors.js"
 import { controlIssues, isJsonContentType, type JsonBody, jsonBodyOf, matchRoute, queryOf, readsBody, requestIssues, unreadableBody } from "../validation.js"
-import { EdgeRequest } from "./EdgeRequest.js"
+import { EdgeRequest, headerOf } from "./EdgeRequest.js"
 import { compileEndpoints, type CompiledEndpoint } from "./endpoints.js"
 import { groupHandlersTag, type HandlerItem } from "./handlers.js"
 
@@ -100,14 +99,13 @@ export const EdgeServerLive = Layer.scoped(
     const authenticator = yield* Authenticator
     const context = yield* Effect.context<never>()
     const endpoints = yield* Effect.sync(() => compileEndpoints(Api))
-    // Each group's handlers run with the services its layer was built with, merged once here.
-    // Only what the handlers were built with: each request copies this context once or twice.
-    let base = Context.empty() as Context.Context<never>
+    // Requests run with the services the groups' handlers were built with, merged once here (and
+    // only those: each request copies this context once or twice).
+    const groups = new Map([...new Set(endpoints.map((endpoint) => endpoint.group))].map((group) => [group, Context.unsafeGet(context, groupHandlersTag(group))]))
+    const base = [...groups.values()].reduce((merged, handlers) => Context.merge(merged, handlers.context), Context.empty() as Context.Context<never>)
     const served = new Map<unknown, Served>()
     for (const endpoint of endpoints) {
-      const handlers = Context.unsafeGet(context, groupHandlersTag(endpoint.group))
-      base = Context.merge(base, handlers.context)
-      const item = handlers.items.find((candidate) => candidate.endpoint.name === endpoint.name)
+      const item = groups.get(endpoint.group)!.items.find((candidate) => candidate.endpoint.name === endpoint.name)
       if (item === undefined) return yield* Effect.dieMessage(`no handler for ${endpoint.group}.${endpoint.name}`)
       served.set(endpoint.route, { endpoint, item })
     }
@@ -165,7 +163,7 @@ export const EdgeServerLive = Layer.scoped(
       )
       const traced =
         tracing && !SECRET_IN_PATH.test(url.pathname)
-          ? withRemoteParent(`http.server ${method}`, headerValue(request.headers[TRACEPARENT_HEADER]), { kind: "server", attributes: { "http.request.method": method, "http.route": route } })(served)
+          ? withRemoteParent(`http.server ${method}`, headerOf(edgeRequest, TRACEPARENT_HEADER), { kind: "server", attributes: { "http.request.method": method, "http.route": route } })(served)
           : served
       return traced.pipe(provideForRequestFiber(EdgeRequest, edgeRequest), setForRequestFiber(CurrentRequestId, Option.some(requestId)))
     }
@@ -185,7 +183,7 @@ export const EdgeServerLive = Layer.scoped(
       fiber.addObserver((exit) => {
         // Only a client that went away interrupts a request; anything else is a bug to see.
         if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
-          runFork(Effect.logError("request failed", exit.cause).pipe(setForRequestFiber(CurrentRequestId, Option.none())))
+          runFork(Effect.logError("request failed", exit.cause))
           write(response, respond(new errorByStatus[500]({ detail: "Internal Server Error" })), false)
         }
       })
@@ -195,7 +193,7 @@ export const EdgeServerLive = Layer.scoped(
     }
 
     const server: Server = yield* Effect.acquireRelease(
-      Effect.async<Server, HttpServerError.ServeError>((resume) => {
+      Effect.async<Server>((resume) => {
         const created = createServer(onRequest)
         const onError = (cause: Error) => resume(Effect.dieMessage(`the gateway could not listen on ${port}: ${cause.message}`))
         created.once("error", onError)
@@ -225,5 +223,3 @@ const urlOf = (target: string): URL | null => {
     return null
   }
 }
-
-const headerValue = (value: string | ReadonlyArray<string> | undefined): string | undefined => (typeof value === "string" ? value : value?.[0])

@@ -5,7 +5,7 @@ import * as HttpMethod from "@effect/platform/HttpMethod"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Either, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
 import { Authentication, SessionAuthentication } from "../security.js"
-import { type Route, routesOf } from "../validation.js"
+import { type Route, routeOf } from "../validation.js"
 
 /** Who may call an endpoint: anyone, any valid bearer token, or a dashboard session only. */
 export type Security = "none" | "any" | "session"
@@ -91,13 +91,12 @@ const responseOf = (member: Schema.Schema.Any) => {
 
 /** Every endpoint of an API, compiled for the edge. */
 export const compileEndpoints = (api: HttpApi.HttpApi.Any): ReadonlyArray<CompiledEndpoint> => {
-  const routes = routesOf(api)
   const compiled: Array<CompiledEndpoint> = []
   HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
     onGroup: () => {},
     onEndpoint: ({ group, endpoint: declared, middleware }) => {
       const endpoint = declared as unknown as HttpApiEndpoint.HttpApiEndpoint.AnyWithProps
-      const route = routes[compiled.length]!
+      const route = routeOf(declared)
       const where = `${group.identifier}.${endpoint.name}`
       const decodePath = decoder(endpoint.pathSchema)
       const decodeUrlParams = decoder(endpoint.urlParamsSchema)

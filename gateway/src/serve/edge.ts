@@ -5,14 +5,14 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { CurrentRequestId, isAcceptableRequestId, newId, recordHttpNow, REQUEST_ID_HEADER, setForRequestFiber } from "@scion/kit"
 import { Cause, Effect, FiberRef, LogLevel, Option, Schema } from "effect"
-import { CurrentQuota, quotaHeaders } from "./RateLimits.js"
-import { Api } from "./Api.js"
-import { EngineNotReady } from "./branchSchemas.js"
-import { DiscoveryPrerequisitesNotMet, EngineSetupPrerequisitesNotMet, GrantScriptNotAvailable, PreflightNotPassed } from "./connectorSchemas.js"
-import { errorByStatus, type HttpError, type HttpStatus, ValidationError, type ValidationIssue } from "./errors.js"
-import { ResponseHeaders } from "./serve/EdgeRequest.js"
+import { CurrentQuota, quotaHeaders } from "../RateLimits.js"
+import { Api } from "../Api.js"
+import { EngineNotReady } from "../branchSchemas.js"
+import { DiscoveryPrerequisitesNotMet, EngineSetupPrerequisitesNotMet, GrantScriptNotAvailable, PreflightNotPassed } from "../connectorSchemas.js"
+import { errorByStatus, type HttpError, type HttpStatus, ValidationError, type ValidationIssue } from "../errors.js"
+import { ResponseHeaders } from "./EdgeRequest.js"
 
-/** Larger bodies are refused: a 422 on the body (`serve/EdgeServer.ts`). */
+/** Larger bodies are refused: a 422 on the body (`EdgeServer.ts`). */
 export const maxBodyBytes = 1024 * 1024
 
 const statuses = Object.entries(errorByStatus).map(([status, error]) => [Number(status) as HttpStatus, error] as const)
@@ -73,7 +73,7 @@ export const completeResponse = (
  * The platform's routes (the OpenAPI description, the docs page, /healthz) and every request no
  * endpoint matches, around the platform's router: 404 {"detail": "Not Found"} for an unknown route,
  * a logged, generic 500 for a defect, and the request id, metrics and access line every response
- * gets. The endpoints themselves are served by the edge server (`serve/EdgeServer.ts`).
+ * gets. The endpoints themselves are served by the edge server (`EdgeServer.ts`).
  */
 export const EdgeLive = HttpApiBuilder.middleware(Api, (app) =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
