@@ -28,9 +28,11 @@ const lateTransport = () => {
   const transport: UnitTransport = {
     unary: (...args) => current().unary(...args),
     stream: (...args) => current().stream(...args),
-    directUnary: (...args) => {
-      const direct = current().directUnary
-      return direct ? direct(...args) : Promise.reject(new ConnectError("no direct path to the unit", Code.Unimplemented))
+    directUnary: (method, request, headers, done) => {
+      const direct = target === undefined ? undefined : target.directUnary
+      if (direct !== undefined) return direct(method, request, headers, done)
+      done(target === undefined ? new ConnectError("the unit is still starting", Code.Unavailable) : new ConnectError("no direct path to the unit", Code.Unimplemented))
+      return () => {}
     }
   }
   return { transport, set: (t: UnitTransport) => void (target = t) }

@@ -40,11 +40,18 @@ export const makeEffectClient = <S extends DescService>(service: S, transport: U
   const calls: Record<string, (request: unknown) => Effect.Effect<unknown, RpcError>> = {}
   const direct = transport.directUnary
   for (const [name, desc] of Object.entries(service.method as Record<string, DescMethod>)) {
-    // The direct unary path when the transport offers one, connect-es's client otherwise.
-    const send: (request: unknown, headers: Record<string, string>, signal: AbortSignal) => Promise<unknown> =
+    // The direct unary path when the transport offers one (resumed from its callback; interrupting
+    // the fiber cancels the call), connect-es's client otherwise.
+    const send: (request: unknown, headers: Record<string, string>) => Effect.Effect<unknown, RpcError> =
       direct !== undefined && desc.methodKind === "unary"
-        ? (request, headers, signal) => direct(desc as DescMethodUnary, request, headers, signal)
-        : (request, headers, signal) => client[name]!(request, { signal, headers })
+        ? (request, headers) =>
+            Effect.async<unknown, RpcError>((resume) => {
+              const cancel = direct(desc as DescMethodUnary, request, headers, (error, response) =>
+                resume(error === undefined ? Effect.succeed(response) : Effect.fail(fromConnectError(error)))
+              )
+              return Effect.sync(cancel)
+            })
+        : (request, headers) => Effect.tryPromise({ try: (signal) => client[name]!(request, { signal, headers }), catch: fromConnectError })
     const spanName = `rpc.client ${service.typeName}/${name}`
     // The call's metadata read off the fiber in one step: it runs on every call a unit makes.
     calls[name] = (request) =>
@@ -54,7 +61,7 @@ export const makeEffectClient = <S extends DescService>(service: S, transport: U
         if (Option.isSome(principal)) headers[PRINCIPAL_HEADER] = principal.value
         const requestId = fiber.getFiberRef(CurrentRequestId)
         if (Option.isSome(requestId)) headers[REQUEST_ID_HEADER] = requestId.value
-        const call = Effect.tryPromise({ try: (signal) => send(request, headers, signal), catch: fromConnectError })
+        const call = send(request, headers)
         // Only a recording tracer makes spans with W3C ids: the client span, sent as traceparent.
         if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return call
         return Effect.withSpan(
