@@ -222,9 +222,13 @@ export const listenHttp2 = (options: { readonly port: number; readonly host?: st
         }
       }
       const state: ServerState = { status, handlers: handlersOf([]), handlersOf, draining: Option.none() }
-      const server = http2.createServer({}, (request, response) => {
+      // No request listener: Node would then build a compat request and response for every
+      // stream. The direct path works on the stream; the rest get the pair here, as Node's own
+      // stream handler makes it, and go to connect-es.
+      const server = http2.createServer({})
+      server.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, _flags: number, rawHeaders: Array<string>) => {
         const { connect, endpoints } = state.handlers
-        if (!serveGrpcUnary(endpoints, request, response, shutdown.signal)) connect(request, response)
+        if (!serveGrpcUnary(endpoints, stream, headers, shutdown.signal)) serveCompat(connect, stream, headers, rawHeaders)
       })
       const sessions = new Set<http2.ServerHttp2Session>()
       // Responses go out as several small writes (headers, message, trailers): without
@@ -267,6 +271,38 @@ export const listenHttp2 = (options: { readonly port: number; readonly host?: st
       }
     })
   )
+
+/**
+ * A stream handed to connect-es through Node's compat request and response, made as Node's own
+ * stream handler makes them when a server has a request listener (lib/internal/http2/compat.js
+ * `onServerStream`, Node 20): CONNECT is refused (405), `Expect: 100-continue` gets its interim
+ * response, any other expectation fails (417).
+ */
+const serveCompat = (
+  connect: ReturnType<typeof connectNodeAdapter>,
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+  rawHeaders: ReadonlyArray<string>
+): void => {
+  const CompatRequest = http2.Http2ServerRequest as unknown as new (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, options: undefined, rawHeaders: ReadonlyArray<string>) => http2.Http2ServerRequest
+  const CompatResponse = http2.Http2ServerResponse as unknown as new (stream: http2.ServerHttp2Stream) => http2.Http2ServerResponse
+  const request = new CompatRequest(stream, headers, undefined, rawHeaders)
+  const response = new CompatResponse(stream)
+  if (headers[":method"] === "CONNECT") {
+    response.statusCode = 405
+    response.end()
+    return
+  }
+  if (headers.expect !== undefined) {
+    if (headers.expect !== "100-continue") {
+      response.statusCode = 417
+      response.end()
+      return
+    }
+    response.writeContinue()
+  }
+  connect(request, response)
+}
 
 /**
  * What a call to a unit's method gets while the unit is starting: UNAVAILABLE, which callers retry
