@@ -4,7 +4,8 @@
 // tracer off as in a unit without an exporter), next to @grpc/grpc-js (the stack's reference gRPC
 // implementation) serving and calling the same method with the same messages, in the same run.
 // Each side's CPU per call is read from the process itself; BENCH_CALLS calls per round (30000),
-// BENCH_CONCURRENCY in flight (32), three rounds each, alternating kit and grpc-js.
+// BENCH_CONCURRENCY in flight (32), three rounds each, alternating kit and grpc-js; BENCH_NODE_FLAGS
+// reach both servers (for example --cpu-prof).
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
@@ -76,7 +77,9 @@ const serve = async (kind) => {
 }
 
 const startServer = async (kind) => {
-  const child = spawn(process.execPath, ["--max-semi-space-size=8", fileURLToPath(import.meta.url), "serve", kind], { stdio: ["pipe", "pipe", "inherit"] })
+  // The units' young generation (deploy/local/production-shape.mjs); BENCH_NODE_FLAGS as in the other benches.
+  const flags = ["--max-semi-space-size=8", ...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean)]
+  const child = spawn(process.execPath, [...flags, fileURLToPath(import.meta.url), "serve", kind], { stdio: ["pipe", "pipe", "inherit"] })
   const lines = []
   const waiting = []
   child.stdout.setEncoding("utf8")
