@@ -21,17 +21,18 @@ import { embeddedSecretKeys } from "./SecretKeys.js"
  */
 const lateTransport = () => {
   let target: UnitTransport | undefined
+  const starting = () => new ConnectError("the unit is still starting", Code.Unavailable)
   const current = () => {
-    if (target === undefined) throw new ConnectError("the unit is still starting", Code.Unavailable)
+    if (target === undefined) throw starting()
     return target
   }
   const transport: UnitTransport = {
     unary: (...args) => current().unary(...args),
     stream: (...args) => current().stream(...args),
     directUnary: (method, request, headers, done) => {
-      const direct = target === undefined ? undefined : target.directUnary
+      const direct = target?.directUnary
       if (direct !== undefined) return direct(method, request, headers, done)
-      done(target === undefined ? new ConnectError("the unit is still starting", Code.Unavailable) : new ConnectError("no direct path to the unit", Code.Unimplemented))
+      done(target === undefined ? starting() : new ConnectError("no direct path to the unit", Code.Unimplemented))
       return () => {}
     }
   }

@@ -272,6 +272,15 @@ export const listenHttp2 = (options: { readonly port: number; readonly host?: st
     })
   )
 
+/** Node's compat classes, constructed as its own stream handler constructs them (not part of their typings). */
+const CompatRequest = http2.Http2ServerRequest as unknown as new (
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+  options: undefined,
+  rawHeaders: ReadonlyArray<string>
+) => http2.Http2ServerRequest
+const CompatResponse = http2.Http2ServerResponse as unknown as new (stream: http2.ServerHttp2Stream) => http2.Http2ServerResponse
+
 /**
  * A stream handed to connect-es through Node's compat request and response, made as Node's own
  * stream handler makes them when a server has a request listener (lib/internal/http2/compat.js
@@ -284,8 +293,6 @@ const serveCompat = (
   headers: http2.IncomingHttpHeaders,
   rawHeaders: ReadonlyArray<string>
 ): void => {
-  const CompatRequest = http2.Http2ServerRequest as unknown as new (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, options: undefined, rawHeaders: ReadonlyArray<string>) => http2.Http2ServerRequest
-  const CompatResponse = http2.Http2ServerResponse as unknown as new (stream: http2.ServerHttp2Stream) => http2.Http2ServerResponse
   const request = new CompatRequest(stream, headers, undefined, rawHeaders)
   const response = new CompatResponse(stream)
   if (headers[":method"] === "CONNECT") {

@@ -81,6 +81,9 @@ const trailersOf = (error: ConnectError | undefined): Record<string, string> => 
 /** The trailers of every successful answer, encoded once (grpc-status 0). */
 const OK_TRAILERS: Readonly<Record<string, string>> = Object.freeze(trailersOf(undefined))
 
+/** A message that protobuf could not encode: a bug of the unit that made it. */
+const notEncodable = (what: "request" | "response") => new ConnectError(`internal error: the ${what} does not encode`, Code.Internal)
+
 const asConnectError = (cause: unknown): ConnectError => (cause instanceof ConnectError ? cause : new ConnectError("internal error", Code.Internal))
 
 /**
@@ -177,7 +180,7 @@ export const serveGrpcUnary = (
         } catch {
           // A handler's answer that does not encode is the unit's bug, answered as one (thrown
           // here it would be an unhandled rejection, which ends the process).
-          return answer(stream, undefined, new ConnectError("internal error: the response does not encode", Code.Internal))
+          return answer(stream, undefined, notEncodable("response"))
         }
         answer(stream, encoded, undefined)
       },
@@ -221,29 +224,48 @@ const transportFailure = (cause: unknown): ConnectError =>
  */
 const REFUSED_STREAM_RETRIES = 1
 
+/** A direct call's end, once: answered through `done`, or cancelled (then never answered). */
+const callEnd = (done: Parameters<DirectUnary>[3]) => {
+  let ended = false
+  return {
+    get ended() {
+      return ended
+    },
+    finish: (error: ConnectError | undefined, response?: unknown): void => {
+      if (ended) return
+      ended = true
+      done(error, response)
+    },
+    /** True when the call was still open. */
+    cancel: (): boolean => {
+      if (ended) return false
+      ended = true
+      return true
+    }
+  }
+}
+
+const noCancel = (): void => {}
+
 /** Unary gRPC calls over the session manager's one HTTP/2 connection (pings, GOAWAY, reconnects). */
 export const grpcDirectUnary =
   (sessions: Http2SessionManager): DirectUnary =>
   (method, request, headers, done) => {
-    let cancelled = false
+    const call = callEnd(done)
+    const finish = call.finish
     let open: http2.ClientHttp2Stream | undefined
-    const finish = (error: ConnectError | undefined, response?: unknown) => {
-      if (cancelled) return
-      cancelled = true
-      done(error, response)
-    }
     let body: Buffer
     try {
       body = frame(toBinary(method.input, create(method.input, request as never)))
     } catch {
-      finish(new ConnectError("internal error: the request does not encode", Code.Internal))
-      return () => {}
+      finish(notEncodable("request"))
+      return noCancel
     }
     const send = (retriesLeft: number): void => {
       sessions
         .request("POST", methodPath(method), { ...headers, "content-type": "application/grpc+proto", te: "trailers" }, {})
         .then((stream) => {
-          if (cancelled) return stream.close(http2.constants.NGHTTP2_CANCEL)
+          if (call.ended) return stream.close(http2.constants.NGHTTP2_CANCEL)
           open = stream
           const chunks: Array<Buffer> = []
           let status: ConnectError | undefined | null = null
@@ -268,7 +290,7 @@ export const grpcDirectUnary =
           stream.once("error", (error) => (failed = error))
           stream.once("close", () => {
             open = undefined
-            if (cancelled) return
+            if (call.ended) return
             if (!responded && stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM && retriesLeft > 0) return send(retriesLeft - 1)
             if (status instanceof ConnectError) return finish(status)
             if (status === null) return finish(transportFailure(failed ?? new ConnectError("the stream closed without a status", Code.Unavailable)))
@@ -287,9 +309,7 @@ export const grpcDirectUnary =
     }
     send(REFUSED_STREAM_RETRIES)
     return () => {
-      if (cancelled) return
-      cancelled = true
-      open?.close(http2.constants.NGHTTP2_CANCEL)
+      if (call.cancel()) open?.close(http2.constants.NGHTTP2_CANCEL)
     }
   }
 
@@ -316,21 +336,17 @@ export const inProcessDirectUnary =
     const endpoint = endpoints.get(methodPath(method))
     if (endpoint === undefined) {
       done(new ConnectError(`${methodPath(method)} is not served here`, Code.Unimplemented))
-      return () => {}
+      return noCancel
     }
     const abort = new AbortController()
-    let settled = false
-    const finish = (error: ConnectError | undefined, response?: unknown) => {
-      if (settled) return
-      settled = true
-      done(error, response)
-    }
+    const call = callEnd(done)
+    const finish = call.finish
     let input: MessageShape<DescMessage>
     try {
       input = fromBinary(method.input, toBinary(method.input, create(method.input, request as never)))
     } catch {
-      finish(new ConnectError("internal error: the request does not encode", Code.Internal))
-      return () => {}
+      finish(notEncodable("request"))
+      return noCancel
     }
     endpoint.invoke(input, headers[PRINCIPAL_HEADER] ?? null, abort.signal, { requestId: headers[REQUEST_ID_HEADER] ?? null, traceparent: headers[TRACEPARENT_HEADER] ?? null }).then(
       (response) => {
@@ -338,15 +354,13 @@ export const inProcessDirectUnary =
         try {
           copied = fromBinary(method.output, toBinary(method.output, create(method.output, response as never)))
         } catch {
-          return finish(new ConnectError("internal error: the response does not encode", Code.Internal))
+          return finish(notEncodable("response"))
         }
         finish(undefined, copied)
       },
       (error: unknown) => finish(asConnectError(error))
     )
     return () => {
-      if (settled) return
-      settled = true
-      abort.abort(new ConnectError("the call was cancelled", Code.Canceled))
+      if (call.cancel()) abort.abort(new ConnectError("the call was cancelled", Code.Canceled))
     }
   }
