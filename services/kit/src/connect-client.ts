@@ -5,7 +5,7 @@ import { connect as netConnect } from "node:net"
 import { Config, Effect, FiberRef, Option } from "effect"
 import { type Routes, unaryEndpointsOf } from "./connect-server.js"
 import { fromConnectError, type RpcError } from "./errors.js"
-import { type DirectUnary, grpcDirectUnary, inProcessDirectUnary } from "./grpc-unary.js"
+import { type DirectUnary, grpcDirectUnary, inProcessDirectUnary, maxMessageBytes } from "./grpc-unary.js"
 import { OutgoingPrincipal, PRINCIPAL_HEADER } from "./principal.js"
 import { currentTraceparent } from "./bus/Bus.js"
 import { CurrentRequestId, REQUEST_ID_HEADER } from "./request-id.js"
@@ -109,7 +109,7 @@ export type UnitRpcProtocol = "grpc" | "connect"
  */
 export const http2Transport = (baseUrl: string, protocol: UnitRpcProtocol) =>
   Effect.acquireRelease(
-    Effect.sync(() => {
+    Effect.map(maxMessageBytes, (readMaxBytes) => {
       installGoawayGuard()
       const sessionManager = new Http2SessionManager(
         baseUrl,
@@ -120,8 +120,8 @@ export const http2Transport = (baseUrl: string, protocol: UnitRpcProtocol) =>
       )
       const transport: UnitTransport =
         protocol === "grpc"
-          ? Object.assign(createGrpcTransport({ baseUrl, sessionManager }), { directUnary: grpcDirectUnary(sessionManager) })
-          : createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, sessionManager })
+          ? Object.assign(createGrpcTransport({ baseUrl, sessionManager, readMaxBytes }), { directUnary: grpcDirectUnary(sessionManager, readMaxBytes) })
+          : createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, sessionManager, readMaxBytes })
       return { sessionManager, transport }
     }),
     ({ sessionManager }) => Effect.sync(() => sessionManager.abort())

@@ -8,7 +8,7 @@ import { HealthCheckResponse_ServingStatus, Health } from "@scion/proto/grpc/hea
 import { Cause, Chunk, Config, Context, Deferred, Effect, ExecutionStrategy, Exit, Layer, Option, Runtime, Scope } from "effect"
 import { isDependencyUnavailable } from "./unavailable.js"
 import { toConnectError, type WireError } from "./errors.js"
-import { type CallMeta, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
+import { type CallMeta, maxMessageBytes, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
 import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
 import { recordRpc } from "./metrics.js"
 import { CurrentRequestId, isAcceptableRequestId, REQUEST_ID_HEADER, withRequestId } from "./request-id.js"
@@ -203,7 +203,7 @@ export const serveHttp2 = (options: {
  */
 export const listenHttp2 = (options: { readonly port: number; readonly host?: string }): Effect.Effect<PendingServer, Error, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; state: ServerState }, Error>((resume) => {
+    Effect.flatMap(maxMessageBytes, (readMaxBytes) => Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; state: ServerState }, Error>((resume) => {
       const shutdown = new AbortController()
       // Connect adds one abort listener per in-flight request: no limit, or load prints warnings.
       setMaxListeners(0, shutdown.signal)
@@ -213,6 +213,7 @@ export const listenHttp2 = (options: { readonly port: number; readonly host?: st
         return {
           connect: connectNodeAdapter({
             routes: (router) => all.forEach((r) => r(router)),
+            readMaxBytes,
             shutdownSignal: shutdown.signal,
             // Until the unit's routes are installed its methods are not unknown, only not ready yet.
             ...(routes.length === 0 ? { fallback: answerStarting } : {})
@@ -228,7 +229,7 @@ export const listenHttp2 = (options: { readonly port: number; readonly host?: st
       const server = http2.createServer({})
       server.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, _flags: number, rawHeaders: Array<string>) => {
         const { connect, endpoints } = state.handlers
-        if (!serveGrpcUnary(endpoints, stream, headers, shutdown.signal)) serveCompat(connect, stream, headers, rawHeaders)
+        if (!serveGrpcUnary(endpoints, stream, headers, shutdown.signal, readMaxBytes)) serveCompat(connect, stream, headers, rawHeaders)
       })
       const sessions = new Set<http2.ServerHttp2Session>()
       // Responses go out as several small writes (headers, message, trailers): without
@@ -240,7 +241,7 @@ export const listenHttp2 = (options: { readonly port: number; readonly host?: st
       })
       server.once("error", (error) => resume(Effect.fail(error)))
       server.listen(options.port, options.host ?? "0.0.0.0", () => resume(Effect.succeed({ server, sessions, shutdown, state })))
-    }),
+    })),
     ({ server, sessions, shutdown, state }) =>
       Effect.gen(function* () {
         state.status.serving = false

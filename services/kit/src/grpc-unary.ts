@@ -5,6 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect"
 // encoding they share with connect's own gRPC protocol is what keeps our fast path byte-compatible.
 import { findTrailerError, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc"
 import type { Http2SessionManager } from "@connectrpc/connect-node"
+import { Config, Effect } from "effect"
 import { PRINCIPAL_HEADER } from "./principal.js"
 import { REQUEST_ID_HEADER } from "./request-id.js"
 import { TRACEPARENT_HEADER } from "./tracing.js"
@@ -59,27 +60,49 @@ export type DirectUnary = (
 
 const GRPC_CONTENT_TYPES = new Set(["application/grpc", "application/grpc+proto"])
 
+/** A gRPC message's frame header: the compressed flag and the length. */
+const FRAME_HEADER_BYTES = 5
+
 const frame = (payload: Uint8Array): Buffer => {
-  const out = Buffer.allocUnsafe(5 + payload.byteLength)
+  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.byteLength)
   out[0] = 0
   out.writeUInt32BE(payload.byteLength, 1)
-  out.set(payload, 5)
+  out.set(payload, FRAME_HEADER_BYTES)
   return out
 }
 
 /** The single uncompressed message of a unary gRPC body, or an error to answer with. */
 const unframe = (body: Buffer): Uint8Array | ConnectError => {
-  if (body.byteLength < 5) return new ConnectError("protocol error: missing message", Code.InvalidArgument)
+  if (body.byteLength < FRAME_HEADER_BYTES) return new ConnectError("protocol error: missing message", Code.InvalidArgument)
   if (body[0] !== 0) return new ConnectError("protocol error: compressed message without grpc-encoding", Code.Internal)
   const length = body.readUInt32BE(1)
-  if (body.byteLength !== 5 + length) return new ConnectError("protocol error: expected exactly one message", Code.InvalidArgument)
-  return body.subarray(5)
+  if (body.byteLength !== FRAME_HEADER_BYTES + length) return new ConnectError("protocol error: expected exactly one message", Code.InvalidArgument)
+  return body.subarray(FRAME_HEADER_BYTES)
 }
 
 const trailersOf = (error: ConnectError | undefined): Record<string, string> => Object.fromEntries(setTrailerStatus(new Headers(), error))
 
 /** The trailers of every successful answer, encoded once (grpc-status 0). */
 const OK_TRAILERS: Readonly<Record<string, string>> = Object.freeze(trailersOf(undefined))
+
+/**
+ * The largest message a unit reads, unless UNIT_RPC_MAX_MESSAGE_BYTES says otherwise: gRPC's
+ * servers and clients all bound what they read (grpc-js at 4 MiB); ours are bound above the
+ * largest message units exchange (lists of 1,000 rows, schema catalogs), so a peer cannot make a
+ * unit buffer without end.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+/** UNIT_RPC_MAX_MESSAGE_BYTES: what a unit's servers and clients read at most in one message. */
+export const maxMessageBytes = Config.integer("UNIT_RPC_MAX_MESSAGE_BYTES").pipe(
+  Config.withDefault(DEFAULT_MAX_MESSAGE_BYTES),
+  Config.validate({ message: "UNIT_RPC_MAX_MESSAGE_BYTES must be from 1024 to 2147483647", validation: (n) => n >= 1024 && n <= 2 ** 31 - 1 }),
+  Effect.orDie
+)
+
+/** A message over the limit, refused as gRPC does (RESOURCE_EXHAUSTED). */
+const tooLarge = (what: "request" | "response", maxMessageBytes: number) =>
+  new ConnectError(`the ${what} is larger than ${maxMessageBytes} bytes`, Code.ResourceExhausted)
 
 /** A message that protobuf could not encode: a bug of the unit that made it. */
 const notEncodable = (what: "request" | "response") => new ConnectError(`internal error: the ${what} does not encode`, Code.Internal)
@@ -119,7 +142,8 @@ export const serveGrpcUnary = (
   endpoints: UnaryEndpoints,
   stream: http2.ServerHttp2Stream,
   headers: http2.IncomingHttpHeaders,
-  shutdown: AbortSignal
+  shutdown: AbortSignal,
+  maxMessageBytes: number
 ): boolean => {
   const contentType = headers["content-type"]
   if (contentType === undefined || !GRPC_CONTENT_TYPES.has(contentType)) return false
@@ -154,8 +178,20 @@ export const serveGrpcUnary = (
     if (!answered) abort.abort(new ConnectError("the client went away", Code.Canceled))
   })
   const chunks: Array<Buffer> = []
-  stream.on("data", (chunk: Buffer) => chunks.push(chunk))
+  let received = 0
+  stream.on("data", (chunk: Buffer) => {
+    if (answered) return
+    received += chunk.byteLength
+    if (received <= FRAME_HEADER_BYTES + maxMessageBytes) return void chunks.push(chunk)
+    // Refused as soon as it is too large, not buffered to its end; the client is asked to stop
+    // sending (RST_STREAM NO_ERROR after a complete response, RFC 9113 §8.1).
+    answered = true
+    chunks.length = 0
+    answer(stream, undefined, tooLarge("request", maxMessageBytes))
+    stream.close(http2.constants.NGHTTP2_NO_ERROR)
+  })
   stream.once("end", () => {
+    if (answered) return
     const body = unframe(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))
     if (body instanceof ConnectError) {
       answered = true
@@ -249,7 +285,7 @@ const noCancel = (): void => {}
 
 /** Unary gRPC calls over the session manager's one HTTP/2 connection (pings, GOAWAY, reconnects). */
 export const grpcDirectUnary =
-  (sessions: Http2SessionManager): DirectUnary =>
+  (sessions: Http2SessionManager, maxMessageBytes: number): DirectUnary =>
   (method, request, headers, done) => {
     const call = callEnd(done)
     const finish = call.finish
@@ -268,6 +304,7 @@ export const grpcDirectUnary =
           if (call.ended) return stream.close(http2.constants.NGHTTP2_CANCEL)
           open = stream
           const chunks: Array<Buffer> = []
+          let received = 0
           let status: ConnectError | undefined | null = null
           let responded = false
           let failed: unknown
@@ -281,8 +318,13 @@ export const grpcDirectUnary =
             if (responseHeaders["grpc-status"] !== undefined) status = statusOf(responseHeaders)
           })
           stream.on("data", (chunk: Buffer) => {
-            chunks.push(chunk)
+            if (call.ended) return
+            received += chunk.byteLength
             sessions.notifyResponseByteRead(stream)
+            if (received <= FRAME_HEADER_BYTES + maxMessageBytes) return void chunks.push(chunk)
+            chunks.length = 0
+            finish(tooLarge("response", maxMessageBytes))
+            stream.close(http2.constants.NGHTTP2_CANCEL)
           })
           stream.once("trailers", (trailers) => {
             if (status === null) status = statusOf(trailers)
