@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools, tracedFn } from "@scion/kit"
+import { enqueueJob, makeId, newOperationId, type Principal, transactional, PostgresPools, tracedFn } from "@scion/kit"
 import { Clock, Effect, Fiber, FiberSet, Option, Redacted } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
@@ -44,7 +44,7 @@ import { readCatalog } from "./engine/SchemaCatalog.js"
 import { schemaDiff } from "./domain/schemaDiff.js"
 import { type BranchingEngine, Engines, isBranchable } from "./engine/Engines.js"
 import { type PasswordEnvelope, Passwords } from "./Passwords.js"
-import { PlanLimits } from "./PlanLimits.js"
+import { PlanLimits, requireRoomForInserted } from "./PlanLimits.js"
 import { Snapshots } from "./Snapshots.js"
 
 /** The jobs' unit and types: subjects `jobs.branch.create` and `jobs.branch.delete`. */
@@ -171,10 +171,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           // Created before the org's lock is taken, so concurrent creates in one org do not queue
           // on this call; a create refused below fails it again as the transaction rolls back.
           yield* operations.create({ id: operationId, orgId, resourceId: branchId, type: "branch_create" })
-          // The plan's branch limit counts the org's live branches (creating, active, deleting) and snapshots.
-          // Under the org's lock, held to commit: the count and the insert are one step for every create.
-          yield* repo.lockOrgLimit(orgId)
-          yield* requireWithin(yield* Fiber.join(allowance), yield* repo.liveAgainstPlan(orgId))
+          const allowed = yield* Fiber.join(allowance)
           const names = engineNamesOf(branchId)
           const pooler = Option.getOrNull(engine.pooler)
           yield* repo.insert({
@@ -207,6 +204,9 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
             })
           }
           yield* enqueueJob({ ...CREATE_JOB, operationId, orgId, payload: { branch_id: branchId } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          // The plan's branch limit counts the org's live branches (creating, active, deleting) and
+          // snapshots, this one among them: the last step, under the org's lock held to commit.
+          yield* requireRoomForInserted(repo, allowed)
           yield* Effect.logInfo("branch create started").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: valid.connectorId, operation_id: operationId }))
           return { operationId, branchId, status: "pending", replayed: false } satisfies Handle
         })

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { enqueueJob, makeId, newOperationId, type Principal, requireWithin, transactional, PostgresPools, tracedFn } from "@scion/kit"
+import { enqueueJob, makeId, newOperationId, type Principal, transactional, PostgresPools, tracedFn } from "@scion/kit"
 import { Effect, Fiber, Option } from "effect"
 import { OrgAccess } from "./Access.js"
 import { BranchOperations, type OperationState } from "./BranchOperations.js"
@@ -8,7 +8,7 @@ import { ConnectorNotFound, EngineAccessUnavailable, EngineNotReady, PermissionD
 import { checkSnapshotName, type Snapshot, snapshotDatabaseOf } from "./domain/models.js"
 import { dropSnapshotDatabase } from "./engine/EngineSql.js"
 import { Engines, isBranchable } from "./engine/Engines.js"
-import { PlanLimits } from "./PlanLimits.js"
+import { PlanLimits, requireRoomForInserted } from "./PlanLimits.js"
 import { SnapshotsRepo } from "./SnapshotsRepo.js"
 
 /** The jobs' unit and types: subjects `jobs.branch.snapshot_create` and `jobs.branch.snapshot_delete`. */
@@ -75,11 +75,11 @@ export class Snapshots extends Effect.Service<Snapshots>()("@scion/branch/Snapsh
           const operationId = newOperationId("snc")
           // Before the org's lock, as a branch create does (a refusal below fails it again).
           yield* operations.create({ id: operationId, orgId: engine.orgId, resourceId: snapshotId, type: "snapshot_create" })
-          // The branches' org lock: snapshots and branches share the plan's limit.
-          yield* branches.lockOrgLimit(engine.orgId)
-          yield* requireWithin(yield* Fiber.join(allowance), yield* branches.liveAgainstPlan(engine.orgId))
+          const allowed = yield* Fiber.join(allowance)
           yield* repo.insert({ id: snapshotId, orgId: engine.orgId, connectorId, name, databaseName: snapshotDatabaseOf(snapshotId), createOperationId: operationId })
           yield* enqueueJob({ ...SNAPSHOT_CREATE_JOB, operationId, orgId: engine.orgId, payload: { snapshot_id: snapshotId } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          // Snapshots and branches share the plan's limit, and the branches' org lock: the last step.
+          yield* requireRoomForInserted(branches, allowed)
           yield* Effect.logInfo("snapshot create started").pipe(Effect.annotateLogs({ snapshot_id: snapshotId, connector_id: connectorId, operation_id: operationId }))
           return { operationId, snapshotId, status: "pending" } satisfies SnapshotHandle
         })
