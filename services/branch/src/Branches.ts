@@ -42,6 +42,7 @@ import {
 import { dropBranch, warmAdminSessions } from "./engine/EngineSql.js"
 import { readCatalog } from "./engine/SchemaCatalog.js"
 import { schemaDiff } from "./domain/schemaDiff.js"
+import { AcceptedEngines } from "./engine/AcceptedEngines.js"
 import { type BranchingEngine, Engines, isBranchable } from "./engine/Engines.js"
 import { type PasswordEnvelope, Passwords } from "./Passwords.js"
 import { PlanLimits, requireRoomForInserted } from "./PlanLimits.js"
@@ -76,6 +77,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const sql = yield* SqlClient.SqlClient
     const repo = yield* BranchesRepo
     const engines = yield* Engines
+    const accepted = yield* AcceptedEngines
     const access = yield* OrgAccess
     const operations = yield* BranchOperations
     const passwords = yield* Passwords
@@ -207,6 +209,8 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
           // The plan's branch limit counts the org's live branches (creating, active, deleting) and
           // snapshots, this one among them: the last step, under the org's lock held to commit.
           yield* requireRoomForInserted(repo, allowed)
+          // Its job, when it starts here, acts on the answer this create acted on.
+          yield* accepted.keep(operationId, engine)
           yield* Effect.logInfo("branch create started").pipe(Effect.annotateLogs({ branch_id: branchId, connector_id: valid.connectorId, operation_id: operationId }))
           return { operationId, branchId, status: "pending", replayed: false } satisfies Handle
         })

@@ -7,6 +7,7 @@ import { OrgAccess } from "./Access.js"
 import { BranchOperations } from "./BranchOperations.js"
 import { Branches } from "./Branches.js"
 import { BranchesRepo } from "./BranchesRepo.js"
+import { AcceptedEngines } from "./engine/AcceptedEngines.js"
 import { Copier } from "./engine/Copier.js"
 
 import { FreshnessConfig } from "./engine/FreshnessConfig.js"
@@ -28,12 +29,15 @@ const BranchCounts = refreshWhileServingMetrics(
 )
 
 /** The branch services given access, engines, operations and passwords (domain tests provide fakes of the first three). */
-export const BranchServices: Layer.Layer<Branches | Snapshots | BranchesRepo | SnapshotsRepo | SqlClient.SqlClient, never, OrgAccess | Engines | BranchOperations | Passwords | PlanLimits | PostgresPools> =
-  Branches.Default.pipe(
-    Layer.provideMerge(Snapshots.Default),
-    Layer.provideMerge(Layer.merge(BranchesRepo.Default, SnapshotsRepo.Default)),
-    Layer.provideMerge(BranchDatabase)
-  )
+export const BranchServices: Layer.Layer<
+  Branches | Snapshots | BranchesRepo | SnapshotsRepo | AcceptedEngines | SqlClient.SqlClient,
+  never,
+  OrgAccess | Engines | BranchOperations | Passwords | PlanLimits | PostgresPools
+> = Branches.Default.pipe(
+  Layer.provideMerge(Snapshots.Default),
+  Layer.provideMerge(Layer.mergeAll(BranchesRepo.Default, SnapshotsRepo.Default, AcceptedEngines.layer)),
+  Layer.provideMerge(BranchDatabase)
+)
 
 /**
  * The unit's background work: the relay publishing its outbox and the workers of
@@ -114,6 +118,7 @@ export { SnapshotsRepo } from "./SnapshotsRepo.js"
 export { Copier } from "./engine/Copier.js"
 export { FreshnessConfig } from "./engine/FreshnessConfig.js"
 export { type CopyMark, readHeartbeat, waitForSourcePosition } from "./engine/Freshness.js"
+export { AcceptedEngines } from "./engine/AcceptedEngines.js"
 export { type BranchingEngine, Engines, isBranchable } from "./engine/Engines.js"
 export * from "./engine/EngineSql.js"
 export { PlanLimits } from "./PlanLimits.js"

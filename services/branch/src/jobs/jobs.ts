@@ -6,6 +6,7 @@ import { CREATE_JOB, DELETE_JOB, RESET_JOB } from "../Branches.js"
 import type { SecretStoreFailure } from "../domain/errors.js"
 import type { Branch } from "../domain/models.js"
 import { noUrls, urlsOf } from "../domain/models.js"
+import { AcceptedEngines } from "../engine/AcceptedEngines.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
 import { adminSession, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, readyBranchDatabase } from "../engine/EngineSql.js"
@@ -32,7 +33,12 @@ type CreateError = JobFailed | OperationEnded | RpcError | EngineFailure | Secre
  * finish (JobFailed, or the last attempt) drops what it made on the engine and marks the branch
  * failed: nothing is left behind. An active branch always has a branch_url.
  */
-export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, CreateError, BranchesRepo | SnapshotsRepo | Engines | Copier | Passwords | FreshnessConfig | PostgresPools> = {
+export const createJob: JobHandler<
+  BranchPayload,
+  typeof BranchPayload.Encoded,
+  CreateError,
+  BranchesRepo | SnapshotsRepo | Engines | AcceptedEngines | Copier | Passwords | FreshnessConfig | PostgresPools
+> = {
   ...CREATE_JOB,
   payload: BranchPayload,
   // The branch and its engine are read while the operation is marked running; nothing changes before.
@@ -41,6 +47,7 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
     Effect.gen(function* () {
       const repo = yield* BranchesRepo
       const engines = yield* Engines
+      const accepted = yield* AcceptedEngines
       const copier = yield* Copier
       const passwords = yield* Passwords
       const freshness = yield* FreshnessConfig
@@ -67,7 +74,12 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
 
       const first = yield* load
       if (first.branch.status === "active" && Option.isSome(first.envelope)) return branchResult({ branch: first.branch, urls: noUrls })
-      const lookedUp = first.branch.status === "creating" ? yield* Effect.either(engines.get(first.branch.connectorId)) : undefined
+      // The answer the accept acted on when it was made in this process moments ago, else the
+      // connector's; a later attempt asks anew (the first may have failed on that answer).
+      const engineNow = Effect.flatMap(accepted.take(job.operationId), (kept) =>
+        Option.isSome(kept) && job.attempt === 1 ? Effect.succeed(kept.value) : engines.get(first.branch.connectorId)
+      )
+      const lookedUp = first.branch.status === "creating" ? yield* Effect.either(engineNow) : undefined
       yield* job.started
       if (first.branch.status !== "creating" || lookedUp === undefined) {
         return yield* abandon(Option.none(), first.branch, `Branch ${branchId} was ${first.branch.status} before it was ready`)
@@ -100,7 +112,8 @@ export const createJob: JobHandler<BranchPayload, typeof BranchPayload.Encoded, 
         const t0 = Date.now()
         const timings: Record<string, number> = {}
         const mark = (step: string) => Effect.sync(() => void (timings[step] = Date.now() - t0))
-        const loaded = yield* load
+        // The row as the job began: nothing but this job changes it before the copy.
+        const loaded = first
         let branch = loaded.branch
         const envelope = loaded.envelope
         // The role needs nothing from the copy: made beside it (on an admin session of its own),
