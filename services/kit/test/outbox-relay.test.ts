@@ -134,6 +134,27 @@ describe("outbox relay (Postgres + NATS)", () => {
       })
     )
 
+    it.scoped("after its listening connection is ended (a Postgres restart or failover), the relay listens again: a NOTIFY still wakes it at once", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const { unit, table, insert, unpublished } = yield* setup
+        const channel = `${unit}_wake`
+        yield* sql.unsafe(`create function ${unit}_wake() returns trigger language plpgsql as $$ begin perform pg_notify('${channel}', 'outbox'); return null; end $$`)
+        yield* sql.unsafe(`create trigger ${unit}_wake after insert on ${table} for each statement execute function ${unit}_wake()`)
+        const seen = yield* collect(unit)
+        yield* runOutboxRelay({ table, pollInterval: "60 seconds", wakeChannel: channel, listenCheckInterval: "500 millis" }).pipe(Effect.forkScoped)
+        const listeners = Effect.map(sql<{ pid: number }>`select pid from pg_stat_activity where query = ${`LISTEN "${channel}"`}`, (rows) => rows.map((row) => row.pid))
+        yield* eventually("the relay listening", Effect.map(listeners, (pids) => pids.length === 1))
+        const [ended] = yield* listeners
+        yield* sql`select pg_terminate_backend(${ended!})`
+        // A new connection LISTENs (its last statement), the ended one is gone.
+        yield* eventually("the relay listening again", Effect.map(listeners, (pids) => pids.length === 1 && pids[0] !== ended), "5 seconds")
+        yield* insert(1)
+        yield* waitUntil("the row published", () => seen.length >= 1, "3 seconds")
+        yield* eventually("the row marked", Effect.map(unpublished, (n) => n === 0))
+      })
+    )
+
     it.scoped("replicas never publish the same row (for update skip locked)", () =>
       Effect.gen(function* () {
         const bus = yield* Bus

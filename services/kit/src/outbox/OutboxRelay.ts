@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Config, Duration, Effect, Layer, Option, Queue, Schedule, Stream } from "effect"
+import { Config, Duration, Effect, Fiber, Layer, Option, Queue, Schedule, Stream } from "effect"
 import { Bus, type BusError } from "../bus/Bus.js"
 
 /**
@@ -37,7 +37,17 @@ export interface OutboxRelayOptions {
    * notification must carry a payload: the listener (@effect/sql-pg) drops empty ones.
    */
   readonly wakeChannel?: string
+  /**
+   * How often the relay checks that its LISTEN still hears the channel (default 5 s): it sends a
+   * check on the channel and, not hearing it within this long, listens again on a new connection.
+   * @effect/sql-pg swallows the listening connection's errors and never ends its stream, so after
+   * a Postgres restart or failover the relay would otherwise be down to polling for good.
+   */
+  readonly listenCheckInterval?: Duration.DurationInput
 }
+
+/** The payload of the relay's own checks on its wake channel: heard, they wake no pass. */
+const LISTEN_CHECK = "scion-outbox-listen-check"
 
 interface Row {
   readonly id: string
@@ -107,12 +117,7 @@ export const runOutboxRelay = (options: OutboxRelayOptions = {}) =>
     const wake = yield* Queue.sliding<void>(1)
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     if (options.wakeChannel !== undefined && Option.isSome(pg)) {
-      yield* pg.value.listen(options.wakeChannel).pipe(
-        Stream.runForEach(() => Queue.offer(wake, undefined)),
-        Effect.tapError((error) => Effect.logWarning("outbox relay: LISTEN failed; polling until it works again", error)),
-        Effect.retry(Schedule.spaced("1 second")),
-        Effect.fork
-      )
+      yield* Effect.fork(listenForWakeUps(pg.value, options.wakeChannel, wake, Duration.decode(options.listenCheckInterval ?? Duration.seconds(5))))
     }
     const idle = Effect.ignore(Effect.timeout(Queue.take(wake), pollInterval))
     let failures = 0
@@ -130,6 +135,43 @@ export const runOutboxRelay = (options: OutboxRelayOptions = {}) =>
         }
         yield* Effect.sleep(delay)
       }
+    }
+  })
+
+/**
+ * LISTENs on `channel` and wakes the relay on each notification, for as long as the relay runs.
+ * Every `checkInterval` it NOTIFYs a check of its own on the channel; not heard within the same
+ * interval (the listening connection ended without a word), it listens again, which takes a new
+ * connection once the old one is released.
+ */
+const listenForWakeUps = (pg: PgClient.PgClient, channel: string, wake: Queue.Queue<void>, checkInterval: Duration.Duration) =>
+  Effect.gen(function* () {
+    let heard = 0
+    const listening = pg.listen(channel).pipe(
+      Stream.runForEach((payload) =>
+        Effect.suspend(() => {
+          heard = Date.now()
+          return payload === LISTEN_CHECK ? Effect.void : Queue.offer(wake, undefined)
+        })
+      ),
+      Effect.tapError((error) => Effect.logWarning("outbox relay: LISTEN failed; polling until it works again", error)),
+      Effect.retry(Schedule.spaced("1 second"))
+    )
+    /** Whether a check sent now is heard within the interval. */
+    const checked = Effect.gen(function* () {
+      const sentAt = Date.now()
+      yield* Effect.ignore(pg.notify(channel, LISTEN_CHECK))
+      const deadline = sentAt + Duration.toMillis(checkInterval)
+      while (heard < sentAt && Date.now() < deadline) yield* Effect.sleep("20 millis")
+      return heard >= sentAt
+    })
+    while (true) {
+      const listener = yield* Effect.fork(listening)
+      while (yield* Effect.zipRight(Effect.sleep(checkInterval), checked)) {
+        // Heard: the connection still listens.
+      }
+      yield* Effect.logWarning("outbox relay: its LISTEN no longer hears the channel; listening again on a new connection")
+      yield* Fiber.interrupt(listener)
     }
   })
 
