@@ -43,6 +43,16 @@ const collect = (unit: string) =>
     return seen
   })
 
+/** A NOTIFY on `<unit>_wake` for every insert into the table, as the units' triggers do (branch 0010, identity 0004); the channel. */
+const wakeTrigger = (unit: string, table: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const channel = `${unit}_wake`
+    yield* sql.unsafe(`create function ${unit}_wake() returns trigger language plpgsql as $$ begin perform pg_notify('${channel}', 'outbox'); return null; end $$`)
+    yield* sql.unsafe(`create trigger ${unit}_wake after insert on ${table} for each statement execute function ${unit}_wake()`)
+    return channel
+  })
+
 const countsByMsgId = (seen: ReadonlyArray<Delivery>) => {
   const counts = new Map<string, number>()
   for (const d of seen) counts.set(d.msgId ?? "", (counts.get(d.msgId ?? "") ?? 0) + 1)
@@ -118,10 +128,7 @@ describe("outbox relay (Postgres + NATS)", () => {
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const { unit, table, insert, unpublished } = yield* setup
-        const channel = `${unit}_wake`
-        // The units' triggers (branch 0010, identity 0004) have this shape.
-        yield* sql.unsafe(`create function ${unit}_wake() returns trigger language plpgsql as $$ begin perform pg_notify('${channel}', 'outbox'); return null; end $$`)
-        yield* sql.unsafe(`create trigger ${unit}_wake after insert on ${table} for each statement execute function ${unit}_wake()`)
+        const channel = yield* wakeTrigger(unit, table)
         const seen = yield* collect(unit)
         yield* runOutboxRelay({ table, pollInterval: "60 seconds", wakeChannel: channel }).pipe(Effect.forkScoped)
         yield* eventually(
@@ -138,9 +145,7 @@ describe("outbox relay (Postgres + NATS)", () => {
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const { unit, table, insert, unpublished } = yield* setup
-        const channel = `${unit}_wake`
-        yield* sql.unsafe(`create function ${unit}_wake() returns trigger language plpgsql as $$ begin perform pg_notify('${channel}', 'outbox'); return null; end $$`)
-        yield* sql.unsafe(`create trigger ${unit}_wake after insert on ${table} for each statement execute function ${unit}_wake()`)
+        const channel = yield* wakeTrigger(unit, table)
         const seen = yield* collect(unit)
         yield* runOutboxRelay({ table, pollInterval: "60 seconds", wakeChannel: channel, listenCheckInterval: "500 millis" }).pipe(Effect.forkScoped)
         const listeners = Effect.map(sql<{ pid: number }>`select pid from pg_stat_activity where query = ${`LISTEN "${channel}"`}`, (rows) => rows.map((row) => row.pid))
