@@ -213,19 +213,29 @@ try {
   const polled = (await Promise.all(Array.from({ length: POLLED_OPERATIONS }, pollOne))).flat()
 
   // ---- 2. throughput --------------------------------------------------------------------------
+  // Each worker is a fiber calling the unit as units' workers do (the kit's Effect client, its
+  // service principal on the fiber), not a promise per call.
   let done = 0
   const startedAt = performance.now()
   const [identityChild, operationChild, gatewayChild] = children
+  const workerPrincipal = (await headers())["x-scion-principal"]
   const throughput = await measured(
     async () => {
       const deadline = performance.now() + SECONDS * 1000
-      await Promise.all(
-        Array.from({ length: CONCURRENCY }, async () => {
-          while (performance.now() < deadline) {
-            await complete(await newOperation())
-            done++
-          }
-        })
+      const worker = Effect.gen(function* () {
+        while (performance.now() < deadline) {
+          const id = `op_bench${Date.now().toString(36)}${(counter++).toString(36)}`
+          yield* operationClient.createOperation({ id, orgId: org.org_id, type: OperationType.BRANCH_CREATE, resourceId: `branch_${id}` })
+          yield* operationClient.reportOperation({ id, status: OperationStatus.RUNNING })
+          yield* operationClient.reportOperation({ id, status: OperationStatus.COMPLETED, result: { ok: true } })
+          done++
+        }
+      })
+      await Effect.runPromise(
+        Effect.all(Array.from({ length: CONCURRENCY }, () => worker), { concurrency: "unbounded", discard: true }).pipe(
+          withPrincipalToken(workerPrincipal),
+          Effect.withTracerEnabled(false)
+        )
       )
       return { total: done }
     },
