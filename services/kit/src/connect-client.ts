@@ -5,7 +5,7 @@ import { connect as netConnect } from "node:net"
 import { Config, Effect, FiberRef, Option } from "effect"
 import { type Routes, unaryEndpointsOf } from "./connect-server.js"
 import { fromConnectError, type RpcError } from "./errors.js"
-import { type DirectUnary, grpcDirectUnary, inProcessDirectUnary, maxMessageBytes } from "./grpc-unary.js"
+import { type DirectUnary, grpcDirectUnary, inProcessDirectUnary, maxMessageBytesConfig } from "./grpc-unary.js"
 import { OutgoingPrincipal, PRINCIPAL_HEADER } from "./principal.js"
 import { currentTraceparent } from "./bus/Bus.js"
 import { CurrentRequestId, REQUEST_ID_HEADER } from "./request-id.js"
@@ -109,7 +109,7 @@ export type UnitRpcProtocol = "grpc" | "connect"
  */
 export const http2Transport = (baseUrl: string, protocol: UnitRpcProtocol) =>
   Effect.acquireRelease(
-    Effect.map(maxMessageBytes, (readMaxBytes) => {
+    Effect.map(maxMessageBytesConfig, (readMaxBytes) => {
       installGoawayGuard()
       const sessionManager = new Http2SessionManager(
         baseUrl,

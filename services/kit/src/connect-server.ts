@@ -8,7 +8,7 @@ import { HealthCheckResponse_ServingStatus, Health } from "@scion/proto/grpc/hea
 import { Cause, Chunk, Config, Context, Deferred, Effect, ExecutionStrategy, Exit, Layer, Option, Runtime, Scope } from "effect"
 import { isDependencyUnavailable } from "./unavailable.js"
 import { toConnectError, type WireError } from "./errors.js"
-import { type CallMeta, maxMessageBytes, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
+import { type CallMeta, maxMessageBytesConfig, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
 import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
 import { recordRpc } from "./metrics.js"
 import { CurrentRequestId, isAcceptableRequestId, REQUEST_ID_HEADER, withRequestId } from "./request-id.js"
@@ -203,7 +203,7 @@ export const serveHttp2 = (options: {
  */
 export const listenHttp2 = (options: { readonly port: number; readonly host?: string }): Effect.Effect<PendingServer, Error, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.flatMap(maxMessageBytes, (readMaxBytes) => Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; state: ServerState }, Error>((resume) => {
+    Effect.flatMap(maxMessageBytesConfig, (readMaxBytes) => Effect.async<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session>; shutdown: AbortController; state: ServerState }, Error>((resume) => {
       const shutdown = new AbortController()
       // Connect adds one abort listener per in-flight request: no limit, or load prints warnings.
       setMaxListeners(0, shutdown.signal)

@@ -91,14 +91,36 @@ const OK_TRAILERS: Readonly<Record<string, string>> = Object.freeze(trailersOf(u
  * largest message units exchange (lists of 1,000 rows, schema catalogs), so a peer cannot make a
  * unit buffer without end.
  */
-export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 /** UNIT_RPC_MAX_MESSAGE_BYTES: what a unit's servers and clients read at most in one message. */
-export const maxMessageBytes = Config.integer("UNIT_RPC_MAX_MESSAGE_BYTES").pipe(
+export const maxMessageBytesConfig = Config.integer("UNIT_RPC_MAX_MESSAGE_BYTES").pipe(
   Config.withDefault(DEFAULT_MAX_MESSAGE_BYTES),
   Config.validate({ message: "UNIT_RPC_MAX_MESSAGE_BYTES must be from 1024 to 2147483647", validation: (n) => n >= 1024 && n <= 2 ** 31 - 1 }),
   Effect.orDie
 )
+
+/**
+ * A unary body's chunks as they arrive, up to one framed message of `maxMessageBytes`: `add`
+ * answers false, keeping nothing, once the body has grown past it.
+ */
+const boundedBody = (maxMessageBytes: number) => {
+  const chunks: Array<Buffer> = []
+  let received = 0
+  return {
+    add: (chunk: Buffer): boolean => {
+      received += chunk.byteLength
+      if (received > FRAME_HEADER_BYTES + maxMessageBytes) {
+        chunks.length = 0
+        return false
+      }
+      chunks.push(chunk)
+      return true
+    },
+    /** The message, or the error to answer with. */
+    message: (): Uint8Array | ConnectError => unframe(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))
+  }
+}
 
 /** A message over the limit, refused as gRPC does (RESOURCE_EXHAUSTED). */
 const tooLarge = (what: "request" | "response", maxMessageBytes: number) =>
@@ -177,22 +199,18 @@ export const serveGrpcUnary = (
     if (timer !== undefined) clearTimeout(timer)
     if (!answered) abort.abort(new ConnectError("the client went away", Code.Canceled))
   })
-  const chunks: Array<Buffer> = []
-  let received = 0
+  const received = boundedBody(maxMessageBytes)
   stream.on("data", (chunk: Buffer) => {
-    if (answered) return
-    received += chunk.byteLength
-    if (received <= FRAME_HEADER_BYTES + maxMessageBytes) return void chunks.push(chunk)
+    if (answered || received.add(chunk)) return
     // Refused as soon as it is too large, not buffered to its end; the client is asked to stop
     // sending (RST_STREAM NO_ERROR after a complete response, RFC 9113 §8.1).
     answered = true
-    chunks.length = 0
     answer(stream, undefined, tooLarge("request", maxMessageBytes))
     stream.close(http2.constants.NGHTTP2_NO_ERROR)
   })
   stream.once("end", () => {
     if (answered) return
-    const body = unframe(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))
+    const body = received.message()
     if (body instanceof ConnectError) {
       answered = true
       answer(stream, undefined, body)
@@ -303,8 +321,7 @@ export const grpcDirectUnary =
         .then((stream) => {
           if (call.ended) return stream.close(http2.constants.NGHTTP2_CANCEL)
           open = stream
-          const chunks: Array<Buffer> = []
-          let received = 0
+          const received = boundedBody(maxMessageBytes)
           let status: ConnectError | undefined | null = null
           let responded = false
           let failed: unknown
@@ -319,10 +336,8 @@ export const grpcDirectUnary =
           })
           stream.on("data", (chunk: Buffer) => {
             if (call.ended) return
-            received += chunk.byteLength
             sessions.notifyResponseByteRead(stream)
-            if (received <= FRAME_HEADER_BYTES + maxMessageBytes) return void chunks.push(chunk)
-            chunks.length = 0
+            if (received.add(chunk)) return
             finish(tooLarge("response", maxMessageBytes))
             stream.close(http2.constants.NGHTTP2_CANCEL)
           })
@@ -336,7 +351,7 @@ export const grpcDirectUnary =
             if (!responded && stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM && retriesLeft > 0) return send(retriesLeft - 1)
             if (status instanceof ConnectError) return finish(status)
             if (status === null) return finish(transportFailure(failed ?? new ConnectError("the stream closed without a status", Code.Unavailable)))
-            const message = unframe(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))
+            const message = received.message()
             if (message instanceof ConnectError) return finish(message)
             let response: unknown
             try {

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Config, Duration, Effect, Fiber, Layer, Option, Queue, Schedule, Stream } from "effect"
+import { Config, Deferred, Duration, Effect, Fiber, Layer, Option, Queue, Schedule, Stream } from "effect"
 import { Bus, type BusError } from "../bus/Bus.js"
 
 /**
@@ -146,24 +146,18 @@ export const runOutboxRelay = (options: OutboxRelayOptions = {}) =>
  */
 const listenForWakeUps = (pg: PgClient.PgClient, channel: string, wake: Queue.Queue<void>, checkInterval: Duration.Duration) =>
   Effect.gen(function* () {
-    let heard = 0
+    // The check in flight, completed when the listener hears it.
+    let check = yield* Deferred.make<void>()
     const listening = pg.listen(channel).pipe(
-      Stream.runForEach((payload) =>
-        Effect.suspend(() => {
-          heard = Date.now()
-          return payload === LISTEN_CHECK ? Effect.void : Queue.offer(wake, undefined)
-        })
-      ),
+      Stream.runForEach((payload) => (payload === LISTEN_CHECK ? Deferred.succeed(check, undefined) : Queue.offer(wake, undefined))),
       Effect.tapError((error) => Effect.logWarning("outbox relay: LISTEN failed; polling until it works again", error)),
       Effect.retry(Schedule.spaced("1 second"))
     )
     /** Whether a check sent now is heard within the interval. */
     const checked = Effect.gen(function* () {
-      const sentAt = Date.now()
+      check = yield* Deferred.make<void>()
       yield* Effect.ignore(pg.notify(channel, LISTEN_CHECK))
-      const deadline = sentAt + Duration.toMillis(checkInterval)
-      while (heard < sentAt && Date.now() < deadline) yield* Effect.sleep("20 millis")
-      return heard >= sentAt
+      return Option.isSome(yield* Effect.timeoutOption(Deferred.await(check), checkInterval))
     })
     while (true) {
       const listener = yield* Effect.fork(listening)
