@@ -141,6 +141,27 @@ describe("outbox relay (Postgres + NATS)", () => {
       })
     )
 
+    it.scoped("while its listening connection works, the relay keeps it: its checks are heard, not taken for a dead LISTEN", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const { unit, table, insert, unpublished } = yield* setup
+        const channel = yield* wakeTrigger(unit, table)
+        const seen = yield* collect(unit)
+        yield* runOutboxRelay({ table, pollInterval: "60 seconds", wakeChannel: channel, listenCheckInterval: "150 millis" }).pipe(Effect.forkScoped)
+        const listeners = Effect.map(sql<{ pid: number }>`select pid from pg_stat_activity where query = ${`LISTEN "${channel}"`}`, (rows) => rows.map((row) => row.pid))
+        yield* eventually("the relay listening", Effect.map(listeners, (pids) => pids.length === 1))
+        const [first] = yield* listeners
+        // Ten check intervals: a check that went unheard would have replaced the connection by now.
+        yield* Effect.sleep("1500 millis")
+        expect(yield* listeners).toEqual([first])
+        // The checks woke no pass (the poll is a minute away): nothing was published before this row.
+        expect(seen).toHaveLength(0)
+        yield* insert(1)
+        yield* waitUntil("the row published", () => seen.length >= 1, "3 seconds")
+        yield* eventually("the row marked", Effect.map(unpublished, (n) => n === 0))
+      })
+    )
+
     it.scoped("after its listening connection is ended (a Postgres restart or failover), the relay listens again: a NOTIFY still wakes it at once", () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient

@@ -142,7 +142,8 @@ export const runOutboxRelay = (options: OutboxRelayOptions = {}) =>
  * LISTENs on `channel` and wakes the relay on each notification, for as long as the relay runs.
  * Every `checkInterval` it NOTIFYs a check of its own on the channel; not heard within the same
  * interval (the listening connection ended without a word), it listens again, which takes a new
- * connection once the old one is released.
+ * connection once the old one is released. A check that could not be sent (the database is
+ * unreachable) says nothing about the listener: it is kept, and checked again next interval.
  */
 const listenForWakeUps = (pg: PgClient.PgClient, channel: string, wake: Queue.Queue<void>, checkInterval: Duration.Duration) =>
   Effect.gen(function* () {
@@ -153,16 +154,24 @@ const listenForWakeUps = (pg: PgClient.PgClient, channel: string, wake: Queue.Qu
       Effect.tapError((error) => Effect.logWarning("outbox relay: LISTEN failed; polling until it works again", error)),
       Effect.retry(Schedule.spaced("1 second"))
     )
-    /** Whether a check sent now is heard within the interval. */
+    // pg_notify, not PgClient.notify: @effect/sql-pg 0.53 sends `NOTIFY channel, $1`, which
+    // Postgres refuses (a utility statement takes no parameters), so every check went unheard and
+    // the relay left a working connection every two intervals.
+    const sendCheck = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`select pg_notify(${channel}, ${LISTEN_CHECK})`)
+    /** Whether a check sent now is heard within the interval; true when it could not be sent. */
     const checked = Effect.gen(function* () {
       check = yield* Deferred.make<void>()
-      yield* Effect.ignore(pg.notify(channel, LISTEN_CHECK))
+      const sent = yield* Effect.exit(sendCheck)
+      if (sent._tag === "Failure") {
+        yield* Effect.logDebug("outbox relay: could not send its LISTEN check", sent.cause)
+        return true
+      }
       return Option.isSome(yield* Effect.timeoutOption(Deferred.await(check), checkInterval))
     })
     while (true) {
       const listener = yield* Effect.fork(listening)
       while (yield* Effect.zipRight(Effect.sleep(checkInterval), checked)) {
-        // Heard: the connection still listens.
+        // Heard (or not sendable): the connection is kept.
       }
       yield* Effect.logWarning("outbox relay: its LISTEN no longer hears the channel; listening again on a new connection")
       yield* Fiber.interrupt(listener)
