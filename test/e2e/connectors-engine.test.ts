@@ -6,6 +6,7 @@
  * not replicate fails the setup with a message that says what to do; delete leaves nothing on the
  * source and destroys the engine.
  */
+import { execFileSync } from "node:child_process"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import pg from "pg"
@@ -562,6 +563,49 @@ describe("index before an engine, and a role that may not replicate", () => {
     expect(retried.status).toBe(202)
     expect((await settle(retried.body.operation_id)).status).toBe("failed")
   }, 120_000)
+
+  it("a role that owns none of the tables: setup fails with what to do; once an administrator has run the grant script, setup succeeds as that role, and a delete drops what the script made", async () => {
+    await source.query(`create role least login password 'least-pass'; grant select on all tables in schema public to least;`)
+    const id = await createConnector({ username: "least", password: "least-pass" }, { byoc: "self_managed" })
+    await discover(id)
+    expect((await select(id, ["postgres.public.accounts"])).status).toBe(200)
+    const refused = await settle((await setUp(id)).body.operation_id)
+    expect(refused.error).toMatch(/^publication: the role least may not publish the selected tables .*grant script/)
+    const script = await scion.request("POST", `/v1/connectors/${id}/grant-script`, { token: tokens.viewer })
+    expect(script.status, scion.explain(script)).toBe(200)
+    // As the source's administrator would: psql, as a superuser, stopping at the first error.
+    execFileSync("psql", [`postgresql://postgres:${encodeURIComponent(source.password)}@${source.host}:${source.port}/postgres`, "-v", "ON_ERROR_STOP=1", "-q", "-f", "-"], {
+      input: script.body.sql,
+      encoding: "utf8",
+      timeout: 60_000
+    })
+    const publication = `scion_${id.toLowerCase()}`
+    expect((await source.query(`select pg_get_userbyid(pubowner) as owner, pubviaroot from pg_publication where pubname = '${publication}'`)).rows).toEqual([{ owner: "least", pubviaroot: true }])
+    const started = await setUp(id)
+    expect(started.status, scion.explain(started)).toBe(202)
+    const operation = await settle(started.body.operation_id)
+    expect(operation, JSON.stringify(operation)).toMatchObject({ status: "completed" })
+    expect((await getConnector(id)).body).toMatchObject({ branching_engine_status: "ready" })
+    await source.query("insert into public.accounts (id, email) select max(id) + 1, 'least@example.com' from public.accounts")
+    await eventually("the source's row in the mirror", async () => {
+      const rows = await queryEngine(scion, id, "select count(*)::int as n from public.accounts where email = 'least@example.com'")
+      return rows.rows[0].n === 1 ? true : undefined
+    }, 30_000)
+    const removed = await scion.request("DELETE", `/v1/connectors/${id}`, { token: tokens.admin })
+    expect(removed.status, scion.explain(removed)).toBe(202)
+    const deletion = await settle(removed.body.operation_id)
+    expect(deletion, JSON.stringify(deletion)).toMatchObject({
+      status: "completed",
+      result: { source_cleanup: { status: "cleaned", databases: [{ database: "postgres", publications_dropped: [publication], slots_dropped: [publication], capture: "left_installed" }] } }
+    })
+    // The capture an administrator installed stays for them to remove (event triggers are a superuser's).
+    expect((await source.query("select count(*)::int as n from pg_event_trigger where evtname like 'scion_capture_%'")).rows[0].n).toBe(2)
+    const leftovers = await source.query(
+      `select (select count(*) from pg_publication where pubname like '${publication}%')::int as publications,
+              (select count(*) from pg_replication_slots where slot_name like '${publication}%')::int as slots`
+    )
+    expect(leftovers.rows[0]).toEqual({ publications: 0, slots: 0 })
+  }, 300_000)
 
   it("the ready-connector flow works with a role whose password needs quoting in the subscription's conninfo", async () => {
     // Quotes, a backslash and spaces: the engine's subscription must pass it to libpq intact.

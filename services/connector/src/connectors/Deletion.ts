@@ -15,7 +15,7 @@ import { DeletionRepo } from "./DeletionRepo.js"
 import { storedPostgresDetails } from "./StoredDetails.js"
 import { ConnectorOperations } from "./Discovery.js"
 import { publicationName } from "./GrantScript.js"
-import { releaseCapture } from "../replication/SourceCapture.js"
+import { type CaptureRelease, releaseCapture } from "../replication/SourceCapture.js"
 import { SourceUnavailable } from "./SchemaIntrospection.js"
 import { openSourceSession, sourceReason } from "./SourceConnection.js"
 
@@ -27,6 +27,8 @@ export interface DatabaseCleanup {
   readonly database: string
   readonly publications_dropped: ReadonlyArray<string>
   readonly slots_dropped: ReadonlyArray<string>
+  /** Scion's schema-change capture and heartbeat on that database (see CaptureRelease). */
+  readonly capture: CaptureRelease
 }
 
 /**
@@ -62,9 +64,16 @@ export class SourceCleaner extends Context.Tag("@scion/connector/SourceCleaner")
             if (slot.active_pid !== null) yield* query("select pg_terminate_backend($1, 5000)", [slot.active_pid])
             yield* query("select pg_drop_replication_slot($1)", [slot.slot_name])
           }
-          // Schema-change capture goes with the last connector that used it.
-          for (const p of publications) yield* releaseCapture({ query }, p.pubname, connectorId)
-          return { database: details.database, publications_dropped: publications.map((p) => p.pubname), slots_dropped: slots.map((s) => s.slot_name) }
+          // Schema-change capture goes with the last connector that used it (what an
+          // administrator installed stays for them to remove).
+          let capture: CaptureRelease = "none"
+          for (const p of publications) capture = yield* releaseCapture({ query }, p.pubname, connectorId)
+          if (capture === "left_installed") {
+            yield* Effect.logInfo("schema-change capture left installed on the source: the connector's role may not drop what an administrator installed").pipe(
+              Effect.annotateLogs({ connector_id: connectorId, database: details.database })
+            )
+          }
+          return { database: details.database, publications_dropped: publications.map((p) => p.pubname), slots_dropped: slots.map((s) => s.slot_name), capture }
         })
       ).pipe(Effect.withSpan("SourceCleaner.clean", { attributes: { host: details.host, port: details.port, database: details.database } }))
 
@@ -305,7 +314,7 @@ export const deleteJob: JobHandler<
           }
           source = { status: "skipped", reason: `force: the source could not be cleaned up (${cleaned.left}); its publication and replication slots were abandoned` }
         } else {
-          source = { status: "cleaned", databases: cleaned.right.map((d) => ({ database: d.database, publications_dropped: [...d.publications_dropped], slots_dropped: [...d.slots_dropped] })) }
+          source = { status: "cleaned", databases: cleaned.right.map((d) => ({ database: d.database, publications_dropped: [...d.publications_dropped], slots_dropped: [...d.slots_dropped], capture: d.capture })) }
         }
       }
 

@@ -109,10 +109,14 @@ export const grantScript = (input: GrantScriptInput): GrantScript => {
         `DO $$ BEGIN`,
         `  IF EXISTS (SELECT FROM pg_publication WHERE pubname = ${quoteLiteral(publicationName(input.connectorId))}) THEN`,
         `    ALTER PUBLICATION ${publication} SET TABLE ${list};`,
+        `    ALTER PUBLICATION ${publication} SET (publish_via_partition_root = true);`,
         `  ELSE`,
-        `    CREATE PUBLICATION ${publication} FOR TABLE ${list};`,
+        `    CREATE PUBLICATION ${publication} FOR TABLE ${list} WITH (publish_via_partition_root = true);`,
         `  END IF;`,
-        `END $$;`
+        `END $$;`,
+        // Owned by the role, so Scion can drop it when the connector is deleted (and setup finds it
+        // as it would have made it, leaving it alone).
+        `ALTER PUBLICATION ${publication} OWNER TO ${role};`
       )
     }
   }

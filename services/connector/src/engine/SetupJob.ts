@@ -288,12 +288,26 @@ const prepareSource = (run: SetupRun, basis: SetupBasis) =>
     })
   )
 
-/** publication: created, or reset to the mirrored tables (and the capture log). */
+/**
+ * Whether the publication exists, and whether it publishes exactly `tables` (whole rows, every
+ * action, through partition roots): then setup leaves it as it is, since only its owner may alter
+ * it, and the grant script's administrator may have made it for a role that owns none of the tables.
+ */
+const PUBLICATION_STATE = `
+select p.pubviaroot and p.pubinsert and p.pubupdate and p.pubdelete and p.pubtruncate and not p.puballtables
+       and not exists (select 1 from pg_publication_rel r where r.prpubid = p.oid and (r.prqual is not null or r.prattrs is not null))
+       and not exists (select 1 from pg_publication_namespace n where n.pnpubid = p.oid)
+       and coalesce((select array_agg(r.prrelid order by r.prrelid) from pg_publication_rel r where r.prpubid = p.oid), '{}')
+         = coalesce((select array_agg(t.relid order by t.relid) from (select distinct name::regclass::oid as relid from unnest($2::text[]) as name) t), '{}') as as_wanted
+from pg_publication p where p.pubname = $1`
+
+/** publication: created, or reset to the mirrored tables (and the capture log) unless it holds exactly those. */
 const publish = (source: PgSession, pipeline: PipelineNames, tables: ReadonlyArray<string>, username: string) =>
   Effect.gen(function* () {
-    const [publication] = yield* source.query<{ pubname: string }>("select pubname from pg_publication where pubname = $1", [pipeline.publication]).pipe(
+    const [publication] = yield* source.query<{ as_wanted: boolean }>(PUBLICATION_STATE, [pipeline.publication, [...tables]]).pipe(
       Effect.mapError((e) => stepFailed("publication", e))
     )
+    if (publication?.as_wanted === true) return
     const list = tables.join(", ")
     const statement =
       publication === undefined

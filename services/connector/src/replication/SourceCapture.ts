@@ -120,15 +120,28 @@ export const prepareMirror = (
   })
 
 /**
+ * What became of Scion's capture objects (log, heartbeat, event triggers) on a source database
+ * when a connector let go of them: none there; kept for other connectors; removed; or left
+ * installed because an administrator installed them (the grant script) and the connector's role
+ * may not drop what it does not own — event triggers belong to a superuser.
+ */
+export type CaptureRelease = "none" | "kept" | "removed" | "left_installed"
+
+/** Whether the session's role may drop the capture objects: it owns (or is a member of the owner of) the event triggers and the `scion` schema. */
+const MAY_UNINSTALL_CAPTURE = `
+select not exists (select 1 from pg_event_trigger e where e.evtname in ('scion_capture_ddl', 'scion_capture_drop') and not pg_has_role(current_user, e.evtowner, 'USAGE'))
+   and not exists (select 1 from pg_namespace n where n.nspname = 'scion' and not pg_has_role(current_user, n.nspowner, 'USAGE')) as may`
+
+/**
  * Undoes a connector's capture on a source database: its scope and heartbeat, and the capture
- * objects themselves when no other publication uses them any more.
+ * objects themselves when no other publication uses them any more and the role may drop them.
  */
 export const releaseCapture = <E>(source: { readonly query: SessionQuery<E> }, publication: string, connectorId: string) =>
   Effect.gen(function* () {
     const [present] = yield* source.query<{ log: boolean; heartbeat: boolean }>(
       "select to_regclass('scion.schema_log') is not null as log, to_regclass('scion.heartbeat') is not null as heartbeat"
     )
-    if (present?.heartbeat !== true) return false
+    if (present?.heartbeat !== true) return "none" satisfies CaptureRelease
     if (present.log) yield* source.query("delete from scion.publication_scope where publication = $1", [publication])
     yield* source.query("delete from scion.heartbeat where connector_id = $1", [connectorId])
     const [others] = yield* source.query<{ n: number }>(
@@ -136,9 +149,11 @@ export const releaseCapture = <E>(source: { readonly query: SessionQuery<E> }, p
        where pr.prrelid = 'scion.heartbeat'::regclass and p.pubname <> $1`,
       [publication]
     )
-    if ((others?.n ?? 0) > 0) return false
+    if ((others?.n ?? 0) > 0) return "kept" satisfies CaptureRelease
+    const [permitted] = yield* source.query<{ may: boolean }>(MAY_UNINSTALL_CAPTURE)
+    if (permitted?.may !== true) return "left_installed" satisfies CaptureRelease
     yield* source.query(`begin; ${sourceCaptureUninstall.join(";\n")}; commit`).pipe(Effect.tapError(() => source.query("rollback").pipe(Effect.ignore)))
-    return true
+    return "removed" satisfies CaptureRelease
   })
 
 /** The heartbeat the mirror receives through the publication: how fresh its data is. */
