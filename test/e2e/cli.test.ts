@@ -227,13 +227,19 @@ describe("scion, a new user's path", () => {
 
   it("protects, resets and deletes a branch; a protected one refuses (exit 1) until unprotected", async () => {
     const branch = await json(["branches", "get", "feature-2", "--connector", connectorId])
-    expect(await json(["branches", "update", branch.branch_id, "--protect"])).toMatchObject({ protected: true })
+    // A branch by name, as every branch command takes it.
+    expect(await json(["branches", "update", "feature-2", "--connector", connectorId, "--protect"])).toMatchObject({ branch_id: branch.branch_id, protected: true })
     const refused = await cli(["branches", "delete", branch.branch_id, "--wait"])
     expect(refused.code).toBe(1)
     expect(refused.stderr).toMatch(/protected/)
     await ok(["branches", "update", branch.branch_id, "--unprotect"])
+    // A migration on the branch, and what it did, by name.
+    psql(branch.branch_url, "alter table items add column note text")
+    expect((await ok(["branches", "schema-diff", "feature-2", "--connector", connectorId])).stdout).toContain('alter table "public"."items" add column "note" text;')
     const reset = await json(["branches", "reset", branch.branch_id, "--wait"])
     expect(reset).toMatchObject({ type: "branch_reset", status: "completed" })
+    // The reset brought the mirror's schema back.
+    expect((await ok(["branches", "schema-diff", branch.branch_id])).stdout.trim()).toBe("-- the branch's schema is the mirror's")
     const started = await json(["branches", "delete", branch.branch_id])
     const ended = await json(["ops", "wait", started.operation_id])
     expect(ended).toMatchObject({ type: "branch_delete", status: "completed" })

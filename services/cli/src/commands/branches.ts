@@ -151,13 +151,14 @@ const update = Command.make(
   "update",
   {
     branchId,
+    connector: connectorOfName,
     name: Options.text("name").pipe(Options.optional),
     protect: Options.boolean("protect").pipe(Options.withDescription("Refuse delete and reset until --unprotect")),
     unprotect: Options.boolean("unprotect"),
     expiresAt: Options.text("expires-at").pipe(Options.optional, Options.withDescription("An ISO 8601 time, or 'never'")),
     ...common
   },
-  ({ branchId, name, protect, unprotect, expiresAt, ...input }) =>
+  ({ branchId, connector, name, protect, unprotect, expiresAt, ...input }) =>
     Effect.gen(function* () {
       yield* requireToken
       if (protect && unprotect) return yield* new UsageError({ message: "--protect and --unprotect contradict each other" })
@@ -171,17 +172,17 @@ const update = Command.make(
         }
       }
       const branch = yield* (yield* ScionApi).branches.update({
-        path: { branch_id: branchId },
+        path: { branch_id: yield* requireBranch(branchId, connector) },
         payload: { ...optional("name", name), ...(protect ? { protected: true } : unprotect ? { protected: false } : {}), ...expires }
       })
       yield* printResource(branch, BRANCH_FIELDS)
     }).pipe(withSession(input))
 ).pipe(Command.withDescription("Rename, protect or unprotect a branch, or change when it expires"))
 
-const schemaDiff = Command.make("schema-diff", { branchId, ...common }, ({ branchId, ...input }) =>
+const schemaDiff = Command.make("schema-diff", { branchId, connector: connectorOfName, ...common }, ({ branchId, connector, ...input }) =>
   Effect.gen(function* () {
     yield* requireToken
-    const diff = yield* (yield* ScionApi).branches.schemaDiff({ path: { branch_id: branchId } })
+    const diff = yield* (yield* ScionApi).branches.schemaDiff({ path: { branch_id: yield* requireBranch(branchId, connector) } })
     const session = yield* CliSession
     if (session.json) return yield* Console.log(JSON.stringify(diff, null, 2))
     yield* Console.log(diff.sql === "" ? "-- the branch's schema is the mirror's" : diff.sql)
