@@ -102,10 +102,14 @@ const installGoawayGuard = () => {
 export type UnitRpcProtocol = "grpc" | "connect"
 
 /**
- * A transport to another unit over one HTTP/2 connection for the lifetime of the scope. Pings
- * keep the connection honest and idle connections are closed, so a peer's GOAWAY never surprises
- * us. `grpc` is the gRPC protocol; `connect` the Connect protocol with binary protobuf, same
- * HTTP/2 session handling.
+ * A transport to another unit over one HTTP/2 connection for the lifetime of the scope, opened
+ * as the transport is made (a unit's first call does not pay the connection; a peer that is not
+ * up yet is connected on the first call instead). Pings keep the connection honest, idle too:
+ * a call after a quiet spell neither waits for a verifying PING (the manager sends one before a
+ * call on a connection it has not heard from for a ping interval) nor for a new connection (idle
+ * ones closed after 60 s). A connection idle for 15 minutes closes; a peer's GOAWAY never
+ * surprises us. `grpc` is the gRPC protocol; `connect` the Connect protocol with binary
+ * protobuf, same HTTP/2 session handling.
  */
 export const http2Transport = (baseUrl: string, protocol: UnitRpcProtocol) =>
   Effect.acquireRelease(
@@ -113,7 +117,7 @@ export const http2Transport = (baseUrl: string, protocol: UnitRpcProtocol) =>
       installGoawayGuard()
       const sessionManager = new Http2SessionManager(
         baseUrl,
-        { pingIntervalMs: 30_000, pingTimeoutMs: 10_000, idleConnectionTimeoutMs: 60_000 },
+        { pingIntervalMs: 30_000, pingTimeoutMs: 10_000, pingIdleConnection: true, idleConnectionTimeoutMs: 15 * 60_000 },
         // A request goes out as HEADERS then DATA: without TCP_NODELAY, Nagle holds the DATA
         // for the server's delayed ACK, tens of milliseconds per call.
         { createConnection: (authority: URL) => netConnect({ host: authority.hostname, port: Number(authority.port || 80), noDelay: true }) }
@@ -122,6 +126,8 @@ export const http2Transport = (baseUrl: string, protocol: UnitRpcProtocol) =>
         protocol === "grpc"
           ? Object.assign(createGrpcTransport({ baseUrl, sessionManager, readMaxBytes }), { directUnary: grpcDirectUnary(sessionManager, readMaxBytes) })
           : createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, sessionManager, readMaxBytes })
+      // Never rejects: a refused connection leaves the manager to connect on the first call.
+      void sessionManager.connect()
       return { sessionManager, transport }
     }),
     ({ sessionManager }) => Effect.sync(() => sessionManager.abort())

@@ -27,7 +27,7 @@ describe("unit databases", () => {
     60_000
   )
 
-  it.live("keep their floor of connections open through a quiet spell, and close the rest", () =>
+  it.live("open their floor of connections as they start, keep it through a quiet spell, and close the rest", () =>
     Effect.scoped(
       Effect.gen(function* () {
         const url = yield* freshDatabase("kit_sql_floor")
@@ -43,6 +43,8 @@ describe("unit databases", () => {
             await client.end()
           }
         })
+        // Logged in as the unit starts, before any request asks: the floor (2 by default).
+        expect(yield* open).toBe(2)
         // A burst opens more than the floor.
         yield* Effect.all(Array.from({ length: 5 }, () => sql`select pg_sleep(0.1)`), { concurrency: "unbounded" })
         expect(yield* open).toBeGreaterThanOrEqual(5)
