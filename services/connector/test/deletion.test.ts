@@ -125,7 +125,7 @@ describe("deletion", () => {
           connector_id: id,
           deleted: true,
           force: false,
-          source_cleanup: { status: "cleaned", databases: [{ database: "postgres", publications_dropped: [pub], slots_dropped: [pub] }] },
+          source_cleanup: { status: "cleaned", databases: [{ database: "postgres", publications_dropped: [pub], slots_dropped: [pub], capture: "none" }] },
           engine: { status: "not_set_up" },
           steps: [{ type: "connector_secret_purge", operation_id: expect.stringMatching(/^op_prg/), status: "completed", secrets_purged: 1 }]
         })
