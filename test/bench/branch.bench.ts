@@ -495,12 +495,15 @@ const backToBack = async (scion: Scion, token: string, connectorId: string, labe
 const afterQuietSpells = async (scion: Scion, token: string, connectorId: string, label: string) => {
   if (QUIET_SECONDS <= 0) return
   await deleteMade(scion, token)
+  const batchesBefore = copierBatches(scion).length
   const times: Array<number> = []
   for (let i = 0; i < QUIET_CREATES; i++) {
     await new Promise((resolve) => setTimeout(resolve, QUIET_SECONDS * 1000))
     times.push(await timeOne(scion, token, connectorId, `${label}-q${i}`))
   }
+  const batches = copierBatches(scion).slice(batchesBefore)
   out(`    after ${QUIET_SECONDS} s quiet        p50 ${ms(p50(times))}   (all: ${times.map((v) => v.toFixed(0)).join(", ")} ms)`)
+  out(`      the copier's batches:      mirror session at p50 ${ms(p50(batches.map((b) => b.loggedIn)))}; subscriptions paused at p50 ${ms(p50(batches.map((b) => b.paused)))}; resumed at p50 ${ms(p50(batches.map((b) => b.resumed)))}`)
 }
 
 /** CONCURRENT creates at once against the single creates measured before on the same connector: their pauses and the ratio. */
