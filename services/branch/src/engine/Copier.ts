@@ -358,7 +358,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
 
   /**
    * BRANCH_TEMPLATE_WAIT (10 s), BRANCH_PAUSE_JOIN_WINDOW (1 s), BRANCH_COPY_CONCURRENCY (4),
-   * BRANCH_MIRROR_SESSION_KEEP (30 s, as long as the engine's admin sessions stay idle): see CopierOptions.
+   * BRANCH_MIRROR_SESSION_KEEP (10 minutes: creates that come now and then find it too): see CopierOptions.
    */
   static readonly layerConfig: Layer.Layer<Copier, never, PostgresPools> = Layer.scoped(
     Copier,
@@ -371,7 +371,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           Config.withDefault(4),
           Config.validate({ message: `must be from 1 to ${ADMIN_SESSIONS - 2}`, validation: (n) => n >= 1 && n <= ADMIN_SESSIONS - 2 })
         ),
-        mirrorSessionKeep: Config.duration("BRANCH_MIRROR_SESSION_KEEP").pipe(Config.withDefault(Duration.seconds(30)))
+        mirrorSessionKeep: Config.duration("BRANCH_MIRROR_SESSION_KEEP").pipe(Config.withDefault(Duration.minutes(10)))
       }).pipe(Effect.orDie),
       Copier.make
     )
