@@ -1,7 +1,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Exit, Layer, Logger, LogLevel, Redacted, Scope } from "effect"
+import { Duration, Effect, Exit, Layer, Logger, LogLevel, Redacted, Scope } from "effect"
 import { Bus, type BusShape, type Delivery } from "../src/bus/Bus.js"
 import { makeNatsBus, NatsBus } from "../src/bus/NatsBus.js"
 import { outboxDdl, relayOnce, runOutboxRelay } from "../src/outbox/OutboxRelay.js"
@@ -51,6 +51,27 @@ const wakeTrigger = (unit: string, table: string) =>
     yield* sql.unsafe(`create function ${unit}_wake() returns trigger language plpgsql as $$ begin perform pg_notify('${channel}', 'outbox'); return null; end $$`)
     yield* sql.unsafe(`create trigger ${unit}_wake after insert on ${table} for each statement execute function ${unit}_wake()`)
     return channel
+  })
+
+/**
+ * A relay listening on its wake channel (the poll a minute away), once it listens: the pids of the
+ * connections LISTENing on the channel, what it published, and a row that must wake it at once.
+ */
+const listeningRelay = (listenCheckInterval: Duration.DurationInput) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const { unit, table, insert, unpublished } = yield* setup
+    const channel = yield* wakeTrigger(unit, table)
+    const seen = yield* collect(unit)
+    yield* runOutboxRelay({ table, pollInterval: "60 seconds", wakeChannel: channel, listenCheckInterval }).pipe(Effect.forkScoped)
+    const listeners = Effect.map(sql<{ pid: number }>`select pid from pg_stat_activity where query = ${`LISTEN "${channel}"`}`, (rows) => rows.map((row) => row.pid))
+    yield* eventually("the relay listening", Effect.map(listeners, (pids) => pids.length === 1))
+    const wokenByARow = Effect.gen(function* () {
+      yield* insert(1)
+      yield* waitUntil("the row published", () => seen.length >= 1, "3 seconds")
+      yield* eventually("the row marked", Effect.map(unpublished, (n) => n === 0))
+    })
+    return { listeners, seen, wokenByARow }
   })
 
 const countsByMsgId = (seen: ReadonlyArray<Delivery>) => {
@@ -143,41 +164,26 @@ describe("outbox relay (Postgres + NATS)", () => {
 
     it.scoped("while its listening connection works, the relay keeps it: its checks are heard, not taken for a dead LISTEN", () =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        const { unit, table, insert, unpublished } = yield* setup
-        const channel = yield* wakeTrigger(unit, table)
-        const seen = yield* collect(unit)
-        yield* runOutboxRelay({ table, pollInterval: "60 seconds", wakeChannel: channel, listenCheckInterval: "150 millis" }).pipe(Effect.forkScoped)
-        const listeners = Effect.map(sql<{ pid: number }>`select pid from pg_stat_activity where query = ${`LISTEN "${channel}"`}`, (rows) => rows.map((row) => row.pid))
-        yield* eventually("the relay listening", Effect.map(listeners, (pids) => pids.length === 1))
-        const [first] = yield* listeners
+        const relay = yield* listeningRelay("150 millis")
+        const [first] = yield* relay.listeners
         // Ten check intervals: a check that went unheard would have replaced the connection by now.
         yield* Effect.sleep("1500 millis")
-        expect(yield* listeners).toEqual([first])
+        expect(yield* relay.listeners).toEqual([first])
         // The checks woke no pass (the poll is a minute away): nothing was published before this row.
-        expect(seen).toHaveLength(0)
-        yield* insert(1)
-        yield* waitUntil("the row published", () => seen.length >= 1, "3 seconds")
-        yield* eventually("the row marked", Effect.map(unpublished, (n) => n === 0))
+        expect(relay.seen).toHaveLength(0)
+        yield* relay.wokenByARow
       })
     )
 
     it.scoped("after its listening connection is ended (a Postgres restart or failover), the relay listens again: a NOTIFY still wakes it at once", () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const { unit, table, insert, unpublished } = yield* setup
-        const channel = yield* wakeTrigger(unit, table)
-        const seen = yield* collect(unit)
-        yield* runOutboxRelay({ table, pollInterval: "60 seconds", wakeChannel: channel, listenCheckInterval: "500 millis" }).pipe(Effect.forkScoped)
-        const listeners = Effect.map(sql<{ pid: number }>`select pid from pg_stat_activity where query = ${`LISTEN "${channel}"`}`, (rows) => rows.map((row) => row.pid))
-        yield* eventually("the relay listening", Effect.map(listeners, (pids) => pids.length === 1))
-        const [ended] = yield* listeners
+        const relay = yield* listeningRelay("500 millis")
+        const [ended] = yield* relay.listeners
         yield* sql`select pg_terminate_backend(${ended!})`
         // A new connection LISTENs (its last statement), the ended one is gone.
-        yield* eventually("the relay listening again", Effect.map(listeners, (pids) => pids.length === 1 && pids[0] !== ended), "5 seconds")
-        yield* insert(1)
-        yield* waitUntil("the row published", () => seen.length >= 1, "3 seconds")
-        yield* eventually("the row marked", Effect.map(unpublished, (n) => n === 0))
+        yield* eventually("the relay listening again", Effect.map(relay.listeners, (pids) => pids.length === 1 && pids[0] !== ended), "5 seconds")
+        yield* relay.wokenByARow
       })
     )
 
