@@ -108,11 +108,24 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
     const clearDisabled = (connectorId: string) =>
       orDie(sql`update engines set subscription_disabled_since = null where connector_id = ${connectorId} and subscription_disabled_since is not null`).pipe(Effect.asVoid)
 
-    /** The connector's replication block; the active pipeline is read as the row is written, so a cutover during the round wins. */
+    /**
+     * The connector's replication block, with the active pipeline read once the connector's row is
+     * locked: a cutover or rollback (PipelinesRepo's switch, which writes both rows in one
+     * transaction) committing during the round wins. In one statement the engines row was read
+     * with the statement's snapshot, taken before it waited for the switch's lock, and the round
+     * wrote the replaced pipeline back until its next round (a deep-reset test read it so).
+     */
     const recordReplication = (connectorId: string, state: ReplicationState) =>
-      orDie(sql`update connectors set replication = ${JSON.stringify(state)}::jsonb
+      orDie(
+        sql.withTransaction(
+          Effect.zipRight(
+            sql`select 1 from connectors where id = ${connectorId} for update`,
+            sql`update connectors set replication = ${JSON.stringify(state)}::jsonb
                    || jsonb_build_object('active_pipeline_id', (select e.publication_name from engines e where e.connector_id = ${connectorId}))
-                 where id = ${connectorId}`).pipe(Effect.asVoid)
+                 where id = ${connectorId}`
+          )
+        )
+      ).pipe(Effect.asVoid)
 
     /** The connector's entries with status quarantined, oldest first (released ones are not listed). */
     const listQuarantined = (connectorId: string) =>
