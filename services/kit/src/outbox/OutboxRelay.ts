@@ -157,7 +157,7 @@ const listenForWakeUps = (pg: PgClient.PgClient, channel: string, wake: Queue.Qu
     // pg_notify, not PgClient.notify: @effect/sql-pg 0.53 sends `NOTIFY channel, $1`, which
     // Postgres refuses (a utility statement takes no parameters), so every check went unheard and
     // the relay left a working connection every two intervals.
-    const sendCheck = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`select pg_notify(${channel}, ${LISTEN_CHECK})`)
+    const sendCheck = pg`select pg_notify(${channel}, ${LISTEN_CHECK})`
     /** Whether a check sent now is heard within the interval; true when it could not be sent. */
     const checked = Effect.gen(function* () {
       check = yield* Deferred.make<void>()
