@@ -272,7 +272,7 @@ describe("branches on a real engine", () => {
   it("serves copies asked of two replicas at once: neither's session on the mirror holds the other's copy up", async () => {
     // Two branch unit replicas, a Copier each, the advisory lock on the engine between them; each
     // keeps its resume's session on the mirror longer than the other may wait for the mirror.
-    const replica = Copier.make({ templateWait: "3 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds" })
+    const replica = Copier.make({ templateWait: "3 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "off" })
     const started = Date.now()
     const outcome = await runtime.runPromise(
       Effect.scoped(
@@ -304,7 +304,7 @@ describe("branches on a real engine", () => {
     const outcome = await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "1500 millis" })
+          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "1500 millis", spares: "off" })
           const names = [0, 1].map((i) => `scion_kept_${i}_${randomBytes(3).toString("hex")}`)
           yield* copier.copy(branching, names[0]!)
           // The copy is answered before the resume: wait for the resume's session.
@@ -397,6 +397,100 @@ describe("branches on a real engine", () => {
     expect(again.data_as_of).toBe(first.data_as_of)
     expect(again.source_lsn).toBe(first.source_lsn)
     expect((await query(engine, "postgres", `select datallowconn, datistemplate from pg_database where datname = '${database}'`))[0]).toEqual({ datallowconn: false, datistemplate: true })
+  }, 120_000)
+
+  it("hands the next copy a spare cut from an unchanged mirror, heartbeats aside; a changed mirror's spare is dropped and cut anew", async () => {
+    const spares = async () =>
+      (await query(engine, "postgres", `select datname as name, oid::text as oid, shobj_description(oid, 'pg_database') as stamp from pg_database where starts_with(datname, 'scion_spare_')`)) as Array<{
+        name: string
+        oid: string
+        stamp: string | null
+      }>
+    const oidOf = async (database: string) => (await query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${database}'`))[0]?.oid as string | undefined
+    /** Runs `change` on the source and waits until the mirror answers `check` with `expected`. */
+    const replicate = async (change: string, check: string, expected: unknown) => {
+      await query(source, "app", change)
+      const deadline = Date.now() + 30_000
+      while (JSON.stringify((await query(engine, "mirror", check))[0]) !== JSON.stringify(expected)) {
+        if (Date.now() > deadline) throw new Error(`the mirror did not apply: ${change}`)
+        await new Promise((r) => setTimeout(r, 100))
+      }
+    }
+    const names = Array.from({ length: 6 }, (_, i) => `scion_withspare_${i}_${randomBytes(3).toString("hex")}`)
+    /** The spares once the batch that answered a copy has finished with them (it cuts and drops after answering). */
+    const sparesWhen = async (count: number, without: ReadonlyArray<string> = []) => {
+      const deadline = Date.now() + 15_000
+      while (true) {
+        const now = await spares()
+        if ((now.length === count && now.every((s) => s.stamp !== null && !without.includes(s.name))) || Date.now() > deadline) return now
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    }
+    await runtime.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on" })
+
+          // No spare yet: a copy, and a spare cut from the same pause, stamped with the mirror's fingerprint.
+          yield* copier.copy(branching, names[0]!)
+          const [cut] = yield* Effect.promise(() => sparesWhen(1))
+          expect(JSON.parse(cut!.stamp!)).toMatchObject({ fingerprint: expect.stringMatching(/^[0-9a-f]{32}$/), catalogs: expect.stringMatching(/^[0-9a-f]{32}$/), origins: expect.stringMatching(/^pg_\d+=[0-9A-F]+\/[0-9A-F]+/) })
+          expect(yield* copier.stats).toMatchObject({ sparesCut: 1, sparesUsed: 0, copies: 1 })
+
+          // Only the heartbeat moved: the spare is the next copy (the same database, renamed), with
+          // the heartbeat the mirror holds now; a new spare takes its place.
+          yield* Effect.promise(() => replicate(`update scion.heartbeat set at = '2026-05-06T07:08:09Z'`, "select at = '2026-05-06T07:08:09Z' as moved from scion.heartbeat", { moved: true }))
+          const mark = yield* copier.copy(branching, names[1]!)
+          expect(mark.dataAsOf?.toISOString()).toBe("2026-05-06T07:08:09.000Z")
+          expect(yield* Effect.promise(() => oidOf(names[1]!))).toBe(cut!.oid)
+          const afterUse = yield* Effect.promise(() => sparesWhen(1, [cut!.name]))
+          expect(afterUse).toHaveLength(1)
+          expect(afterUse[0]!.name).not.toBe(cut!.name)
+          // The origins moved (the heartbeat's transaction), so it was the pause that found the rows unchanged.
+          expect(yield* copier.stats).toMatchObject({ sparesCut: 2, sparesUsed: 1, sparesUsedRunning: 0, copies: 1 })
+
+          // A row changed on the source: the spare no longer matches, so the copy is cut anew and
+          // holds the row; the stale spare is dropped and a fresh one cut.
+          yield* Effect.promise(() => replicate("insert into customers values (7000, 'spare@example.com', 'Spare')", "select count(*)::int as n from customers where id = 7000", { n: 1 }))
+          yield* copier.copy(branching, names[2]!)
+          expect((yield* Effect.promise(() => query(engine, names[2]!, "select count(*)::int as n from customers where id = 7000")))[0].n).toBe(1)
+          const afterChange = yield* Effect.promise(() => sparesWhen(1, [afterUse[0]!.name]))
+          expect(afterChange.map((s) => s.name)).not.toContain(afterUse[0]!.name)
+          expect(afterChange).toHaveLength(1)
+          expect(yield* copier.stats).toMatchObject({ sparesCut: 3, sparesUsed: 1, copies: 2 })
+
+          // The mirror's schema changed (as the connector's reconciling does): copied anew, with the column.
+          yield* Effect.promise(() => query(engine, "mirror", "alter table customers add column spare_probe text"))
+          yield* copier.copy(branching, names[3]!)
+          expect((yield* Effect.promise(() => query(engine, names[3]!, "select count(*)::int as n from information_schema.columns where column_name = 'spare_probe'")))[0].n).toBe(1)
+          const afterColumn = yield* Effect.promise(() => sparesWhen(1, [afterChange[0]!.name]))
+          expect(yield* copier.stats).toMatchObject({ sparesCut: 4, sparesUsed: 1, copies: 3 })
+
+          // A change that writes no `pg_class` row (a column's default) is caught too.
+          yield* Effect.promise(() => query(engine, "mirror", "alter table orders alter column total set default 42"))
+          yield* copier.copy(branching, names[5]!)
+          expect((yield* Effect.promise(() => query(engine, names[5]!, "select column_default from information_schema.columns where table_name = 'orders' and column_name = 'total'")))[0].column_default).toBe("42")
+          const afterDefault = yield* Effect.promise(() => sparesWhen(1, [afterColumn[0]!.name]))
+          expect(yield* copier.stats).toMatchObject({ sparesCut: 5, sparesUsed: 1, copies: 4 })
+
+          // Unchanged since, not even a heartbeat: handed out again, before the mirror is paused.
+          yield* copier.copy(branching, names[4]!)
+          expect((yield* Effect.promise(() => query(engine, names[4]!, "select count(*)::int as n from information_schema.columns where column_name = 'spare_probe'")))[0].n).toBe(1)
+          yield* Effect.promise(() => sparesWhen(1, [afterDefault[0]!.name]))
+          expect(yield* copier.stats).toMatchObject({ sparesCut: 6, sparesUsed: 2, sparesUsedRunning: 1, copies: 4 })
+        })
+      )
+    )
+    // Put back what the other tests rely on: no extra column or row, the one heartbeat.
+    await query(engine, "mirror", "alter table customers drop column spare_probe; alter table orders alter column total drop default")
+    await replicate("delete from customers where id = 7000", "select count(*)::int as n from customers where id = 7000", { n: 0 })
+    await replicate(`update scion.heartbeat set at = '${HEARTBEAT_AT}'`, `select at = '${HEARTBEAT_AT}' as back from scion.heartbeat`, { back: true })
+    // A Copier that keeps no spares drops the engine's at its next batch.
+    const last = `scion_withspare_off_${randomBytes(3).toString("hex")}`
+    await runtime.runPromise(Effect.flatMap(Copier, (copier) => copier.copy(branching, last)))
+    expect(await sparesWhen(0)).toEqual([])
+    for (const name of [...names, last]) await query(engine, "postgres", `drop database "${name}"`)
+    expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
   }, 120_000)
 
   it("deletes a branch: database and role dropped, reads answer not found; connector cleanup drops the rest", async () => {

@@ -1,5 +1,6 @@
+import { randomBytes } from "node:crypto"
 import { PostgresPools } from "@scion/kit"
-import { Config, Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Scope } from "effect"
+import { Config, Context, Deferred, Duration, Effect, Either, ExecutionStrategy, Exit, Fiber, Layer, Scope } from "effect"
 import type { BranchingEngine } from "./Engines.js"
 import {
   ADMIN_SESSIONS,
@@ -17,6 +18,7 @@ import {
   waitTemplateFree
 } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
+import { dropSpare, handOutSpare, listSpares, mirrorCatalogs, mirrorFingerprint, mirrorOrigins, type Spare, SPARE_PREFIX, type SpareStamp, stampSpare, warmSpare } from "./SpareSql.js"
 
 interface Waiting {
   readonly database: string
@@ -64,7 +66,15 @@ export interface CopierOptions {
    * (BRANCH_MIRROR_SESSION_KEEP): a pause in that time logs in nowhere. Zero closes it at once.
    */
   readonly mirrorSessionKeep: Duration.DurationInput
+  /**
+   * Which engines keep a spare copy of their mirror, cut ahead of the next create
+   * (BRANCH_SPARE_COPIES): `auto` those whose copies are reflink clones (a spare shares the
+   * mirror's blocks, and cutting one costs a clone), `on` every engine, `off` none.
+   */
+  readonly spares: SpareCopies
 }
+
+export type SpareCopies = "auto" | "on" | "off"
 
 /**
  * Template copies of a connector's mirror, with the subscription paused around them. One pause
@@ -84,15 +94,26 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
      * source position and heartbeat the paused mirror held (unknown when the copy was there already).
      */
     readonly copy: (engine: BranchingEngine, database: string) => Effect.Effect<CopyMark, EngineFailure>
-    /** Pauses (batches) run, databases copied and logins on mirrors made by this process so far. */
-    readonly stats: Effect.Effect<{ readonly pauses: number; readonly copies: number; readonly mirrorLogins: number }>
+    /**
+     * Pauses (batches) run, databases copied, logins on mirrors made, spares cut and spares handed
+     * out (each in place of a copy; of those, handed out before any pause) by this process so far.
+     */
+    readonly stats: Effect.Effect<{
+      readonly pauses: number
+      readonly copies: number
+      readonly mirrorLogins: number
+      readonly sparesCut: number
+      readonly sparesUsed: number
+      readonly sparesUsedRunning: number
+    }>
   }
 >() {
   static make(options: CopierOptions): Effect.Effect<Context.Tag.Service<Copier>, never, PostgresPools | Scope.Scope> {
     return Effect.gen(function* () {
       const pools = yield* PostgresPools
       const queues = new Map<string, Queue>()
-      const counters = { pauses: 0, copies: 0, mirrorLogins: 0 }
+      const counters = { pauses: 0, copies: 0, mirrorLogins: 0, sparesCut: 0, sparesUsed: 0, sparesUsedRunning: 0 }
+      const sparesFor = (engine: BranchingEngine) => options.spares === "on" || (options.spares === "auto" && engine.fileCopyClone)
       const joinWindowMillis = Duration.toMillis(options.joinWindow)
       const keepFor = Duration.decode(options.mirrorSessionKeep)
       const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
@@ -156,14 +177,17 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        *   them (the mirror's schema holds still while the batch holds the copy lock: the connector
        *   changes it only under that lock);
        * - reads the heartbeat the mirror holds, the batch's freshness stamp, so no copy has to open
-       *   a session just to read it.
+       *   a session just to read it;
+       * - on an engine that keeps spares, reads the mirror's fingerprint (SpareSql): a spare cut
+       *   when it was the same holds what a copy cut now would. Only once the sequences are
+       *   aligned and the objects listed, as a spare's copy relies on both.
        * What fails here is left to each copy's readying (which reports a failure of its own); a
        * pause never fails once the subscriptions are disabled (only the batch's use resumes them).
        * Nothing runs (each copy stamps and readies itself) when no subscription is running.
        */
       const pause = (engine: BranchingEngine, mirrorSession: MirrorSession, mark: (step: string) => Effect.Effect<void>) =>
         Effect.gen(function* () {
-          if (engine.subscriptionNames.length === 0) return { dataAsOf: null, sequencesAligned: false, owned: null }
+          if (engine.subscriptionNames.length === 0) return { dataAsOf: null, sequencesAligned: false, owned: null, fingerprint: null }
           const mirror = yield* mirrorSession.session
           yield* mark("logged_in")
           yield* disableSubscriptions(mirror, engine.subscriptionNames)
@@ -188,7 +212,14 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             : null
           yield* mark("listed")
           const dataAsOf = yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
-          return { dataAsOf, sequencesAligned, owned }
+          const fingerprint =
+            sparesFor(engine) && sequencesAligned && owned !== null
+              ? yield* mirrorFingerprint(mirror).pipe(
+                  Effect.catchAll((e) => Effect.as(Effect.logWarning("could not read the paused mirror's fingerprint; no spare is used or cut", e), null))
+                )
+              : null
+          yield* mark("fingerprinted")
+          return { dataAsOf, sequencesAligned, owned, fingerprint }
         }).pipe(Effect.ensuring(mirrorSession.close), Effect.withSpan("Copier.pause"))
 
       /**
@@ -205,7 +236,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           const login = loginOnMirror(engine, sessionScope)
           const key = keyOf(engine)
           const previous = kept.get(key)
-          if (previous === undefined) return { session: login, close: Scope.close(sessionScope, Exit.void) }
+          if (previous === undefined) return { session: yield* Effect.cached(login), close: Scope.close(sessionScope, Exit.void) }
           kept.delete(key)
           yield* Fiber.interruptFork(previous.expiry)
           yield* Scope.addFinalizer(sessionScope, previous.close)
@@ -213,8 +244,40 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             Effect.as(previous.client),
             Effect.catchAll(() => login)
           )
-          return { session, close: Scope.close(sessionScope, Exit.void) }
+          // Asked for by a spare's hand-out and then by the pause: one login at most.
+          return { session: yield* Effect.cached(session), close: Scope.close(sessionScope, Exit.void) }
         })
+
+      /**
+       * A spare handed to `database` without pausing the mirror, when nothing has changed it since
+       * the spare was cut: no worker committed a transaction into it (its subscriptions' origins
+       * stand where they stood) and its schema is the same (the connector changes it only under the
+       * copy lock the batch holds, and a TRUNCATE gives a table new files in `pg_class`). The copy
+       * then holds the mirror as it is now, with the mark the spare's pause read. Null when no
+       * spare qualifies (the pause then looks again, with the mirror's row counters: the heartbeat's
+       * transactions move the origins but no user table); what fails here is left to the pause.
+       */
+      const handOutUnchanged = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>, database: string) =>
+        Effect.gen(function* () {
+          const stamped = found.filter((s) => s.stamp !== null)
+          if (stamped.length === 0) return null
+          const origins = yield* mirrorOrigins(admin, engine.subscriptionNames)
+          const standing = stamped.filter((s) => s.stamp!.origins === origins)
+          if (standing.length === 0) return null
+          const mirror = yield* mirrorSession.session
+          const catalogs = yield* mirrorCatalogs(mirror)
+          const spare = standing.find((s) => s.stamp!.catalogs === catalogs)
+          if (spare === undefined) return null
+          const owned = yield* listOwnedObjects(mirror)
+          yield* handOutSpare(admin, spare.name, database)
+          counters.sparesUsed++
+          counters.sparesUsedRunning++
+          const mark: CopyMark = { sourceLsn: spare.stamp!.sourceLsn, dataAsOf: spare.stamp!.dataAsOf, sequencesAligned: true, owned }
+          return { spare: spare.name, mark }
+        }).pipe(
+          Effect.catchAll((e) => Effect.as(Effect.logWarning("could not hand out a spare of the running mirror; the pause looks again", e), null)),
+          Effect.withSpan("Copier.handOutUnchanged")
+        )
 
       /** Waiters whose database exists already (a crashed worker copied it) are answered now; the rest are left to copy. */
       const toCopy = (admin: EngineClient, waiting: ReadonlyArray<Waiting>) =>
@@ -294,16 +357,70 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             const marks: Record<string, number> = {}
             const markStep = (step: string) => Effect.sync(() => void (marks[step] = Date.now() - started))
             let copies = 0
+            const spares = { used: [] as Array<string>, cut: null as string | null }
+            /** The spares the engine held as the batch began. */
+            const found = yield* listSpares(admin).pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the engine's spares", e), [])))
+            let waitingCopies = todo
+            if (sparesFor(engine) && paused.subscriptionNames.length > 0) {
+              const first = todo[0]!
+              const handed = yield* handOutUnchanged(admin, engine, mirrorSession, found, first.database)
+              if (handed !== null) {
+                spares.used.push(handed.spare)
+                waitingCopies = todo.slice(1)
+                yield* Deferred.succeed(first.done, handed.mark)
+              }
+              yield* markStep("handed_out_running")
+            }
             yield* Effect.acquireUseRelease(
               Effect.tap(pause(paused, mirrorSession, markStep), () => markStep("paused")),
-              ({ dataAsOf, owned, sequencesAligned }) =>
+              ({ dataAsOf, owned, sequencesAligned, fingerprint }) =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
                   yield* markStep("free")
                   // Every copy of the batch holds what the paused mirror held.
                   const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf, sequencesAligned, owned }
-                  copies = yield* copyJoining(admin, engine, queue, todo, mark, started)
+                  const matching =
+                    fingerprint?.fingerprint == null
+                      ? undefined
+                      : found.find((s) => !spares.used.includes(s.name) && s.stamp?.fingerprint === fingerprint.fingerprint && s.stamp.catalogs === fingerprint.catalogs)
+                  let toCut = waitingCopies
+                  if (matching !== undefined && waitingCopies.length > 0) {
+                    // The paused mirror holds what it held when the spare was cut: the first copy is the spare.
+                    const first = waitingCopies[0]!
+                    const handed = yield* Effect.either(handOutSpare(admin, matching.name, first.database))
+                    if (Either.isRight(handed)) {
+                      counters.sparesUsed++
+                      spares.used.push(matching.name)
+                      toCut = waitingCopies.slice(1)
+                      yield* Deferred.succeed(first.done, mark)
+                    } else yield* Effect.logWarning("could not hand out the engine's spare; copying instead", handed.left)
+                  }
+                  yield* markStep("spare")
+                  copies = yield* copyJoining(admin, engine, queue, toCut, mark, started)
                   yield* markStep("copied")
+                  // The next create's spare, cut from this pause once its copies are made (cut beside
+                  // them, it slowed them down): the mirror stays paused one clone longer.
+                  if (sparesFor(engine) && fingerprint?.fingerprint != null) {
+                    const name = `${SPARE_PREFIX}${randomBytes(6).toString("hex")}`
+                    const stamp: SpareStamp = {
+                      fingerprint: fingerprint.fingerprint,
+                      catalogs: fingerprint.catalogs,
+                      origins: yield* mirrorOrigins(admin, engine.subscriptionNames),
+                      sourceLsn: mark.sourceLsn,
+                      dataAsOf: mark.dataAsOf
+                    }
+                    const cut = yield* Effect.exit(
+                      Effect.zipRight(Effect.scoped(Effect.flatMap(adminSession(engine), (session) => copyDatabase(session, engine, name))), stampSpare(admin, name, stamp))
+                    )
+                    if (Exit.isSuccess(cut)) {
+                      counters.sparesCut++
+                      spares.cut = name
+                    } else {
+                      yield* Effect.logWarning("could not cut a spare copy of the mirror", cut.cause)
+                      yield* Effect.ignore(dropSpare(admin, name))
+                    }
+                    yield* markStep("spare_cut")
+                  }
                 }),
               () =>
                 resume(paused).pipe(
@@ -311,8 +428,25 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                   Effect.catchAll((e) => Effect.logError("could not resume the mirror's subscriptions; the next branch create resumes them", e))
                 )
             )
+            if (spares.cut !== null) {
+              yield* warmSpare(engine, spares.cut).pipe(Effect.catchAll((e) => Effect.logWarning("could not warm the spare just cut; the create that takes it readies it cold", e)))
+              yield* markStep("spare_warmed")
+            }
+            // Spares that no longer match the mirror (or were never stamped) go, once it runs again.
+            const stale = found.filter((s) => !spares.used.includes(s.name))
+            yield* Effect.forEach(stale, (s) => dropSpare(admin, s.name).pipe(Effect.catchAll((e) => Effect.logWarning("could not drop a stale spare; the next batch tries again", e))), {
+              discard: true
+            })
             yield* Effect.logInfo("template copies done").pipe(
-              Effect.annotateLogs({ engine: keyOf(engine), copies, pause_ms: Date.now() - started, ...Object.fromEntries(Object.entries(marks).map(([step, at]) => [`${step}_at_ms`, at])) })
+              Effect.annotateLogs({
+                engine: keyOf(engine),
+                copies,
+                pause_ms: Date.now() - started,
+                spare_used: spares.used.join(","),
+                spare_cut: spares.cut ?? "",
+                spares_dropped: stale.length,
+                ...Object.fromEntries(Object.entries(marks).map(([step, at]) => [`${step}_at_ms`, at]))
+              })
             )
           })
         ).pipe(Effect.provideService(PostgresPools, pools), Effect.withSpan("Copier.batch", { attributes: { queued: waiting.length } }))
@@ -358,7 +492,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
 
   /**
    * BRANCH_TEMPLATE_WAIT (10 s), BRANCH_PAUSE_JOIN_WINDOW (1 s), BRANCH_COPY_CONCURRENCY (4),
-   * BRANCH_MIRROR_SESSION_KEEP (10 minutes: creates that come now and then find it too): see CopierOptions.
+   * BRANCH_MIRROR_SESSION_KEEP (10 minutes: creates that come now and then find it too),
+   * BRANCH_SPARE_COPIES (auto: engines whose copies are reflink clones): see CopierOptions.
    */
   static readonly layerConfig: Layer.Layer<Copier, never, PostgresPools> = Layer.scoped(
     Copier,
@@ -371,7 +506,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           Config.withDefault(4),
           Config.validate({ message: `must be from 1 to ${ADMIN_SESSIONS - 2}`, validation: (n) => n >= 1 && n <= ADMIN_SESSIONS - 2 })
         ),
-        mirrorSessionKeep: Config.duration("BRANCH_MIRROR_SESSION_KEEP").pipe(Config.withDefault(Duration.minutes(10)))
+        mirrorSessionKeep: Config.duration("BRANCH_MIRROR_SESSION_KEEP").pipe(Config.withDefault(Duration.minutes(10))),
+        spares: Config.literal("auto", "on", "off")("BRANCH_SPARE_COPIES").pipe(Config.withDefault("auto" as const))
       }).pipe(Effect.orDie),
       Copier.make
     )

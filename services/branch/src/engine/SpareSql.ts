@@ -1,0 +1,190 @@
+import { quoteIdent, quoteLiteral } from "@scion/kit"
+import { Effect, Option, Schema } from "effect"
+import type { BranchingEngine } from "./Engines.js"
+import { connectEngine, type EngineClient } from "./EngineSql.js"
+
+/**
+ * Spare copies: a copy of the paused mirror cut ahead of the create that will use it, stamped
+ * with what the mirror held (its fingerprint, below). A later pause that finds the mirror's
+ * fingerprint unchanged hands the spare to a waiting copy by renaming it: its data and schema are
+ * exactly what a copy cut now would hold. Every statement here runs under the engine's copy lock.
+ */
+
+/** The names spares go by on an engine (never a branch's or snapshot's `scion_br_` / `scion_sn_`). */
+export const SPARE_PREFIX = "scion_spare_"
+
+/** The first object id an installation's own objects get (FirstNormalObjectId); the system's are below it. */
+const FIRST_USER_OID = 16384
+
+/**
+ * Catalogs whose rows every change to the mirror's schema writes, each with the column that says
+ * the row describes an object made in this database (an id from FIRST_USER_OID on, read through
+ * the catalog's index): DDL of the connector's (reconciled columns, selection roll-outs, resets'
+ * TRUNCATE, which gives the table a new relfilenode in `pg_class`) inserts, updates or deletes
+ * such rows, and each row version carries the writing transaction's id. Their count and the sum
+ * of their `xmin`s move with any such change. (ANALYZE's `pg_statistic` is left out: it says
+ * nothing of the data.)
+ */
+const SCHEMA_CATALOGS: ReadonlyArray<readonly [catalog: string, key: string]> = [
+  ["pg_namespace", "oid"],
+  ["pg_class", "oid"],
+  ["pg_attribute", "attrelid"],
+  ["pg_attrdef", "oid"],
+  ["pg_constraint", "oid"],
+  ["pg_index", "indexrelid"],
+  ["pg_inherits", "inhrelid"],
+  ["pg_type", "oid"],
+  ["pg_enum", "oid"],
+  ["pg_sequence", "seqrelid"],
+  ["pg_proc", "oid"],
+  ["pg_trigger", "oid"],
+  ["pg_rewrite", "oid"],
+  ["pg_policy", "oid"],
+  ["pg_extension", "oid"],
+  ["pg_description", "objoid"],
+  ["pg_collation", "oid"],
+  ["pg_default_acl", "oid"],
+  ["pg_statistic_ext", "oid"]
+]
+
+/** The user's tables and sequences: the mirror's own, not Scion's `scion` schema (the heartbeat). */
+const USER_RELATIONS = `from pg_class c where c.oid >= ${FIRST_USER_OID} and c.relnamespace <> coalesce(to_regnamespace('scion')::oid, 0)`
+
+/**
+ * What the paused mirror holds, as one digest; null when the engine does not count row changes
+ * (`track_counts` off), which leaves nothing to compare by. Read on the paused mirror once its
+ * subscriptions' workers have exited (each flushes its counters as it exits), it moves when:
+ * - a row of a user table was inserted, updated or deleted (the tables' cumulative counters;
+ *   `scion`'s heartbeat table is left out: the connector writes a heartbeat every few seconds, and
+ *   a copy drops the `scion` schema anyway);
+ * - the schema changed (SCHEMA_CATALOGS), a TRUNCATE included;
+ * - a sequence moved;
+ * - the counters could have been reset (the server restarted, or the database's stats reset),
+ *   or the mirror database is another one of the same name.
+ * Equal digests mean the mirror's user data and schema are what they were. ~1 ms on a warm
+ * session: the catalogs are read through their indexes, only the rows of the user's objects.
+ */
+const FINGERPRINT = `select case when current_setting('track_counts')::bool then md5(concat_ws('|',
+  (select d.oid::text || ':' || coalesce(pg_stat_get_db_stat_reset_time(d.oid)::text, '-') from pg_database d where d.datname = current_database()),
+  pg_postmaster_start_time()::text,
+  (select string_agg(format('%s:%s:%s:%s', c.oid, pg_stat_get_tuples_inserted(c.oid), pg_stat_get_tuples_updated(c.oid), pg_stat_get_tuples_deleted(c.oid)), ',' order by c.oid) ${USER_RELATIONS} and c.relkind in ('r', 'p', 'm')),
+  (select string_agg(format('%s:%s', c.oid, pg_sequence_last_value(c.oid)), ',' order by c.oid) ${USER_RELATIONS} and c.relkind = 'S')
+)) end as fingerprint, md5(concat_ws('|',
+  (select oid::text from pg_database where datname = current_database()),
+  ${[...SCHEMA_CATALOGS, ["pg_subscription_rel", "srsubid"] as const].map(([catalog, key]) => `(select count(*)::text || ':' || coalesce(sum(xmin::text::bigint), 0)::text from pg_catalog.${catalog} where ${key} >= ${FIRST_USER_OID})`).join(",\n  ")}
+)) as catalogs`
+
+/** The schema part of a fingerprint: what no change outside the catalogs moves. */
+const CATALOGS = `select catalogs from (${FINGERPRINT}) f`
+
+export interface MirrorFingerprint {
+  /** The data's counters (null when the engine counts nothing): equal only while the paused mirror's rows are. */
+  readonly fingerprint: string | null
+  /** The schema's digest: equal while the mirror's schema (and its tables' files) are. */
+  readonly catalogs: string
+}
+
+/** The paused mirror's fingerprint (FINGERPRINT), on a session connected to it. */
+export const mirrorFingerprint = (mirror: EngineClient) =>
+  mirror.query<{ fingerprint: string | null; catalogs: string }>("spare", FINGERPRINT).pipe(
+    Effect.map(([row]): MirrorFingerprint | null => (row === undefined ? null : { fingerprint: row.fingerprint, catalogs: row.catalogs })),
+    Effect.withSpan("SpareSql.mirrorFingerprint")
+  )
+
+/** The running mirror's schema digest (MirrorFingerprint.catalogs), on a session connected to it. */
+export const mirrorCatalogs = (mirror: EngineClient) =>
+  mirror.query<{ catalogs: string }>("spare", CATALOGS).pipe(
+    Effect.map(([row]) => row?.catalogs ?? null),
+    Effect.withSpan("SpareSql.mirrorCatalogs")
+  )
+
+/**
+ * Where every replication origin of the subscriptions stands (their apply workers' and table
+ * syncs'), as one string: it moves with every transaction a worker commits into the mirror.
+ * Read on any database of the engine (both catalogs are the cluster's), paused or not.
+ */
+export const mirrorOrigins = (client: EngineClient, subscriptionNames: ReadonlyArray<string>) =>
+  client
+    .query<{ origins: string | null }>(
+      "spare",
+      `select coalesce(string_agg(o.external_id || '=' || o.remote_lsn::text, ',' order by o.external_id), '') as origins
+       from pg_subscription s join pg_replication_origin_status o on o.external_id = 'pg_' || s.oid or starts_with(o.external_id, 'pg_' || s.oid || '_')
+       where s.subname = any($1)`,
+      [[...subscriptionNames]]
+    )
+    .pipe(Effect.map(([row]) => row?.origins ?? ""))
+
+/** What a spare was cut from, stamped on it (its database's comment). */
+export const SpareStamp = Schema.Struct({
+  /** The paused mirror's fingerprint. */
+  fingerprint: Schema.String,
+  /** Its schema's digest and its origins: while both stand, nothing has changed the mirror since, paused or not. */
+  catalogs: Schema.String,
+  origins: Schema.String,
+  /** The copy's mark: the source position and heartbeat the paused mirror held. */
+  sourceLsn: Schema.NullOr(Schema.String),
+  dataAsOf: Schema.NullOr(Schema.DateFromString)
+})
+export type SpareStamp = typeof SpareStamp.Type
+const StampJson = Schema.parseJson(SpareStamp)
+
+export interface Spare {
+  readonly name: string
+  /** What the spare was cut from; null for one whose cut was never stamped (a crash), or unreadable. */
+  readonly stamp: SpareStamp | null
+}
+
+/** The engine's spares, each with its stamp. */
+export const listSpares = (admin: EngineClient) =>
+  admin
+    .query<{ name: string; stamp: string | null }>(
+      "spare",
+      `select datname as name, shobj_description(oid, 'pg_database') as stamp from pg_database where starts_with(datname, $1) order by datname`,
+      [SPARE_PREFIX]
+    )
+    .pipe(
+      Effect.map((rows): ReadonlyArray<Spare> =>
+        rows.map((row) => ({ name: row.name, stamp: row.stamp === null ? null : Option.getOrNull(Schema.decodeUnknownOption(StampJson)(row.stamp)) }))
+      )
+    )
+
+/** Stamps a spare just cut with what it was cut from: until then it is never handed out. */
+export const stampSpare = (admin: EngineClient, name: string, stamp: SpareStamp) =>
+  admin.query("spare", `comment on database ${quoteIdent(name)} is ${quoteLiteral(Schema.encodeSync(StampJson)(stamp))}`).pipe(Effect.asVoid)
+
+/**
+ * The spare becomes `database`, in one transaction: renamed (the data stays where it is) and its
+ * stamp removed. It was closed to PUBLIC when it was cut, as every copy is.
+ */
+export const handOutSpare = (admin: EngineClient, spare: string, database: string) =>
+  admin
+    .query("spare", `begin; alter database ${quoteIdent(spare)} rename to ${quoteIdent(database)}; comment on database ${quoteIdent(database)} is null; commit`)
+    .pipe(
+      Effect.tapError(() => Effect.ignore(admin.query("spare", "rollback"))),
+      Effect.asVoid,
+      Effect.withSpan("SpareSql.handOutSpare", { attributes: { spare, database } })
+    )
+
+/**
+ * Readies what of a new spare needs no role, on a session in it: Scion's `scion` schema goes (as
+ * every copy's readying drops it), and the catalogs a role's readying changes are read once. A
+ * reflink clone shares the mirror's blocks but none of its page cache, and the first session in a
+ * database builds its relation cache file: done here, off the path of the create that takes the
+ * spare, whose own session and readying then find both warm.
+ */
+export const warmSpare = (engine: BranchingEngine, name: string) =>
+  Effect.scoped(
+    Effect.flatMap(connectEngine(engine, name), (spare) =>
+      spare.query(
+        "spare",
+        `drop schema if exists scion cascade;
+         select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace left join pg_type t on t.oid = c.reltype where c.oid >= ${FIRST_USER_OID};
+         select count(*) from pg_attribute where attrelid >= ${FIRST_USER_OID};
+         select count(*) from pg_proc where oid >= ${FIRST_USER_OID}`
+      )
+    )
+  ).pipe(Effect.asVoid, Effect.withSpan("SpareSql.warmSpare", { attributes: { spare: name } }))
+
+/** Drops a spare that no longer matches the mirror (or was never stamped). */
+export const dropSpare = (admin: EngineClient, name: string) =>
+  admin.query("spare", `drop database if exists ${quoteIdent(name)} with (force)`).pipe(Effect.asVoid, Effect.withSpan("SpareSql.dropSpare", { attributes: { spare: name } }))
