@@ -248,8 +248,16 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           return { session: yield* Effect.cached(session), close: Scope.close(sessionScope, Exit.void) }
         })
 
+      /** The spare becomes the waiter's copy, with the mark the waiter is answered. */
+      const giveSpare = (admin: EngineClient, spare: string, waiting: Waiting, mark: CopyMark) =>
+        Effect.gen(function* () {
+          yield* handOutSpare(admin, spare, waiting.database)
+          counters.sparesUsed++
+          yield* Deferred.succeed(waiting.done, mark)
+        })
+
       /**
-       * A spare handed to `database` without pausing the mirror, when nothing has changed it since
+       * A spare handed to a waiter without pausing the mirror, when nothing has changed it since
        * the spare was cut: no worker committed a transaction into it (its subscriptions' origins
        * stand where they stood) and its schema is the same (the connector changes it only under the
        * copy lock the batch holds, and a TRUNCATE gives a table new files in `pg_class`). The copy
@@ -257,23 +265,21 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        * spare qualifies (the pause then looks again, with the mirror's row counters: the heartbeat's
        * transactions move the origins but no user table); what fails here is left to the pause.
        */
-      const handOutUnchanged = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>, database: string) =>
+      const handOutUnchanged = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>, waiting: Waiting) =>
         Effect.gen(function* () {
-          const stamped = found.filter((s) => s.stamp !== null)
+          const stamped = found.flatMap(({ name, stamp }) => (stamp === null ? [] : [{ name, stamp }]))
           if (stamped.length === 0) return null
           const origins = yield* mirrorOrigins(admin, engine.subscriptionNames)
-          const standing = stamped.filter((s) => s.stamp!.origins === origins)
+          const standing = stamped.filter((s) => s.stamp.origins === origins)
           if (standing.length === 0) return null
           const mirror = yield* mirrorSession.session
           const catalogs = yield* mirrorCatalogs(mirror)
-          const spare = standing.find((s) => s.stamp!.catalogs === catalogs)
+          const spare = standing.find((s) => s.stamp.catalogs === catalogs)
           if (spare === undefined) return null
           const owned = yield* listOwnedObjects(mirror)
-          yield* handOutSpare(admin, spare.name, database)
-          counters.sparesUsed++
+          yield* giveSpare(admin, spare.name, waiting, { sourceLsn: spare.stamp.sourceLsn, dataAsOf: spare.stamp.dataAsOf, sequencesAligned: true, owned })
           counters.sparesUsedRunning++
-          const mark: CopyMark = { sourceLsn: spare.stamp!.sourceLsn, dataAsOf: spare.stamp!.dataAsOf, sequencesAligned: true, owned }
-          return { spare: spare.name, mark }
+          return spare.name
         }).pipe(
           Effect.catchAll((e) => Effect.as(Effect.logWarning("could not hand out a spare of the running mirror; the pause looks again", e), null)),
           Effect.withSpan("Copier.handOutUnchanged")
@@ -362,12 +368,10 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             const found = yield* listSpares(admin).pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the engine's spares", e), [])))
             let waitingCopies = todo
             if (sparesFor(engine) && paused.subscriptionNames.length > 0) {
-              const first = todo[0]!
-              const handed = yield* handOutUnchanged(admin, engine, mirrorSession, found, first.database)
+              const handed = yield* handOutUnchanged(admin, engine, mirrorSession, found, todo[0]!)
               if (handed !== null) {
-                spares.used.push(handed.spare)
+                spares.used.push(handed)
                 waitingCopies = todo.slice(1)
-                yield* Deferred.succeed(first.done, handed.mark)
               }
               yield* markStep("handed_out_running")
             }
@@ -386,13 +390,10 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                   let toCut = waitingCopies
                   if (matching !== undefined && waitingCopies.length > 0) {
                     // The paused mirror holds what it held when the spare was cut: the first copy is the spare.
-                    const first = waitingCopies[0]!
-                    const handed = yield* Effect.either(handOutSpare(admin, matching.name, first.database))
+                    const handed = yield* Effect.either(giveSpare(admin, matching.name, waitingCopies[0]!, mark))
                     if (Either.isRight(handed)) {
-                      counters.sparesUsed++
                       spares.used.push(matching.name)
                       toCut = waitingCopies.slice(1)
-                      yield* Deferred.succeed(first.done, mark)
                     } else yield* Effect.logWarning("could not hand out the engine's spare; copying instead", handed.left)
                   }
                   yield* markStep("spare")

@@ -44,7 +44,9 @@ const SCHEMA_CATALOGS: ReadonlyArray<readonly [catalog: string, key: string]> = 
   ["pg_description", "objoid"],
   ["pg_collation", "oid"],
   ["pg_default_acl", "oid"],
-  ["pg_statistic_ext", "oid"]
+  ["pg_statistic_ext", "oid"],
+  // A table sync's progress: its rows arrive before the subscription's own origin moves.
+  ["pg_subscription_rel", "srsubid"]
 ]
 
 /** The user's tables and sequences: the mirror's own, not Scion's `scion` schema (the heartbeat). */
@@ -64,18 +66,18 @@ const USER_RELATIONS = `from pg_class c where c.oid >= ${FIRST_USER_OID} and c.r
  * Equal digests mean the mirror's user data and schema are what they were. ~1 ms on a warm
  * session: the catalogs are read through their indexes, only the rows of the user's objects.
  */
+/** The schema's digest (SCHEMA_CATALOGS, and which database the mirror is): what only DDL moves. */
+const CATALOG_DIGEST = `md5(concat_ws('|',
+  (select oid::text from pg_database where datname = current_database()),
+  ${SCHEMA_CATALOGS.map(([catalog, key]) => `(select count(*)::text || ':' || coalesce(sum(xmin::text::bigint), 0)::text from pg_catalog.${catalog} where ${key} >= ${FIRST_USER_OID})`).join(",\n  ")}
+))`
+
 const FINGERPRINT = `select case when current_setting('track_counts')::bool then md5(concat_ws('|',
   (select d.oid::text || ':' || coalesce(pg_stat_get_db_stat_reset_time(d.oid)::text, '-') from pg_database d where d.datname = current_database()),
   pg_postmaster_start_time()::text,
   (select string_agg(format('%s:%s:%s:%s', c.oid, pg_stat_get_tuples_inserted(c.oid), pg_stat_get_tuples_updated(c.oid), pg_stat_get_tuples_deleted(c.oid)), ',' order by c.oid) ${USER_RELATIONS} and c.relkind in ('r', 'p', 'm')),
   (select string_agg(format('%s:%s', c.oid, pg_sequence_last_value(c.oid)), ',' order by c.oid) ${USER_RELATIONS} and c.relkind = 'S')
-)) end as fingerprint, md5(concat_ws('|',
-  (select oid::text from pg_database where datname = current_database()),
-  ${[...SCHEMA_CATALOGS, ["pg_subscription_rel", "srsubid"] as const].map(([catalog, key]) => `(select count(*)::text || ':' || coalesce(sum(xmin::text::bigint), 0)::text from pg_catalog.${catalog} where ${key} >= ${FIRST_USER_OID})`).join(",\n  ")}
-)) as catalogs`
-
-/** The schema part of a fingerprint: what no change outside the catalogs moves. */
-const CATALOGS = `select catalogs from (${FINGERPRINT}) f`
+)) end as fingerprint, ${CATALOG_DIGEST} as catalogs`
 
 export interface MirrorFingerprint {
   /** The data's counters (null when the engine counts nothing): equal only while the paused mirror's rows are. */
@@ -93,7 +95,7 @@ export const mirrorFingerprint = (mirror: EngineClient) =>
 
 /** The running mirror's schema digest (MirrorFingerprint.catalogs), on a session connected to it. */
 export const mirrorCatalogs = (mirror: EngineClient) =>
-  mirror.query<{ catalogs: string }>("spare", CATALOGS).pipe(
+  mirror.query<{ catalogs: string }>("spare", `select ${CATALOG_DIGEST} as catalogs`).pipe(
     Effect.map(([row]) => row?.catalogs ?? null),
     Effect.withSpan("SpareSql.mirrorCatalogs")
   )
