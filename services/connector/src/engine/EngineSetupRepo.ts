@@ -2,7 +2,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { PipelineNames } from "../replication/PipelineNames.js"
 import type { SuggestedMasking } from "../connectors/SchemaIntrospection.js"
-import type { BranchingEngineStatus } from "./SetupPlan.js"
+import { announceEngineReady } from "./EngineReadyEvent.js"
+import type { BranchingEngineStatus, EngineSetupPayload } from "./SetupPlan.js"
 
 /** What the engine step records about the engine it provisioned. */
 export interface ProvisionedEngine {
@@ -24,6 +25,9 @@ export interface ReadyEngine {
   readonly endQuarantine: boolean
   readonly activePipeline: string
   readonly schemaFollow: "capture" | "reconcile"
+  /** The readiness attempt that passed: the engine-ready event's id, so a retried verdict announces it once. */
+  readonly attemptId: string
+  readonly mode: EngineSetupPayload["mode"]
 }
 
 /** EngineSetupRepo.accessRow: a connector as EngineAccessService describes it. */
@@ -92,7 +96,7 @@ export class EngineSetupRepo extends Effect.Service<EngineSetupRepo>()("@scion/c
     /**
      * The verdict of a setup that passed validation, in one transaction: the engine row's tables and
      * steps, the connector ready (degraded while a quarantine stands: a rollout does not end it),
-     * indexed, replicating through `activePipeline`.
+     * indexed, replicating through `activePipeline`; announced (EngineReadyEvent).
      */
     const markReady = (ready: ReadyEngine) =>
       sql
@@ -117,6 +121,7 @@ export class EngineSetupRepo extends Effect.Service<EngineSetupRepo>()("@scion/c
                          replication = ${JSON.stringify(replication)}::jsonb,
                          last_indexed_version = greatest(last_indexed_version, selected_schema_version), updated_at = now()
                        where id = ${ready.connectorId}`
+            yield* announceEngineReady(sql, ready.connectorId, ready.attemptId, ready.mode)
           })
         )
         .pipe(Effect.orDie)

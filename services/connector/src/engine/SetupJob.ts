@@ -460,7 +460,9 @@ const markReady = (run: SetupRun, basis: SetupBasis, attemptId: string, instance
       // A reset replaced the pipeline a quarantine paused; a rollout on a quarantined mirror leaves it degraded.
       endQuarantine: run.mode === "reset",
       activePipeline: basis.pipeline.publication,
-      schemaFollow: prepared.mode
+      schemaFollow: prepared.mode,
+      attemptId,
+      mode: run.mode
     })
     yield* run.report({
       stage: "ready",

@@ -1,6 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { compensatedTransaction } from "@scion/kit"
 import { Duration, Effect, Option } from "effect"
+import { announceEngineReady } from "../engine/EngineReadyEvent.js"
 import type { PipelineNames } from "./PipelineNames.js"
 
 export interface PipelineRow {
@@ -85,7 +86,8 @@ export class PipelinesRepo extends Effect.Service<PipelinesRepo>()("@scion/conne
     /**
      * Makes `target` the active pipeline in one transaction: the engines row takes its names (branch
      * creation follows at once), the one it replaces is retired until `retainUntil`, the replication
-     * block names the new pipeline. Switching to the pipeline already active changes nothing.
+     * block names the new pipeline, and the engine is announced ready
+     * (EngineReadyEvent: its mirror is another database now). Switching to the pipeline already active changes nothing.
      */
     const switchActive = (connectorId: string, target: PipelineRow, grace: Duration.Duration) =>
       sql
@@ -118,6 +120,7 @@ export class PipelinesRepo extends Effect.Service<PipelinesRepo>()("@scion/conne
             yield* sql`
               update connectors set replication = jsonb_set(coalesce(replication, '{}'::jsonb), '{active_pipeline_id}', to_jsonb(${target.publication_name}::text)), updated_at = now()
               where id = ${connectorId}`
+            yield* announceEngineReady(sql, connectorId, `switch.${target.id}.${Date.now()}`, "switch")
             return { _tag: "Switched", replaced: engine.publication_name } satisfies SwitchOutcome
           })
         )
