@@ -244,6 +244,7 @@ const UNITS: Record<"identity" | "operation" | "billing" | "connector" | "branch
       CONNECTOR_URL: "http://connector:50054",
       BILLING_URL: "http://billing:50053",
       NATS_URL: "nats://nats:4222",
+      BRANCH_EVENTS_DURABLE: "branch",
       BRANCH_JOB_ACK_WAIT: null,
     },
     // Master keys (branch role passwords) only ever come from a Secret.

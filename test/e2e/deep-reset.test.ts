@@ -3,6 +3,9 @@
  * while branches keep being cut from the current mirror, cut over, rolled back, cut over again
  * by a second deep reset; every branch create in the meantime succeeds, and once the rollback
  * grace is over the cleanup leaves exactly one slot and one publication on the source.
+ * Spare copies are on (BRANCH_SPARE_COPIES=on, though the engines here are not on reflink
+ * storage): the branch unit cuts one as soon as the connector announces the engine ready, and
+ * the creates under load take them across every switch of the mirror.
  */
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -19,7 +22,7 @@ let connectorId: string
 
 beforeAll(async () => {
   ;[scion, source] = await Promise.all([
-    startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", SCHEMA_FOLLOW_INTERVAL: "200 millis", PIPELINE_ROLLBACK_GRACE: "20 seconds" } }),
+    startScion({ env: { QUARANTINE_MONITOR_INTERVAL: "1 seconds", SCHEMA_FOLLOW_INTERVAL: "200 millis", PIPELINE_ROLLBACK_GRACE: "20 seconds", BRANCH_SPARE_COPIES: "on" } }),
     startSourceCluster({ logical: true })
   ])
   await source.query(`
@@ -63,7 +66,34 @@ const startBranchLoad = () => {
   return { count: () => outcomes.length, stop: async () => ((running = false), await done, outcomes) }
 }
 
+/** The engine's stamped spares (databases the branch unit cut ahead of the next create) or its branches' databases, with their oids. */
+const enginesDatabases = async (prefix: "scion_spare_" | "scion_br_") =>
+  (
+    await queryEngine(
+      scion,
+      connectorId,
+      "select datname, oid::text as oid from pg_database where starts_with(datname, $1) and (shobj_description(oid, 'pg_database') is not null or $1 = 'scion_br_')",
+      [prefix],
+      "postgres"
+    )
+  ).rows as Array<{ datname: string; oid: string }>
+
 describe("deep reset", () => {
+  it("has a spare copy of the mirror cut as soon as the engine is ready, before any branch is asked for; the first create takes it", async () => {
+    // No branch has been asked for on this connector: the spare comes from the connector's engine-ready event.
+    expect((await scion.request("GET", `/v1/branches?connector_id=${connectorId}`, { token: tokens.member })).body.branches).toEqual([])
+    await waitFor("a spare of the new mirror", async () => (await enginesDatabases("scion_spare_")).length === 1, 20_000)
+    const [spare] = await enginesDatabases("scion_spare_")
+    // The first create takes it: the spare's database, renamed to the branch's.
+    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, name: "first", service_type: "postgres" } })
+    expect(created.status, scion.explain(created)).toBe(202)
+    const first = await settled(created.body.operation_id)
+    expect((await enginesDatabases("scion_br_")).map((d) => d.oid)).toEqual([spare!.oid])
+    const deleted = await scion.request("DELETE", `/v1/branches/${first.result.branch_id}`, { token: tokens.member })
+    expect(deleted.status).toBe(202)
+    await settled(deleted.body.operation_id)
+  })
+
   it("refuses callers that may not, other orgs, and a rollback with nothing to return to", async () => {
     expect((await post("deep-reset", tokens.viewer)).status).toBe(403)
     expect((await post("deep-reset", strangerToken)).status).toBe(404)

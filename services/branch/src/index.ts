@@ -9,6 +9,7 @@ import { Branches } from "./Branches.js"
 import { BranchesRepo } from "./BranchesRepo.js"
 import { AcceptedEngines } from "./engine/AcceptedEngines.js"
 import { Copier } from "./engine/Copier.js"
+import { EngineReadyConsumer } from "./engine/EngineReadyConsumer.js"
 
 import { FreshnessConfig } from "./engine/FreshnessConfig.js"
 import { Engines } from "./engine/Engines.js"
@@ -96,7 +97,8 @@ export const branchLive = (transports: {
     )
   )
   return Layer.mergeAll(
-    BranchWorkers().pipe(Layer.provide(Layer.mergeAll(operations, Copier.layerConfig, FreshnessConfig.layerConfig))),
+    // The workers and the engine-ready consumer share the one Copier: its queue per engine serialises both.
+    Layer.merge(BranchWorkers(), EngineReadyConsumer).pipe(Layer.provide(Layer.mergeAll(operations, Copier.layerConfig, FreshnessConfig.layerConfig))),
     VerifierFromIdentity.pipe(Layer.provide(identityClient)),
     ExpirySweeperLive,
     BranchCounts
@@ -116,6 +118,7 @@ export { snapshotCreateJob, snapshotDeleteJob, SnapshotPayload } from "./jobs/sn
 export { Snapshots } from "./Snapshots.js"
 export { SnapshotsRepo } from "./SnapshotsRepo.js"
 export { Copier } from "./engine/Copier.js"
+export { EngineReadyConsumer, engineEventsConfig, handleEngineReady } from "./engine/EngineReadyConsumer.js"
 export { FreshnessConfig } from "./engine/FreshnessConfig.js"
 export { type CopyMark, readHeartbeat, waitForSourcePosition } from "./engine/Freshness.js"
 export { AcceptedEngines } from "./engine/AcceptedEngines.js"

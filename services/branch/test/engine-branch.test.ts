@@ -493,6 +493,52 @@ describe("branches on a real engine", () => {
     expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
   }, 120_000)
 
+  it("cuts a spare ahead of any create when asked (an engine just made ready), once; the next copy takes it before pausing", async () => {
+    const spares = async () =>
+      (await query(engine, "postgres", `select datname as name, oid::text as oid, shobj_description(oid, 'pg_database') as stamp from pg_database where starts_with(datname, 'scion_spare_')`)) as Array<{
+        name: string
+        oid: string
+        stamp: string | null
+      }>
+    const sparesWhen = async (check: (now: Awaited<ReturnType<typeof spares>>) => boolean) => {
+      const deadline = Date.now() + 15_000
+      while (true) {
+        const now = await spares()
+        if (check(now) || Date.now() > deadline) return now
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    }
+    const name = `scion_withspare_ready_${randomBytes(3).toString("hex")}`
+    expect(await spares()).toEqual([])
+    await runtime.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on" })
+          // Answered at once; the spare is cut in the background, from a pause of its own.
+          yield* copier.prepareSpare(branching)
+          const [cut] = yield* Effect.promise(() => sparesWhen((now) => now.length === 1 && now[0]!.stamp !== null))
+          expect(cut?.stamp).toBeTruthy()
+          expect(yield* copier.stats).toMatchObject({ pauses: 1, copies: 0, sparesCut: 1, sparesUsed: 0 })
+
+          // Asked again while that spare stands: nothing new is cut. The next copy takes the very
+          // spare (its database renamed) before any pause, and its batch cuts the one after.
+          yield* copier.prepareSpare(branching)
+          yield* copier.copy(branching, name)
+          expect((yield* Effect.promise(() => query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${name}'`)))[0].oid).toBe(cut!.oid)
+          const after = yield* Effect.promise(() => sparesWhen((now) => now.length === 1 && now[0]!.name !== cut!.name && now[0]!.stamp !== null))
+          expect(after).toHaveLength(1)
+          expect(yield* copier.stats).toMatchObject({ copies: 0, sparesCut: 2, sparesUsed: 1, sparesUsedRunning: 1 })
+        })
+      )
+    )
+    // A Copier without spares asked for one: nothing happens (and its next batch drops the engine's).
+    await runtime.runPromise(Effect.flatMap(Copier, (copier) => copier.prepareSpare(branching)))
+    const last = `scion_withspare_off_${randomBytes(3).toString("hex")}`
+    await runtime.runPromise(Effect.flatMap(Copier, (copier) => copier.copy(branching, last)))
+    expect(await sparesWhen((now) => now.length === 0)).toEqual([])
+    for (const database of [name, last]) await query(engine, "postgres", `drop database "${database}"`)
+  }, 120_000)
+
   it("deletes a branch: database and role dropped, reads answer not found; connector cleanup drops the rest", async () => {
     const { handle, url } = await createBranch("to-delete")
     const started = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.delete(user, handle.branchId)))

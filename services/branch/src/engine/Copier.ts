@@ -46,6 +46,8 @@ interface KeptSession {
 interface Queue {
   engine: BranchingEngine
   readonly waiting: Array<Waiting>
+  /** A spare was asked for (prepareSpare) while the queue's batches ran: cut once no copy waits. */
+  spareWanted: boolean
 }
 
 /** How the Copier spends a pause. */
@@ -94,6 +96,14 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
      * source position and heartbeat the paused mirror held (unknown when the copy was there already).
      */
     readonly copy: (engine: BranchingEngine, database: string) => Effect.Effect<CopyMark, EngineFailure>
+    /**
+     * A spare cut on an engine that keeps them, ahead of any create (the engine has just become
+     * ready, with a new mirror): the first create then takes it as the later ones take theirs.
+     * Nothing happens when a spare of the mirror as it is stands already, or on an engine without
+     * spares; a batch that runs anyway cuts one. Answers at once: the cut runs in the background,
+     * and what fails there is logged.
+     */
+    readonly prepareSpare: (engine: BranchingEngine) => Effect.Effect<void>
     /**
      * Pauses (batches) run, databases copied, logins on mirrors made, spares cut and spares handed
      * out (each in place of a copy; of those, handed out before any pause) by this process so far.
@@ -257,26 +267,34 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         })
 
       /**
-       * A spare handed to a waiter without pausing the mirror, when nothing has changed it since
-       * the spare was cut: no worker committed a transaction into it (its subscriptions' origins
+       * A spare that holds the mirror as it is now, paused or not: nothing has changed the mirror
+       * since it was cut. No worker committed a transaction into it (its subscriptions' origins
        * stand where they stood) and its schema is the same (the connector changes it only under the
-       * copy lock the batch holds, and a TRUNCATE gives a table new files in `pg_class`). The copy
-       * then holds the mirror as it is now, with the mark the spare's pause read. Null when no
-       * spare qualifies (the pause then looks again, with the mirror's row counters: the heartbeat's
-       * transactions move the origins but no user table); what fails here is left to the pause.
+       * copy lock the batch holds, and a TRUNCATE gives a table new files in `pg_class`). Null when
+       * none does (a pause then looks again, with the mirror's row counters: the heartbeat's
+       * transactions move the origins but no user table).
        */
-      const handOutUnchanged = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>, waiting: Waiting) =>
+      const standingSpare = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>) =>
         Effect.gen(function* () {
           const stamped = found.flatMap(({ name, stamp }) => (stamp === null ? [] : [{ name, stamp }]))
           if (stamped.length === 0) return null
           const origins = yield* mirrorOrigins(admin, engine.subscriptionNames)
           const standing = stamped.filter((s) => s.stamp.origins === origins)
           if (standing.length === 0) return null
-          const mirror = yield* mirrorSession.session
-          const catalogs = yield* mirrorCatalogs(mirror)
-          const spare = standing.find((s) => s.stamp.catalogs === catalogs)
-          if (spare === undefined) return null
-          const owned = yield* listOwnedObjects(mirror)
+          const catalogs = yield* mirrorCatalogs(yield* mirrorSession.session)
+          return standing.find((s) => s.stamp.catalogs === catalogs) ?? null
+        }).pipe(Effect.withSpan("Copier.standingSpare"))
+
+      /**
+       * A standing spare handed to a waiter without pausing the mirror: the copy holds the mirror
+       * as it is now, with the mark the spare's pause read. Null when no spare stands; what fails
+       * here is left to the pause.
+       */
+      const handOutUnchanged = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>, waiting: Waiting) =>
+        Effect.gen(function* () {
+          const spare = yield* standingSpare(admin, engine, mirrorSession, found)
+          if (spare === null) return null
+          const owned = yield* listOwnedObjects(yield* mirrorSession.session)
           yield* giveSpare(admin, spare.name, waiting, { sourceLsn: spare.stamp.sourceLsn, dataAsOf: spare.stamp.dataAsOf, sequencesAligned: true, owned })
           counters.sparesUsedRunning++
           return spare.name
@@ -350,10 +368,12 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
               admin.query("lock", "select pg_advisory_unlock(hashtext($1))", [lock]).pipe(Effect.ignore)
             )
             const todo = yield* toCopy(admin, waiting)
+            // A batch with no waiter at all only cuts a spare (prepareSpare), on a ready engine.
+            const spareOnly = waiting.length === 0 && sparesFor(engine) && engine.status === "ready" && engine.subscriptionNames.length > 0
             // Nothing to copy (a redelivery after the copy): still make sure the subscriptions run,
             // in case the worker that copied died while they were paused — unless the monitor
             // paused them (a quarantine), which only its release undoes.
-            if (todo.length === 0) return engine.status === "degraded" ? undefined : yield* resume(engine)
+            if (todo.length === 0 && !spareOnly) return engine.status === "degraded" ? undefined : yield* resume(engine)
             // A degraded engine's quarantined subscription stays paused after the copy: only the
             // subscriptions running now are paused and resumed.
             const paused = engine.status === "degraded" ? { ...engine, subscriptionNames: yield* runningSubscriptions(admin, engine.subscriptionNames) } : engine
@@ -367,7 +387,12 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             /** The spares the engine held as the batch began. */
             const found = yield* listSpares(admin).pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the engine's spares", e), [])))
             let waitingCopies = todo
-            if (sparesFor(engine) && paused.subscriptionNames.length > 0) {
+            if (spareOnly) {
+              const standing = yield* standingSpare(admin, engine, mirrorSession, found).pipe(
+                Effect.catchAll((e) => Effect.as(Effect.logWarning("could not compare the engine's spares with its mirror; cutting a new one", e), null))
+              )
+              if (standing !== null) return yield* Effect.logInfo("a spare of the mirror as it is stands already").pipe(Effect.annotateLogs({ engine: keyOf(engine), spare: standing.name }))
+            } else if (sparesFor(engine) && paused.subscriptionNames.length > 0) {
               const handed = yield* handOutUnchanged(admin, engine, mirrorSession, found, todo[0]!)
               if (handed !== null) {
                 spares.used.push(handed)
@@ -452,42 +477,60 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           })
         ).pipe(Effect.provideService(PostgresPools, pools), Effect.withSpan("Copier.batch", { attributes: { queued: waiting.length } }))
 
+      /** The queue's batches, one after another, while copies wait (or a spare is wanted, once none does). */
       const drain = (key: string, queue: Queue): Effect.Effect<void> =>
         Effect.gen(function* () {
           while (true) {
             const next = yield* Effect.sync(() => {
               const taken = queue.waiting.splice(0, queue.waiting.length)
-              if (taken.length === 0) queues.delete(key)
-              return taken
+              // A batch with copies cuts a spare too.
+              const spareOnly = taken.length === 0 && queue.spareWanted
+              queue.spareWanted = false
+              if (taken.length === 0 && !spareOnly) queues.delete(key)
+              return { taken, spareOnly }
             })
-            if (next.length === 0) return
-            const exit = yield* Effect.exit(batch(queue.engine, queue, next))
+            if (next.taken.length === 0 && !next.spareOnly) return
+            const exit = yield* Effect.exit(batch(queue.engine, queue, next.taken))
             // A batch that failed before a copy ran fails every waiting copy with its error.
-            if (Exit.isFailure(exit)) for (const w of next) yield* Deferred.failCause(w.done, exit.cause)
-            else for (const w of next) yield* Deferred.succeed(w.done, noMark)
+            if (Exit.isFailure(exit)) {
+              if (next.spareOnly) yield* Effect.logWarning("could not cut a spare copy of the new mirror; the next create cuts one", exit.cause)
+              for (const w of next.taken) yield* Deferred.failCause(w.done, exit.cause)
+            } else for (const w of next.taken) yield* Deferred.succeed(w.done, noMark)
           }
         })
 
-      const copy = (engine: BranchingEngine, database: string) =>
+      /** The engine's queue, made (and its drain started) when it has none. */
+      const enqueue = (engine: BranchingEngine, join: (queue: Queue) => void) =>
         Effect.gen(function* () {
-          const done = yield* Deferred.make<CopyMark, EngineFailure>()
           const start = yield* Effect.sync(() => {
             const key = keyOf(engine)
             const existing = queues.get(key)
             if (existing !== undefined) {
               existing.engine = engine
-              existing.waiting.push({ database, done })
+              join(existing)
               return undefined
             }
-            const queue: Queue = { engine, waiting: [{ database, done }] }
+            const queue: Queue = { engine, waiting: [], spareWanted: false }
+            join(queue)
             queues.set(key, queue)
             return { key, queue }
           })
           if (start !== undefined) yield* Effect.forkDaemon(drain(start.key, start.queue))
+        })
+
+      const copy = (engine: BranchingEngine, database: string) =>
+        Effect.gen(function* () {
+          const done = yield* Deferred.make<CopyMark, EngineFailure>()
+          yield* enqueue(engine, (queue) => queue.waiting.push({ database, done }))
           return yield* Deferred.await(done)
         }).pipe(Effect.withSpan("Copier.copy", { attributes: { database } }))
 
-      return Copier.of({ copy, stats: Effect.sync(() => ({ ...counters })) })
+      const prepareSpare = (engine: BranchingEngine) =>
+        sparesFor(engine) && engine.subscriptionNames.length > 0
+          ? enqueue(engine, (queue) => void (queue.spareWanted = true)).pipe(Effect.withSpan("Copier.prepareSpare"))
+          : Effect.void
+
+      return Copier.of({ copy, prepareSpare, stats: Effect.sync(() => ({ ...counters })) })
     })
   }
 
