@@ -396,6 +396,22 @@ const timeDumpRestore = async (record: EngineRecord) => {
   return { elapsed, how }
 }
 
+/** How long after the engine was ready its first spare stood (stamped), or that none did within 10 s. */
+const spareCut = async (record: EngineRecord) => {
+  const started = performance.now()
+  const admin = await engineClient(record, "postgres")
+  try {
+    while (performance.now() - started < 10_000) {
+      const stamped = await admin.query("select 1 from pg_database where starts_with(datname, 'scion_spare_') and shobj_description(oid, 'pg_database') is not null")
+      if (stamped.rows.length > 0) return `stood ${ms(performance.now() - started)} after the setup's operation completed`
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    return "none within 10 s: the first create copies"
+  } finally {
+    await admin.end()
+  }
+}
+
 /** A system, a ready connector over a generated source of `mb` MB, and its engine record. */
 const setUp = async (mb: number, env: Record<string, string>, engineDir: string | undefined) => {
   // Info logs: the branch unit's "branch ready" lines carry its step timings (read below).
@@ -410,6 +426,10 @@ const setUp = async (mb: number, env: Record<string, string>, engineDir: string 
   const { connectorId } = await readyConnector(scion, { orgId, memberToken: member.token, adminToken: owner.token, source, database: "app" })
   out(`  engine setup through the API (logical initial copy included): ${ms(performance.now() - started)}`)
   const record = JSON.parse(readFileSync(join(engineDir ?? scion.engineDataDir, connectorId, "engine.json"), "utf8")) as EngineRecord
+  // On reflink storage the branch unit cuts a spare copy of the new mirror when the connector
+  // announces the engine ready: the series starts once it stands, as a team's first create
+  // (seconds or days after the setup) meets it.
+  if (env.ENGINE_FILE_COPY_METHOD === "clone") out(`  spare copy of the new mirror:  ${await spareCut(record)}`)
   return {
     scion,
     source,
