@@ -7,6 +7,7 @@
  * storage): the branch unit cuts one as soon as the connector announces the engine ready, and
  * the creates under load take them across every switch of the mirror.
  */
+import { execFileSync } from "node:child_process"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
@@ -89,6 +90,13 @@ describe("deep reset", () => {
     expect(created.status, scion.explain(created)).toBe(202)
     const first = await settled(created.body.operation_id)
     expect((await enginesDatabases("scion_br_")).map((d) => d.oid)).toEqual([spare!.oid])
+    // Readied ahead, it is the branch's own as any copy is: its role writes, alters and creates there.
+    const written = execFileSync(
+      "psql",
+      [first.result.branch_url, "-v", "ON_ERROR_STOP=1", "-At", "-c", "insert into accounts (email) values ('spare@example.com'); alter table accounts add column note text; create table mine (id int); select count(*) from accounts"],
+      { encoding: "utf8", timeout: 30_000 }
+    )
+    expect(written.trim().split("\n").at(-1)).toBe("5001")
     const deleted = await scion.request("DELETE", `/v1/branches/${first.result.branch_id}`, { token: tokens.member })
     expect(deleted.status).toBe(202)
     await settled(deleted.body.operation_id)

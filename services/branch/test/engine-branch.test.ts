@@ -47,11 +47,11 @@ const HEARTBEAT_AT = "2026-03-04T05:06:07.089Z"
 const provisioner = LocalEngineProvisionerLive.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["ENGINE_DATA_DIR", dataDir]])))))
 const runProvisioner = <A, E>(effect: Effect.Effect<A, E, EngineProvisioner>) => Effect.runPromise(Effect.provide(effect, provisioner))
 
-const query = async (e: Engine, database: string, text: string) => {
+const query = async (e: Engine, database: string, text: string, values: ReadonlyArray<unknown> = []) => {
   const c = new pg.Client({ host: e.host, port: e.port, user: e.superuser.username, password: Redacted.value(e.superuser.password), database, ssl: { rejectUnauthorized: false } })
   await c.connect()
   try {
-    return (await c.query(text)).rows
+    return (await c.query(text, [...values])).rows
   } finally {
     await c.end()
   }
@@ -523,11 +523,35 @@ describe("branches on a real engine", () => {
           // Asked again while that spare stands: nothing new is cut. The next copy takes the very
           // spare (its database renamed) before any pause, and its batch cuts the one after.
           yield* copier.prepareSpare(branching)
-          yield* copier.copy(branching, name)
+          const mark = yield* copier.copy(branching, name)
           expect((yield* Effect.promise(() => query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${name}'`)))[0].oid).toBe(cut!.oid)
-          const after = yield* Effect.promise(() => sparesWhen((now) => now.length === 1 && now[0]!.name !== cut!.name && now[0]!.stamp !== null))
+          // Readied ahead: everything in it is owned by a placeholder role named after the spare.
+          expect(mark.spareOwner).toBe(cut!.name)
+          expect((yield* Effect.promise(() => query(engine, "postgres", `select pg_get_userbyid(datdba) as owner from pg_database where datname = '${name}'`)))[0].owner).toBe(cut!.name)
+          const ownedByOthers = `select count(*)::int as n from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and pg_get_userbyid(c.relowner) <> $1`
+          expect((yield* Effect.promise(() => query(engine, name, ownedByOthers, [cut!.name])))[0].n).toBe(0)
+          const after = yield* Effect.promise(() => sparesWhen((now) => now.length === 1 && now[0]!.name !== cut!.name && JSON.parse(now[0]!.stamp ?? "{}").owner != null))
           expect(after).toHaveLength(1)
           expect(yield* copier.stats).toMatchObject({ copies: 0, sparesCut: 2, sparesUsed: 1, sparesUsedRunning: 1 })
+
+          // A create that takes a readied spare opens no session in it: the placeholder becomes the
+          // branch's role (same database, same owner oid), with the branch's password.
+          const branches = yield* Branches
+          const handle = yield* branches.create(user, { connectorId: engineId, name: "from-a-spare", serviceType: "postgres", idempotencyKey: undefined })
+          const placeholderOid = (yield* Effect.promise(() => query(engine, "postgres", `select oid::text as oid from pg_roles where rolname = '${after[0]!.name}'`)))[0].oid
+          yield* createJob.run(jobOf(handle.operationId, handle.branchId)).pipe(Effect.provideService(Copier, copier))
+          const view = yield* branches.get(user, handle.branchId)
+          const url = view.urls.branchUrl as string
+          const database = new URL(url).pathname.slice(1)
+          const role = decodeURIComponent(new URL(url).username)
+          expect((yield* Effect.promise(() => query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${database}'`)))[0].oid).toBe(after[0]!.oid)
+          expect((yield* Effect.promise(() => query(engine, "postgres", `select oid::text as oid, rolcanlogin as login from pg_roles where rolname = '${role}'`)))[0]).toEqual({ oid: placeholderOid, login: true })
+          expect((yield* Effect.promise(() => query(engine, "postgres", `select count(*)::int as n from pg_roles where rolname = '${after[0]!.name}'`)))[0].n).toBe(0)
+          // Its role owns the database and everything in it: it writes, alters and creates.
+          expect(psql(url, "insert into customers (id, email) values (900001, 'spare@example.com'); alter table orders add column note text; create table mine (id int); select current_user").split("\n").at(-1)).toBe(role)
+          expect(psql(url, "select count(*) from information_schema.schemata where schema_name = 'scion'")).toBe("0")
+          expect((yield* Effect.promise(() => query(engine, database, ownedByOthers, [role])))[0].n).toBe(0)
+          yield* branches.delete(user, handle.branchId).pipe(Effect.flatMap((started) => deleteJob.run(jobOf(started.operationId, handle.branchId))))
         })
       )
     )

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto"
 import { PostgresPools } from "@scion/kit"
-import { Config, Context, Deferred, Duration, Effect, Either, ExecutionStrategy, Exit, Fiber, Layer, Scope } from "effect"
+import { Config, Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Scope } from "effect"
 import type { BranchingEngine } from "./Engines.js"
 import {
   ADMIN_SESSIONS,
@@ -18,7 +18,7 @@ import {
   waitTemplateFree
 } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
-import { dropSpare, handOutSpare, listSpares, mirrorCatalogs, mirrorFingerprint, mirrorOrigins, type Spare, SPARE_PREFIX, type SpareStamp, stampSpare, warmSpare } from "./SpareSql.js"
+import { dropOrphanSpareOwners, dropSpare, handOutSpare, listSpares, mirrorCatalogs, mirrorFingerprint, mirrorOrigins, type Spare, SPARE_PREFIX, type SpareStamp, stampSpare, warmSpare } from "./SpareSql.js"
 
 interface Waiting {
   readonly database: string
@@ -179,6 +179,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
       /**
        * Pauses the subscriptions and, on the same session, once their workers have exited (the
        * mirror's data no longer changes):
+       * - runs `settled` first (a spare handed out from the mirror's fingerprint: nothing below
+       *   changes what it compares, since only these alignments move the mirror's sequences);
        * - aligns the mirror's sequences, once for every copy of the pause rather than in each copy,
        *   where on reflink storage it read every page it touched from disk (a clone shares the
        *   mirror's blocks, not its page cache: ~110 ms a copy against ~35 on the mirror, measured
@@ -195,7 +197,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        * pause never fails once the subscriptions are disabled (only the batch's use resumes them).
        * Nothing runs (each copy stamps and readies itself) when no subscription is running.
        */
-      const pause = (engine: BranchingEngine, mirrorSession: MirrorSession, mark: (step: string) => Effect.Effect<void>) =>
+      const pause = (engine: BranchingEngine, mirrorSession: MirrorSession, mark: (step: string) => Effect.Effect<void>, settledFirst: (mirror: EngineClient) => Effect.Effect<void>) =>
         Effect.gen(function* () {
           if (engine.subscriptionNames.length === 0) return { dataAsOf: null, sequencesAligned: false, owned: null, fingerprint: null }
           const mirror = yield* mirrorSession.session
@@ -208,6 +210,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             Effect.catchAll((e) => Effect.as(Effect.logWarning("the paused mirror's workers did not exit; each copy readies itself", e), false))
           )
           yield* mark("workers_gone")
+          if (settled) yield* settledFirst(mirror)
           const sequencesAligned =
             settled &&
             (yield* alignMirrorSequences(mirror).pipe(
@@ -294,8 +297,9 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         Effect.gen(function* () {
           const spare = yield* standingSpare(admin, engine, mirrorSession, found)
           if (spare === null) return null
-          const owned = yield* listOwnedObjects(yield* mirrorSession.session)
-          yield* giveSpare(admin, spare.name, waiting, { sourceLsn: spare.stamp.sourceLsn, dataAsOf: spare.stamp.dataAsOf, sequencesAligned: true, owned })
+          // A spare readied ahead needs no list of what its role is to own.
+          const owned = spare.stamp.owner !== null ? null : yield* listOwnedObjects(yield* mirrorSession.session)
+          yield* giveSpare(admin, spare.name, waiting, { sourceLsn: spare.stamp.sourceLsn, dataAsOf: spare.stamp.dataAsOf, sequencesAligned: true, owned, spareOwner: spare.stamp.owner })
           counters.sparesUsedRunning++
           return spare.name
         }).pipe(
@@ -383,7 +387,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             const marks: Record<string, number> = {}
             const markStep = (step: string) => Effect.sync(() => void (marks[step] = Date.now() - started))
             let copies = 0
-            const spares = { used: [] as Array<string>, cut: null as string | null }
+            const spares = { used: [] as Array<string>, cut: null as string | null, warming: null as Fiber.RuntimeFiber<void> | null }
             /** The spares the engine held as the batch began. */
             const found = yield* listSpares(admin).pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the engine's spares", e), [])))
             let waitingCopies = todo
@@ -400,29 +404,49 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
               }
               yield* markStep("handed_out_running")
             }
+            /**
+             * The paused mirror holds what it held when a spare was cut (its fingerprint, read before
+             * the sequences are aligned: they stand where that spare's pause aligned them): the first
+             * copy is the spare, handed out before the rest of the pause's reads.
+             */
+            const handOutPaused = (mirror: EngineClient) =>
+              Effect.gen(function* () {
+                const stamped = found.filter((s) => s.stamp !== null && !spares.used.includes(s.name))
+                if (waitingCopies.length === 0 || stamped.length === 0) return
+                const fingerprint = yield* mirrorFingerprint(mirror)
+                const matching = fingerprint?.fingerprint == null ? undefined : stamped.find((s) => s.stamp?.fingerprint === fingerprint.fingerprint && s.stamp.catalogs === fingerprint.catalogs)
+                if (matching === undefined) return
+                const spareOwner = matching.stamp?.owner ?? null
+                const mark: CopyMark = {
+                  sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)),
+                  dataAsOf: yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null)),
+                  sequencesAligned: true,
+                  owned: spareOwner !== null ? null : yield* listOwnedObjects(mirror),
+                  spareOwner
+                }
+                yield* giveSpare(admin, matching.name, waitingCopies[0]!, mark)
+                spares.used.push(matching.name)
+                waitingCopies = waitingCopies.slice(1)
+              }).pipe(
+                Effect.catchAll((e) => Effect.logWarning("could not hand out the engine's spare in the pause; copying instead", e)),
+                Effect.zipRight(markStep("spare")),
+                Effect.withSpan("Copier.handOutPaused")
+              )
             yield* Effect.acquireUseRelease(
-              Effect.tap(pause(paused, mirrorSession, markStep), () => markStep("paused")),
+              Effect.tap(pause(paused, mirrorSession, markStep, sparesFor(engine) ? handOutPaused : () => Effect.void), () => markStep("paused")),
               ({ dataAsOf, owned, sequencesAligned, fingerprint }) =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
                   yield* markStep("free")
                   // Every copy of the batch holds what the paused mirror held.
-                  const mark: CopyMark = { sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)), dataAsOf, sequencesAligned, owned }
-                  const matching =
-                    fingerprint?.fingerprint == null
-                      ? undefined
-                      : found.find((s) => !spares.used.includes(s.name) && s.stamp?.fingerprint === fingerprint.fingerprint && s.stamp.catalogs === fingerprint.catalogs)
-                  let toCut = waitingCopies
-                  if (matching !== undefined && waitingCopies.length > 0) {
-                    // The paused mirror holds what it held when the spare was cut: the first copy is the spare.
-                    const handed = yield* Effect.either(giveSpare(admin, matching.name, waitingCopies[0]!, mark))
-                    if (Either.isRight(handed)) {
-                      spares.used.push(matching.name)
-                      toCut = waitingCopies.slice(1)
-                    } else yield* Effect.logWarning("could not hand out the engine's spare; copying instead", handed.left)
+                  const mark: CopyMark = {
+                    sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)),
+                    dataAsOf,
+                    sequencesAligned,
+                    owned,
+                    spareOwner: null
                   }
-                  yield* markStep("spare")
-                  copies = yield* copyJoining(admin, engine, queue, toCut, mark, started)
+                  copies = yield* copyJoining(admin, engine, queue, waitingCopies, mark, started)
                   yield* markStep("copied")
                   // The next create's spare, cut from this pause once its copies are made (cut beside
                   // them, it slowed them down): the mirror stays paused one clone longer.
@@ -433,7 +457,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                       catalogs: fingerprint.catalogs,
                       origins: yield* mirrorOrigins(admin, engine.subscriptionNames),
                       sourceLsn: mark.sourceLsn,
-                      dataAsOf: mark.dataAsOf
+                      dataAsOf: mark.dataAsOf,
+                      owner: null
                     }
                     const cut = yield* Effect.exit(
                       Effect.zipRight(Effect.scoped(Effect.flatMap(adminSession(engine), (session) => copyDatabase(session, engine, name))), stampSpare(admin, name, stamp))
@@ -441,6 +466,15 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                     if (Exit.isSuccess(cut)) {
                       counters.sparesCut++
                       spares.cut = name
+                      // Warmed while the mirror resumes (the warm-up logs in to the spare, not the mirror),
+                      // then stamped with its owner: until then a create that takes it readies it itself.
+                      spares.warming = yield* Effect.fork(
+                        warmSpare(engine, name, mark.owned).pipe(
+                          Effect.flatMap((owner) => stampSpare(admin, name, { ...stamp, owner })),
+                          Effect.catchAll((e) => Effect.logWarning("could not ready the spare just cut; the create that takes it readies it itself", e)),
+                          Effect.zipRight(markStep("spare_warmed"))
+                        )
+                      )
                     } else {
                       yield* Effect.logWarning("could not cut a spare copy of the mirror", cut.cause)
                       yield* Effect.ignore(dropSpare(admin, name))
@@ -454,15 +488,14 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                   Effect.catchAll((e) => Effect.logError("could not resume the mirror's subscriptions; the next branch create resumes them", e))
                 )
             )
-            if (spares.cut !== null) {
-              yield* warmSpare(engine, spares.cut).pipe(Effect.catchAll((e) => Effect.logWarning("could not warm the spare just cut; the create that takes it readies it cold", e)))
-              yield* markStep("spare_warmed")
-            }
             // Spares that no longer match the mirror (or were never stamped) go, once it runs again.
             const stale = found.filter((s) => !spares.used.includes(s.name))
             yield* Effect.forEach(stale, (s) => dropSpare(admin, s.name).pipe(Effect.catchAll((e) => Effect.logWarning("could not drop a stale spare; the next batch tries again", e))), {
               discard: true
             })
+            // The batch (and the engine's next one) waits for the warm-up: a spare is handed out only once no session is in it.
+            if (spares.warming !== null) yield* Fiber.join(spares.warming)
+            yield* dropOrphanSpareOwners(admin).pipe(Effect.catchAll((e) => Effect.logWarning("could not look for spares' orphaned owners", e)))
             yield* Effect.logInfo("template copies done").pipe(
               Effect.annotateLogs({
                 engine: keyOf(engine),

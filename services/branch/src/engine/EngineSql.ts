@@ -280,6 +280,9 @@ export const listOwnedObjects = (mirror: EngineClient) =>
 const ownershipStatements = (owned: ReadonlyArray<OwnedObject>, role: string) =>
   owned.map((o) => `alter ${o.kind} ${o.name} owner to ${quoteIdent(role)}`)
 
+/** The statements that give `role` everything a copy brought: as listed, or searched in the copy (`owned` null). */
+export const ownershipOf = (owned: ReadonlyArray<OwnedObject> | null, role: string) => (owned !== null ? ownershipStatements(owned, role) : [ownershipBlock(role)])
+
 /**
  * Logical replication carries rows, not sequence values: the mirror's sequences stay where its
  * setup left them while its tables fill up, so a branch would hand out keys its rows already use.
@@ -449,7 +452,7 @@ export const readyBranchDatabase = (branch: EngineClient, database: string, role
       [
         "drop schema if exists scion cascade",
         ...(options.alignSequences ? [ALIGN_SEQUENCES] : []),
-        ...(options.owned !== null ? ownershipStatements(options.owned, role) : [ownershipBlock(role)]),
+        ...ownershipOf(options.owned, role),
         `alter database ${quoteIdent(database)} owner to ${quoteIdent(role)}`,
         `revoke all on database ${quoteIdent(database)} from public`
       ].join(";\n")
@@ -457,13 +460,43 @@ export const readyBranchDatabase = (branch: EngineClient, database: string, role
     .pipe(Effect.asVoid, Effect.withSpan("EngineSql.readyBranchDatabase", { attributes: { database, role } }))
 
 /**
+ * A spare readied ahead (SpareSql.warmSpare: everything in it owned by a placeholder role, the
+ * `scion` schema gone, the sequences aligned) becomes the branch's, without a session in it: the
+ * role made beside the copy (it owns nothing yet) gives way to the placeholder, renamed to the
+ * branch's role and given its password. One transaction on the admin session; role names and
+ * passwords live in the cluster's shared catalogs, so the copy itself is not touched.
+ */
+export const adoptSpareOwner = (admin: EngineClient, spareOwner: string, role: string, password: Redacted.Redacted<string>) =>
+  Effect.gen(function* () {
+    const verifier = quoteLiteral(yield* scramVerifier(Redacted.value(password), GENERATED_PASSWORD_SCRAM_ITERATIONS))
+    yield* admin
+      .query(
+        "ready",
+        `begin;
+         drop role if exists ${quoteIdent(role)};
+         alter role ${quoteIdent(spareOwner)} rename to ${quoteIdent(role)};
+         alter role ${quoteIdent(role)} with login password ${verifier};
+         commit`
+      )
+      .pipe(Effect.tapError(() => Effect.ignore(admin.query("ready", "rollback"))))
+  }).pipe(Effect.withSpan("EngineSql.adoptSpareOwner", { attributes: { role } }))
+
+/**
  * A snapshot's copy, readied in one round trip and one transaction: Scion's `scion` schema goes
  * and the sequences are aligned (the branches copied from it own what they copy; nobody owns the
- * snapshot). Idempotent.
+ * snapshot: a spare's placeholder owner gives what it owned back to the engine's superuser, and
+ * goes). Idempotent.
  */
-export const readySnapshotDatabase = (snapshot: EngineClient, options: ReadyOptions) =>
+export const readySnapshotDatabase = (snapshot: EngineClient, options: ReadyOptions & { readonly spareOwner: string | null }) =>
   snapshot
-    .query("ready", ["drop schema if exists scion cascade", ...(options.alignSequences ? [ALIGN_SEQUENCES] : [])].join(";\n"))
+    .query(
+      "ready",
+      [
+        "drop schema if exists scion cascade",
+        ...(options.alignSequences ? [ALIGN_SEQUENCES] : []),
+        ...(options.spareOwner !== null ? [`reassign owned by ${quoteIdent(options.spareOwner)} to current_user`, `drop role ${quoteIdent(options.spareOwner)}`] : [])
+      ].join(";\n")
+    )
     .pipe(Effect.asVoid, Effect.withSpan("EngineSql.readySnapshotDatabase"))
 
 /**

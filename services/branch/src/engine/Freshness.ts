@@ -21,9 +21,14 @@ export interface CopyMark {
   readonly sequencesAligned: boolean
   /** The objects the copy holds that its role is to own, listed on the paused mirror; null: the copy's readying searches for them. */
   readonly owned: ReadonlyArray<OwnedObject> | null
+  /**
+   * The copy was a spare readied ahead: everything in it is owned by this placeholder role, which
+   * becomes the branch's (EngineSql.adoptSpareOwner) instead of a readying in the copy.
+   */
+  readonly spareOwner: string | null
 }
 
-export const noMark: CopyMark = { sourceLsn: null, dataAsOf: null, sequencesAligned: false, owned: null }
+export const noMark: CopyMark = { sourceLsn: null, dataAsOf: null, sequencesAligned: false, owned: null, spareOwner: null }
 
 /**
  * The source position the mirror has applied, read while its subscriptions are paused: each

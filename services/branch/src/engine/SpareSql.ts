@@ -1,7 +1,7 @@
 import { quoteIdent, quoteLiteral } from "@scion/kit"
 import { Effect, Option, Schema } from "effect"
 import type { BranchingEngine } from "./Engines.js"
-import { connectEngine, type EngineClient } from "./EngineSql.js"
+import { connectEngine, type EngineClient, type OwnedObject, ownershipOf } from "./EngineSql.js"
 
 /**
  * Spare copies: a copy of the paused mirror cut ahead of the create that will use it, stamped
@@ -125,7 +125,9 @@ export const SpareStamp = Schema.Struct({
   origins: Schema.String,
   /** The copy's mark: the source position and heartbeat the paused mirror held. */
   sourceLsn: Schema.NullOr(Schema.String),
-  dataAsOf: Schema.NullOr(Schema.DateFromString)
+  dataAsOf: Schema.NullOr(Schema.DateFromString),
+  /** The placeholder role that owns everything in the spare once it is warmed (warmSpare); null until then. */
+  owner: Schema.NullOr(Schema.String)
 })
 export type SpareStamp = typeof SpareStamp.Type
 const StampJson = Schema.parseJson(SpareStamp)
@@ -168,25 +170,52 @@ export const handOutSpare = (admin: EngineClient, spare: string, database: strin
     )
 
 /**
- * Readies what of a new spare needs no role, on a session in it: Scion's `scion` schema goes (as
- * every copy's readying drops it), and the catalogs a role's readying changes are read once. A
- * reflink clone shares the mirror's blocks but none of its page cache, and the first session in a
- * database builds its relation cache file: done here, off the path of the create that takes the
- * spare, whose own session and readying then find both warm.
+ * Readies a new spare for the branch that will take it, on a session in it, in one transaction:
+ * Scion's `scion` schema goes (as every copy's readying drops it), and a placeholder role of the
+ * spare's name (NOLOGIN) is made the owner of the database and of everything in it (`owned`, as
+ * the pause listed it; searched in the spare when null). The create that takes the spare then
+ * renames that role to its branch's (EngineSql.adoptSpareOwner) instead of opening a session in
+ * the copy to ready it. The first session in a database also builds its relation cache file, and a
+ * reflink clone shares the mirror's blocks but none of its page cache: both are warm for the
+ * branch's first client too. Answers the placeholder's name.
  */
-export const warmSpare = (engine: BranchingEngine, name: string) =>
+export const warmSpare = (engine: BranchingEngine, name: string, owned: ReadonlyArray<OwnedObject> | null) =>
   Effect.scoped(
     Effect.flatMap(connectEngine(engine, name), (spare) =>
       spare.query(
         "spare",
-        `drop schema if exists scion cascade;
-         select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace left join pg_type t on t.oid = c.reltype where c.oid >= ${FIRST_USER_OID};
-         select count(*) from pg_attribute where attrelid >= ${FIRST_USER_OID};
-         select count(*) from pg_proc where oid >= ${FIRST_USER_OID}`
+        [
+          "drop schema if exists scion cascade",
+          `create role ${quoteIdent(name)} nologin`,
+          ...ownershipOf(owned, name),
+          `alter database ${quoteIdent(name)} owner to ${quoteIdent(name)}`
+        ].join(";\n")
       )
     )
-  ).pipe(Effect.asVoid, Effect.withSpan("SpareSql.warmSpare", { attributes: { spare: name } }))
+  ).pipe(Effect.as(name), Effect.withSpan("SpareSql.warmSpare", { attributes: { spare: name } }))
 
-/** Drops a spare that no longer matches the mirror (or was never stamped). */
+/** Drops a spare that no longer matches the mirror (or was never stamped), and its placeholder owner. */
 export const dropSpare = (admin: EngineClient, name: string) =>
-  admin.query("spare", `drop database if exists ${quoteIdent(name)} with (force)`).pipe(Effect.asVoid, Effect.withSpan("SpareSql.dropSpare", { attributes: { spare: name } }))
+  admin
+    .query("spare", `drop database if exists ${quoteIdent(name)} with (force)`)
+    .pipe(
+      Effect.zipRight(admin.query("spare", `drop role if exists ${quoteIdent(name)}`)),
+      Effect.asVoid,
+      Effect.withSpan("SpareSql.dropSpare", { attributes: { spare: name } })
+    )
+
+/**
+ * Placeholder owners left without their spare: a spare handed to a copy whose branch was then
+ * readied the usual way (a redelivery, a reset), so its objects went to the branch's role. One
+ * still owning what a create has yet to adopt cannot be dropped (Postgres refuses while it owns
+ * anything, in any database), and is left for the create.
+ */
+export const dropOrphanSpareOwners = (admin: EngineClient) =>
+  Effect.gen(function* () {
+    const orphans = yield* admin.query<{ name: string }>(
+      "spare",
+      "select rolname as name from pg_roles r where starts_with(rolname, $1) and not exists (select 1 from pg_database d where d.datname = r.rolname)",
+      [SPARE_PREFIX]
+    )
+    yield* Effect.forEach(orphans, ({ name }) => Effect.ignore(admin.query("spare", `drop role if exists ${quoteIdent(name)}`)), { discard: true })
+  }).pipe(Effect.withSpan("SpareSql.dropOrphanSpareOwners"))

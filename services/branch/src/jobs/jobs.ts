@@ -9,7 +9,7 @@ import { noUrls, urlsOf } from "../domain/models.js"
 import { AcceptedEngines } from "../engine/AcceptedEngines.js"
 import { Copier } from "../engine/Copier.js"
 import { type BranchingEngine, Engines, isBranchable } from "../engine/Engines.js"
-import { adminSession, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, readyBranchDatabase } from "../engine/EngineSql.js"
+import { adminSession, adoptSpareOwner, applyMasking, connectEngine, copyFromSnapshot, dropBranch, dropDatabase, type EngineFailure, ensureRole, readyBranchDatabase } from "../engine/EngineSql.js"
 import { SnapshotsRepo } from "../SnapshotsRepo.js"
 import { generatePassword, type PasswordEnvelope, Passwords } from "../Passwords.js"
 import { branchResult } from "../rpc/routes.js"
@@ -156,6 +156,8 @@ export const createJob: JobHandler<
           let sequencesAlignedAt = branch.sequencesAlignedAt
           // What the pause listed for the role to own (only for the copy made now: a redelivery searches).
           let owned: CopyMark["owned"] = null
+          // The copy was a spare readied ahead: its placeholder owner becomes the branch's role.
+          let spareOwner: string | null = null
           if (branch.copiedAt === null) {
             // The stage report travels while the copy runs; a report refused (the operation ended)
             // still fails the job, once the copy is done.
@@ -165,6 +167,7 @@ export const createJob: JobHandler<
             dataAsOf ??= copied.dataAsOf
             if (copied.sequencesAligned) sequencesAlignedAt ??= new Date()
             owned = copied.owned
+            spareOwner = copied.spareOwner
             // Recorded while the new database's first session opens (the steps below read none of
             // it), and before anything inside the copy changes: a redelivery finds the copy made,
             // with the stamp the pause read (the copy's own `scion` schema goes below).
@@ -183,25 +186,30 @@ export const createJob: JobHandler<
           }
           // One session on the new database serves every step that works inside it: the first
           // connection to a fresh copy is the expensive one (its caches are built from the catalog).
+          // A spare readied ahead needs none (unless its data is to be masked).
           const { password, ready } = yield* Effect.scoped(
             Effect.gen(function* () {
-              const session = yield* connectEngine(engine, branch.databaseName)
-              yield* mark("connected_ms")
+              const session = yield* Effect.cached(Effect.tap(connectEngine(engine, branch.databaseName), () => mark("connected_ms")))
+              if (spareOwner === null) yield* session
               yield* copyRecorded
               yield* mark("recorded_ms")
               if (dataAsOf === null && branch.snapshotId === null) {
                 // The pause could not read the mirror's heartbeat (a redelivery after the copy, no
                 // subscription running, none applied yet): the copy's own, recorded before the
                 // readying below drops its `scion` schema.
-                dataAsOf = yield* readHeartbeat(session, branch.connectorId)
+                dataAsOf = yield* readHeartbeat(yield* session, branch.connectorId)
                 if (dataAsOf !== null) yield* repo.update(branchId, { data_as_of: dataAsOf })
               }
               yield* mark("stamped_ms")
               const password = yield* Fiber.join(roleMade)
               let ready: BranchUpdate = {}
               if (branch.writeReadyAt === null) {
-                // Sequences, ownership and CONNECT in one transaction, after the role exists.
-                yield* readyBranchDatabase(session, branch.databaseName, branch.roleName, { alignSequences: sequencesAlignedAt === null, owned })
+                // Sequences, ownership and CONNECT in one transaction, after the role exists; or the
+                // spare's owner renamed to the branch's role, in one transaction on the admin session.
+                if (spareOwner !== null) {
+                  const owner = spareOwner
+                  yield* Effect.scoped(Effect.flatMap(adminSession(engine), (admin) => adoptSpareOwner(admin, owner, branch.roleName, password)))
+                } else yield* readyBranchDatabase(yield* session, branch.databaseName, branch.roleName, { alignSequences: sequencesAlignedAt === null, owned })
                 const now = new Date()
                 ready = { sequences_aligned_at: sequencesAlignedAt ?? now, read_ready_at: now, write_ready_at: now }
               }
@@ -209,7 +217,7 @@ export const createJob: JobHandler<
               const rules = yield* Fiber.join(rulesLoaded)
               if (rules.length > 0 && branch.maskedReadyAt === null) {
                 yield* job.report({ stage: "mask", stageLabel: "Masking columns", progress: 80 })
-                const outcome = yield* applyMasking(session, rules)
+                const outcome = yield* applyMasking(yield* session, rules)
                 yield* Effect.logInfo("branch masked").pipe(Effect.annotateLogs({ branch_id: branchId, applied: outcome.applied.length, skipped: outcome.skipped.join(", ") }))
                 ready = { ...ready, masked_ready_at: new Date() }
               }

@@ -59,7 +59,7 @@ export const snapshotCreateJob: JobHandler<typeof SnapshotPayload.Type, typeof S
               dataAsOf = yield* readHeartbeat(session, snapshot.connectorId)
               if (dataAsOf !== null) yield* repo.update(snapshotId, { data_as_of: dataAsOf })
             }
-            yield* readySnapshotDatabase(session, { alignSequences: !copied.sequencesAligned })
+            yield* readySnapshotDatabase(session, { alignSequences: !copied.sequencesAligned, spareOwner: copied.spareOwner })
           })
         )
         yield* sealSnapshotDatabase(engine, snapshot.databaseName)
