@@ -42,6 +42,7 @@ import {
 import { dropBranch, warmAdminSessions } from "./engine/EngineSql.js"
 import { readCatalog } from "./engine/SchemaCatalog.js"
 import { schemaDiff } from "./domain/schemaDiff.js"
+import { Copier } from "./engine/Copier.js"
 import { AcceptedEngines } from "./engine/AcceptedEngines.js"
 import { type BranchingEngine, Engines, isBranchable } from "./engine/Engines.js"
 import { type PasswordEnvelope, Passwords } from "./Passwords.js"
@@ -82,6 +83,7 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const operations = yield* BranchOperations
     const passwords = yield* Passwords
     const pools = yield* PostgresPools
+    const copier = yield* Copier
     const limits = yield* PlanLimits
     const snapshots = yield* Snapshots
     const transaction = transactional(sql)
@@ -89,9 +91,11 @@ export class Branches extends Effect.Service<Branches>()("@scion/branch/Branches
     const background = yield* FiberSet.make()
     /**
      * The engine logins a just-accepted job's copy will wait on, started as the request is answered
-     * (a no-op when the pool holds them; they would otherwise wait at its copy batch).
+     * (a no-op when the pool holds them; they would otherwise wait at its copy batch): the admin
+     * sessions, and the session on the mirror its batch checks and pauses it on.
      */
-    const warmForJob = (engine: BranchingEngine) => FiberSet.run(background, Effect.provideService(warmAdminSessions(engine), PostgresPools, pools))
+    const warmForJob = (engine: BranchingEngine) =>
+      Effect.zipRight(FiberSet.run(background, Effect.provideService(warmAdminSessions(engine), PostgresPools, pools)), copier.warmMirror(engine))
 
     /** The connector's engine if the caller holds the permission in its org; other orgs' connectors are not found. */
     const visibleConnector = (principal: Principal, connectorId: string, permission: "branches.read" | "branches.create" | "connectors.update") =>

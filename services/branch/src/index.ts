@@ -29,11 +29,11 @@ const BranchCounts = refreshWhileServingMetrics(
   Effect.flatMap(BranchesRepo, (repo) => Effect.flatMap(repo.countsByStatus, (rows) => recordCounts("scion_branches", "Branches by status (deleted ones left out)", rows)))
 )
 
-/** The branch services given access, engines, operations and passwords (domain tests provide fakes of the first three). */
+/** The branch services given access, engines, operations, passwords and the Copier (domain tests provide fakes of the first three). */
 export const BranchServices: Layer.Layer<
   Branches | Snapshots | BranchesRepo | SnapshotsRepo | AcceptedEngines | SqlClient.SqlClient,
   never,
-  OrgAccess | Engines | BranchOperations | Passwords | PlanLimits | PostgresPools
+  OrgAccess | Engines | BranchOperations | Passwords | PlanLimits | PostgresPools | Copier
 > = Branches.Default.pipe(
   Layer.provideMerge(Snapshots.Default),
   Layer.provideMerge(Layer.mergeAll(BranchesRepo.Default, SnapshotsRepo.Default, AcceptedEngines.layer)),
@@ -84,6 +84,8 @@ export const branchLive = (transports: {
   const operations = Layer.merge(service, OperationClient.fromTransport(transports.operation))
   const engines = Engines.fromTransport(transports.connector).pipe(Layer.provide(service))
   const services = BranchServices.pipe(
+    // One Copier for the process: the accept warms its mirror sessions, the jobs copy through it.
+    Layer.provideMerge(Copier.layerConfig),
     Layer.provideMerge(
       Layer.mergeAll(
         OrgAccess.live.pipe(Layer.provide(identityClient)),
@@ -97,8 +99,8 @@ export const branchLive = (transports: {
     )
   )
   return Layer.mergeAll(
-    // The workers and the engine-ready consumer share the one Copier: its queue per engine serialises both.
-    Layer.merge(BranchWorkers(), EngineReadyConsumer).pipe(Layer.provide(Layer.mergeAll(operations, Copier.layerConfig, FreshnessConfig.layerConfig))),
+    // The workers and the engine-ready consumer share the services' one Copier: its queue per engine serialises both.
+    Layer.merge(BranchWorkers(), EngineReadyConsumer).pipe(Layer.provide(Layer.mergeAll(operations, FreshnessConfig.layerConfig))),
     VerifierFromIdentity.pipe(Layer.provide(identityClient)),
     ExpirySweeperLive,
     BranchCounts

@@ -79,7 +79,7 @@ const key = randomBytes(32).toString("base64")
 const runtime = ManagedRuntime.make(
   Layer.unwrapScoped(
     Effect.map(freshDatabase("branch_test"), (url) =>
-      Layer.mergeAll(BranchServices, Copier.layerConfig, FreshnessConfig.layerConfig).pipe(
+      Layer.mergeAll(BranchServices.pipe(Layer.provideMerge(Copier.layerConfig)), FreshnessConfig.layerConfig).pipe(
         Layer.provideMerge(Layer.mergeAll(AccessAsHandled, FakeEngines, BranchOperations.live, PlanLimits.unlimited, Passwords.layerConfig.pipe(Layer.orDie), PostgresPools.layer)),
         Layer.provide(withConfig({ DATABASE_URL: url, SECRET_KEYS: `t1:${key}` }))
       )
@@ -298,14 +298,14 @@ describe("branches on a real engine", () => {
     expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
   }, 120_000)
 
-  it("keeps the resume's session on the mirror for the engine's next pause, then closes it", async () => {
+  it("keeps the resume's session on the mirror for the engine's next pause, then closes it; a create accepted logs in ahead of its batch", async () => {
     const mirrorSessions = async () =>
       (await query(engine, "postgres", `select count(*)::int as n from pg_stat_activity where datname = 'mirror' and application_name = 'scion-branch-mirror'`))[0].n
     const outcome = await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
           const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "1500 millis", spares: "off" })
-          const names = [0, 1].map((i) => `scion_kept_${i}_${randomBytes(3).toString("hex")}`)
+          const names = [0, 1, 2].map((i) => `scion_kept_${i}_${randomBytes(3).toString("hex")}`)
           yield* copier.copy(branching, names[0]!)
           // The copy is answered before the resume: wait for the resume's session.
           let keptAfterFirst = 0
@@ -315,7 +315,16 @@ describe("branches on a real engine", () => {
           yield* Effect.sleep("500 millis")
           const afterSecond = yield* copier.stats
           yield* Effect.sleep("2000 millis")
-          return { names, afterFirst, afterSecond, keptAfterFirst, keptLater: yield* Effect.promise(mirrorSessions) }
+          const keptLater = yield* Effect.promise(mirrorSessions)
+          // With none kept, a create just accepted has the Copier log in ahead of its batch, which pauses on that session.
+          yield* copier.warmMirror(branching)
+          let warmed = 0
+          for (let i = 0; i < 100 && warmed === 0; i++) warmed = yield* Effect.zipLeft(Effect.promise(mirrorSessions), Effect.sleep("20 millis"))
+          const afterWarm = yield* copier.stats
+          yield* copier.copy(branching, names[2]!)
+          yield* Effect.sleep("500 millis")
+          const afterThird = yield* copier.stats
+          return { names, afterFirst, afterSecond, keptAfterFirst, keptLater, warmed, afterWarm, afterThird }
         })
       )
     )
@@ -326,6 +335,10 @@ describe("branches on a real engine", () => {
     expect(outcome.afterSecond.mirrorLogins - outcome.afterFirst.mirrorLogins).toBe(1)
     // Closed once its time was up.
     expect(outcome.keptLater).toBe(0)
+    // Logged in ahead: the third pause used that session, and only its resume logged in again.
+    expect(outcome.warmed).toBe(1)
+    expect(outcome.afterWarm.mirrorLogins - outcome.afterSecond.mirrorLogins).toBe(1)
+    expect(outcome.afterThird.mirrorLogins - outcome.afterWarm.mirrorLogins).toBe(1)
     for (const name of outcome.names) await query(engine, "postgres", `drop database "${name}"`)
     expect((await query(engine, "mirror", "select bool_and(subenabled) as on from pg_subscription"))[0].on).toBe(true)
   }, 120_000)

@@ -105,6 +105,11 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
      */
     readonly prepareSpare: (engine: BranchingEngine) => Effect.Effect<void>
     /**
+     * A session on the mirror logged in ahead of the batch of a create just accepted, and kept for
+     * it (as a resume's is). Answers at once.
+     */
+    readonly warmMirror: (engine: BranchingEngine) => Effect.Effect<void>
+    /**
      * Pauses (batches) run, databases copied, logins on mirrors made, spares cut and spares handed
      * out (each in place of a copy; of those, handed out before any pause) by this process so far.
      */
@@ -165,16 +170,52 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             yield* Scope.close(scope, Exit.void)
             return yield* enabled
           }
+          yield* keep(key, enabled.value, scope)
+        }).pipe(Effect.withSpan("Copier.resume"))
+
+      /** A logged-in session on the mirror kept for the engine's next pause, in place of any kept before. */
+      const keep = (key: string, client: EngineClient, scope: Scope.CloseableScope) =>
+        Effect.gen(function* () {
           const previous = kept.get(key)
           if (previous !== undefined) yield* dropKept(key, previous)
           const session: KeptSession = {
-            client: enabled.value,
+            client,
             close: Scope.close(scope, Exit.void),
             // Forked from the batch's release, which runs uninterruptibly: the wait must stay interruptible.
             expiry: yield* Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.sleep(keepFor), Effect.suspend(() => closeKept(key, session)))))
           }
           kept.set(key, session)
-        }).pipe(Effect.withSpan("Copier.resume"))
+        })
+
+      /** Logins on mirrors made ahead of a batch (warmMirror), by engine, while they run. */
+      const warming = new Map<string, Fiber.RuntimeFiber<void>>()
+
+      /**
+       * A session on the mirror logged in ahead, for the batch of a create just accepted: the login
+       * (TLS + SCRAM and a new backend, tens of milliseconds of the engine's CPU) then runs while
+       * the job is on its way instead of at the head of its batch. Nothing is done when a session
+       * is kept already, a login is under way, or the engine's batches run (a session that stays
+       * on a paused mirror would hold up their copies).
+       */
+      const warmMirror = (engine: BranchingEngine) =>
+        Effect.suspend(() => {
+          const key = keyOf(engine)
+          if (engine.subscriptionNames.length === 0 || Duration.toMillis(keepFor) <= 0 || kept.has(key) || warming.has(key) || queues.has(key)) return Effect.void
+          return Effect.gen(function* () {
+            const scope = yield* Scope.make()
+            const login = Effect.gen(function* () {
+              const client = yield* Effect.exit(loginOnMirror(engine, scope))
+              // A batch that begins meanwhile waits for this login (openMirrorSession), so none is
+              // paused with it kept; one kept since (another path) stays, and this one closes.
+              if (Exit.isFailure(client) || kept.has(key)) return yield* Scope.close(scope, Exit.void)
+              yield* keep(key, client.value, scope)
+            }).pipe(
+              Effect.ensuring(Effect.sync(() => warming.delete(key))),
+              Effect.withSpan("Copier.warmMirror")
+            )
+            warming.set(key, yield* Effect.forkDaemon(login))
+          })
+        })
 
       /**
        * Pauses the subscriptions and, on the same session, once their workers have exited (the
@@ -248,6 +289,9 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           const sessionScope = yield* Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential))
           const login = loginOnMirror(engine, sessionScope)
           const key = keyOf(engine)
+          // A login made ahead for this batch (warmMirror) is waited for: it is under way already.
+          const ahead = warming.get(key)
+          if (ahead !== undefined) yield* Fiber.await(ahead)
           const previous = kept.get(key)
           if (previous === undefined) return { session: yield* Effect.cached(login), close: Scope.close(sessionScope, Exit.void) }
           kept.delete(key)
@@ -563,7 +607,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           ? enqueue(engine, (queue) => void (queue.spareWanted = true)).pipe(Effect.withSpan("Copier.prepareSpare"))
           : Effect.void
 
-      return Copier.of({ copy, prepareSpare, stats: Effect.sync(() => ({ ...counters })) })
+      return Copier.of({ copy, prepareSpare, warmMirror, stats: Effect.sync(() => ({ ...counters })) })
     })
   }
 
