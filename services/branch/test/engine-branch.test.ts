@@ -472,8 +472,15 @@ describe("branches on a real engine", () => {
           expect(afterChange).toHaveLength(1)
           expect(yield* copier.stats).toMatchObject({ sparesCut: 3, sparesUsed: 1, copies: 2 })
 
-          // The mirror's schema changed (as the connector's reconciling does): copied anew, with the column.
+          // The mirror's schema changed (as the connector's reconciling does): its DDL marker moved, so
+          // the spare is not handed out before the pause; copied anew, with the column.
+          const marker = async () =>
+            (await query(engine, "postgres", "select pg_replication_origin_progress('scion_ddl_' || (select oid from pg_database where datname = 'mirror'), false)::text as lsn"))[0].lsn as string | null
+          const markerBefore = yield* Effect.promise(marker)
+          expect(markerBefore).toMatch(/^[0-9A-F]+\/[0-9A-F]+$/)
+          expect(JSON.parse(afterChange[0]!.stamp!).origins).toContain(`scion_ddl_`)
           yield* Effect.promise(() => query(engine, "mirror", "alter table customers add column spare_probe text"))
+          expect(yield* Effect.promise(marker)).not.toBe(markerBefore)
           yield* copier.copy(branching, names[3]!)
           expect((yield* Effect.promise(() => query(engine, names[3]!, "select count(*)::int as n from information_schema.columns where column_name = 'spare_probe'")))[0].n).toBe(1)
           const afterColumn = yield* Effect.promise(() => sparesWhen(1, [afterChange[0]!.name]))
@@ -486,7 +493,8 @@ describe("branches on a real engine", () => {
           const afterDefault = yield* Effect.promise(() => sparesWhen(1, [afterColumn[0]!.name]))
           expect(yield* copier.stats).toMatchObject({ sparesCut: 5, sparesUsed: 1, copies: 4 })
 
-          // Unchanged since, not even a heartbeat: handed out again, before the mirror is paused.
+          // Unchanged since, not even a heartbeat: handed out again, before the mirror is paused, on the
+          // word of the origins and the DDL marker alone (no login on the mirror before it).
           yield* copier.copy(branching, names[4]!)
           expect((yield* Effect.promise(() => query(engine, names[4]!, "select count(*)::int as n from information_schema.columns where column_name = 'spare_probe'")))[0].n).toBe(1)
           yield* Effect.promise(() => sparesWhen(1, [afterDefault[0]!.name]))

@@ -18,7 +18,7 @@ import {
   waitTemplateFree
 } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
-import { dropOrphanSpareOwners, dropSpare, handOutSpare, listSpares, mirrorCatalogs, mirrorFingerprint, mirrorOrigins, type Spare, SPARE_PREFIX, type SpareStamp, stampSpare, warmSpare } from "./SpareSql.js"
+import { dropOrphanSpareOwners, dropSpare, ensureDdlMarker, handOutSpare, hasDdlMarker, listSpares, mirrorCatalogs, mirrorFingerprint, mirrorOrigins, type Spare, SPARE_PREFIX, type SpareStamp, stampSpare, warmSpare } from "./SpareSql.js"
 
 interface Waiting {
   readonly database: string
@@ -266,6 +266,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             : null
           yield* mark("listed")
           const dataAsOf = yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
+          // Before the fingerprint a spare's stamp takes: the marker then speaks for every DDL after it.
+          if (sparesFor(engine) && settled) yield* ensureDdlMarker(mirror, engine.mirrorDatabase).pipe(Effect.catchAll((e) => Effect.logWarning("could not install the mirror's DDL marker; spares are checked against its catalogs", e)))
           const fingerprint =
             sparesFor(engine) && sequencesAligned && owned !== null
               ? yield* mirrorFingerprint(mirror).pipe(
@@ -325,9 +327,11 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         Effect.gen(function* () {
           const stamped = found.flatMap(({ name, stamp }) => (stamp === null ? [] : [{ name, stamp }]))
           if (stamped.length === 0) return null
-          const origins = yield* mirrorOrigins(admin, engine.subscriptionNames)
+          const origins = yield* mirrorOrigins(admin, engine.subscriptionNames, engine.mirrorDatabase)
           const standing = stamped.filter((s) => s.stamp.origins === origins)
           if (standing.length === 0) return null
+          // The DDL marker stood still with the rest: no DDL ran in the mirror, no need to read its catalogs.
+          if (hasDdlMarker(origins)) return standing[0]!
           const catalogs = yield* mirrorCatalogs(yield* mirrorSession.session)
           return standing.find((s) => s.stamp.catalogs === catalogs) ?? null
         }).pipe(Effect.withSpan("Copier.standingSpare"))
@@ -341,8 +345,9 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         Effect.gen(function* () {
           const spare = yield* standingSpare(admin, engine, mirrorSession, found)
           if (spare === null) return null
-          // A spare readied ahead needs no list of what its role is to own.
-          const owned = spare.stamp.owner !== null ? null : yield* listOwnedObjects(yield* mirrorSession.session)
+          // A spare readied ahead needs no list of what its role is to own; without a session on the
+          // mirror (the DDL marker spoke for its schema) the copy's readying searches its own.
+          const owned = spare.stamp.owner !== null || hasDdlMarker(spare.stamp.origins) ? null : yield* listOwnedObjects(yield* mirrorSession.session)
           yield* giveSpare(admin, spare.name, waiting, { sourceLsn: spare.stamp.sourceLsn, dataAsOf: spare.stamp.dataAsOf, sequencesAligned: true, owned, spareOwner: spare.stamp.owner })
           counters.sparesUsedRunning++
           return spare.name
@@ -499,7 +504,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                     const stamp: SpareStamp = {
                       fingerprint: fingerprint.fingerprint,
                       catalogs: fingerprint.catalogs,
-                      origins: yield* mirrorOrigins(admin, engine.subscriptionNames),
+                      origins: yield* mirrorOrigins(admin, engine.subscriptionNames, engine.mirrorDatabase),
                       sourceLsn: mark.sourceLsn,
                       dataAsOf: mark.dataAsOf,
                       owner: null

@@ -101,20 +101,73 @@ export const mirrorCatalogs = (mirror: EngineClient) =>
   )
 
 /**
- * Where every replication origin of the subscriptions stands (their apply workers' and table
- * syncs'), as one string: it moves with every transaction a worker commits into the mirror.
- * Read on any database of the engine (both catalogs are the cluster's), paused or not.
+ * The mirror's DDL marker: a replication origin (`scion_ddl_<mirror's database oid>`, cluster-wide
+ * like every origin) that an event trigger in the mirror moves to the WAL's insert position at the
+ * end of every DDL command run there, by any session (ENABLE ALWAYS: `session_replication_role`
+ * does not silence it). Read with the subscriptions' origins (mirrorOrigins), it tells from the
+ * `postgres` database that the mirror's schema has not changed, which otherwise takes a login on
+ * the mirror to read its catalogs. The trigger's function lives in the `scion` schema, which every
+ * copy's readying drops (the trigger with it), so a branch's own DDL never moves it. A rolled
+ * back DDL moves it too (an origin's advance is not transactional): only ever a false "changed".
+ * TRUNCATE fires no event trigger; the connector truncates the mirror only with its
+ * subscription dropped and made anew, which the subscriptions' origins show. ALTER SUBSCRIPTION
+ * is left out: every pause disables and enables the subscriptions, and what else it changes (a
+ * publication refreshed: new table syncs) moves the subscriptions' origins.
  */
-export const mirrorOrigins = (client: EngineClient, subscriptionNames: ReadonlyArray<string>) =>
+const DDL_MARKER = "scion_ddl_marker"
+const ddlMarkerOrigin = (database: string) => `'scion_ddl_' || (select oid from pg_database where datname = ${quoteLiteral(database)})`
+
+/** Installs the DDL marker on the mirror when it is missing, on a session in it, under the copy lock (one round trip when present). */
+export const ensureDdlMarker = (mirror: EngineClient, mirrorDatabase: string) =>
+  mirror
+    .query(
+      "spare",
+      `do $scion$
+       begin
+         if not exists (select 1 from pg_event_trigger where evtname = ${quoteLiteral(DDL_MARKER)}) then
+           create schema if not exists scion;
+           -- Whoever runs the DDL (the function runs as its owner, the engine's superuser).
+           create or replace function scion.ddl_marker() returns event_trigger language plpgsql security definer set search_path = pg_catalog as $fn$
+           begin
+             -- Pausing and resuming the subscriptions (every batch does) changes no schema; their
+             -- other changes (a publication refreshed, made anew) move their own origins.
+             if tg_tag = 'ALTER SUBSCRIPTION' then return; end if;
+             perform pg_replication_origin_advance('scion_ddl_' || (select oid from pg_database where datname = current_database()), pg_current_wal_insert_lsn());
+           end $fn$;
+           if not exists (select 1 from pg_replication_origin where roname = ${ddlMarkerOrigin(mirrorDatabase)}) then
+             perform pg_replication_origin_create(${ddlMarkerOrigin(mirrorDatabase)});
+           end if;
+           perform pg_replication_origin_advance(${ddlMarkerOrigin(mirrorDatabase)}, pg_current_wal_insert_lsn());
+           create event trigger ${DDL_MARKER} on ddl_command_end execute function scion.ddl_marker();
+           alter event trigger ${DDL_MARKER} enable always;
+         end if;
+       end $scion$`
+    )
+    .pipe(Effect.asVoid, Effect.withSpan("SpareSql.ensureDdlMarker"))
+
+/**
+ * Where every replication origin of the subscriptions stands (their apply workers' and table
+ * syncs'), and the mirror's DDL marker when it has one, as one string: it moves with every
+ * transaction a worker commits into the mirror and every DDL command run in it. Read on any
+ * database of the engine (the catalogs are the cluster's), paused or not.
+ */
+export const mirrorOrigins = (client: EngineClient, subscriptionNames: ReadonlyArray<string>, mirrorDatabase: string) =>
   client
     .query<{ origins: string | null }>(
       "spare",
-      `select coalesce(string_agg(o.external_id || '=' || o.remote_lsn::text, ',' order by o.external_id), '') as origins
-       from pg_subscription s join pg_replication_origin_status o on o.external_id = 'pg_' || s.oid or starts_with(o.external_id, 'pg_' || s.oid || '_')
-       where s.subname = any($1)`,
+      `select coalesce(string_agg(external_id || '=' || remote_lsn::text, ',' order by external_id), '') as origins from (
+         select o.external_id, o.remote_lsn
+         from pg_subscription s join pg_replication_origin_status o on o.external_id = 'pg_' || s.oid or starts_with(o.external_id, 'pg_' || s.oid || '_')
+         where s.subname = any($1)
+         union all
+         select roname, pg_replication_origin_progress(roname, false) from pg_replication_origin where roname = ${ddlMarkerOrigin(mirrorDatabase)}
+       ) origins`,
       [[...subscriptionNames]]
     )
     .pipe(Effect.map(([row]) => row?.origins ?? ""))
+
+/** Whether origins read by mirrorOrigins include the mirror's DDL marker (a stamp's, or the mirror's now). */
+export const hasDdlMarker = (origins: string) => origins.split(",").some((origin) => origin.startsWith("scion_ddl_"))
 
 /** What a spare was cut from, stamped on it (its database's comment). */
 export const SpareStamp = Schema.Struct({
