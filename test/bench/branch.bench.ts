@@ -396,14 +396,14 @@ const timeDumpRestore = async (record: EngineRecord) => {
   return { elapsed, how }
 }
 
-/** How long after the engine was ready its first spare stood (stamped), or that none did within 10 s. */
+/** How long after the engine was ready its first spare stood readied (stamped with its owner), or that none did within 10 s. */
 const spareCut = async (record: EngineRecord) => {
   const started = performance.now()
   const admin = await engineClient(record, "postgres")
   try {
     while (performance.now() - started < 10_000) {
-      const stamped = await admin.query("select 1 from pg_database where starts_with(datname, 'scion_spare_') and shobj_description(oid, 'pg_database') is not null")
-      if (stamped.rows.length > 0) return `stood ${ms(performance.now() - started)} after the setup's operation completed`
+      const readied = await admin.query("select 1 from pg_database where starts_with(datname, 'scion_spare_') and shobj_description(oid, 'pg_database')::jsonb ->> 'owner' is not null")
+      if (readied.rows.length > 0) return `stood readied ${ms(performance.now() - started)} after the setup's operation completed`
       await new Promise((r) => setTimeout(r, 20))
     }
     return "none within 10 s: the first create copies"

@@ -291,19 +291,23 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           const sessionScope = yield* Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential))
           const login = loginOnMirror(engine, sessionScope)
           const key = keyOf(engine)
-          // A login made ahead for this batch (warmMirror) is waited for: it is under way already.
-          const ahead = warming.get(key)
-          if (ahead !== undefined) yield* Fiber.await(ahead)
-          const previous = kept.get(key)
-          if (previous === undefined) return { session: yield* Effect.cached(login), close: Scope.close(sessionScope, Exit.void) }
-          kept.delete(key)
-          yield* Fiber.interruptFork(previous.expiry)
-          yield* Scope.addFinalizer(sessionScope, previous.close)
-          const session = previous.client.query("pause", "select 1").pipe(
-            Effect.as(previous.client),
-            Effect.catchAll(() => login)
-          )
-          // Asked for by a spare's hand-out and then by the pause: one login at most.
+          // Chosen when first asked for (a spare handed out on the DDL marker's word asks for none
+          // before it): the kept session, once a login made ahead for this batch (warmMirror) is
+          // done (it is under way already), else a new login. Asked for by a spare's hand-out and
+          // then by the pause: one login at most.
+          const session = Effect.gen(function* () {
+            const ahead = warming.get(key)
+            if (ahead !== undefined) yield* Fiber.await(ahead)
+            const previous = kept.get(key)
+            if (previous === undefined) return yield* login
+            kept.delete(key)
+            yield* Fiber.interruptFork(previous.expiry)
+            yield* Scope.addFinalizer(sessionScope, previous.close)
+            return yield* previous.client.query("pause", "select 1").pipe(
+              Effect.as(previous.client),
+              Effect.catchAll(() => login)
+            )
+          })
           return { session: yield* Effect.cached(session), close: Scope.close(sessionScope, Exit.void) }
         })
 
