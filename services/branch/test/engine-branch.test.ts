@@ -301,6 +301,12 @@ describe("branches on a real engine", () => {
   it("keeps the resume's session on the mirror for the engine's next pause, then closes it; a create accepted logs in ahead of its batch", async () => {
     const mirrorSessions = async () =>
       (await query(engine, "postgres", `select count(*)::int as n from pg_stat_activity where datname = 'mirror' and application_name = 'scion-branch-mirror'`))[0].n
+    /** The Copier's sessions on the mirror once there is one (or none after 2 s). */
+    const firstMirrorSession = Effect.gen(function* () {
+      let sessions = 0
+      for (let i = 0; i < 100 && sessions === 0; i++) sessions = yield* Effect.zipLeft(Effect.promise(mirrorSessions), Effect.sleep("20 millis"))
+      return sessions
+    })
     const outcome = await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
@@ -308,8 +314,7 @@ describe("branches on a real engine", () => {
           const names = [0, 1, 2].map((i) => `scion_kept_${i}_${randomBytes(3).toString("hex")}`)
           yield* copier.copy(branching, names[0]!)
           // The copy is answered before the resume: wait for the resume's session.
-          let keptAfterFirst = 0
-          for (let i = 0; i < 100 && keptAfterFirst === 0; i++) keptAfterFirst = yield* Effect.zipLeft(Effect.promise(mirrorSessions), Effect.sleep("20 millis"))
+          const keptAfterFirst = yield* firstMirrorSession
           const afterFirst = yield* copier.stats
           yield* copier.copy(branching, names[1]!)
           yield* Effect.sleep("500 millis")
@@ -318,8 +323,7 @@ describe("branches on a real engine", () => {
           const keptLater = yield* Effect.promise(mirrorSessions)
           // With none kept, a create just accepted has the Copier log in ahead of its batch, which pauses on that session.
           yield* copier.warmMirror(branching)
-          let warmed = 0
-          for (let i = 0; i < 100 && warmed === 0; i++) warmed = yield* Effect.zipLeft(Effect.promise(mirrorSessions), Effect.sleep("20 millis"))
+          const warmed = yield* firstMirrorSession
           const afterWarm = yield* copier.stats
           yield* copier.copy(branching, names[2]!)
           yield* Effect.sleep("500 millis")
@@ -481,6 +485,10 @@ describe("branches on a real engine", () => {
           expect(JSON.parse(afterChange[0]!.stamp!).origins).toContain(`scion_ddl_`)
           yield* Effect.promise(() => query(engine, "mirror", "alter table customers add column spare_probe text"))
           expect(yield* Effect.promise(marker)).not.toBe(markerBefore)
+          // A copy not readied yet still holds the trigger: its own DDL runs (there is no marker of its to move), and moves not the mirror's.
+          const markerAfter = yield* Effect.promise(marker)
+          yield* Effect.promise(() => query(engine, names[2]!, "create table probe_in_copy (id int); alter table probe_in_copy add column note text"))
+          expect(yield* Effect.promise(marker)).toBe(markerAfter)
           yield* copier.copy(branching, names[3]!)
           expect((yield* Effect.promise(() => query(engine, names[3]!, "select count(*)::int as n from information_schema.columns where column_name = 'spare_probe'")))[0].n).toBe(1)
           const afterColumn = yield* Effect.promise(() => sparesWhen(1, [afterChange[0]!.name]))
@@ -573,6 +581,29 @@ describe("branches on a real engine", () => {
           expect(psql(url, "select count(*) from information_schema.schemata where schema_name = 'scion'")).toBe("0")
           expect((yield* Effect.promise(() => query(engine, database, ownedByOthers, [role])))[0].n).toBe(0)
           yield* branches.delete(user, handle.branchId).pipe(Effect.flatMap((started) => deleteJob.run(jobOf(started.operationId, handle.branchId))))
+
+          // A snapshot that takes a readied spare gives everything back to the engine's superuser
+          // (nobody owns a snapshot) and drops the placeholder.
+          const readied = yield* Effect.promise(() => sparesWhen((now) => now.length === 1 && JSON.parse(now[0]!.stamp ?? "{}").owner != null))
+          const snapshot = yield* Effect.flatMap(Snapshots, (sn) => sn.create(user, engineId, "from-a-spare"))
+          const made = (yield* snapshotCreateJob
+            .run({ ...jobOf(snapshot.operationId, "", 1), payload: { snapshot_id: snapshot.snapshotId } })
+            .pipe(Effect.provideService(Copier, copier))) as Record<string, unknown>
+          expect(made.status).toBe("ready")
+          const snapshotDatabase = `scion_${snapshot.snapshotId}`
+          expect((yield* Effect.promise(() => query(engine, "postgres", `select oid::text as oid, pg_get_userbyid(datdba) as owner from pg_database where datname = '${snapshotDatabase}'`)))[0]).toEqual({
+            oid: readied[0]!.oid,
+            owner: engine.superuser.username
+          })
+          expect((yield* Effect.promise(() => query(engine, "postgres", `select count(*)::int as n from pg_roles where rolname = '${readied[0]!.name}'`)))[0].n).toBe(0)
+
+          // A marker whose mirror is gone (a deep reset's retired mirror dropped) goes with the next batch.
+          yield* Effect.promise(() => query(engine, "postgres", "select pg_replication_origin_create('scion_ddl_4000000000')"))
+          yield* copier.copy(branching, `${name}_after`)
+          const orphans = async () => (await query(engine, "postgres", "select count(*)::int as n from pg_replication_origin where roname = 'scion_ddl_4000000000'"))[0].n as number
+          for (let i = 0; i < 100 && (yield* Effect.promise(orphans)) > 0; i++) yield* Effect.sleep("50 millis")
+          expect(yield* Effect.promise(orphans)).toBe(0)
+          yield* Effect.flatMap(Snapshots, (sn) => sn.delete(user, snapshot.snapshotId)).pipe(Effect.ignore)
         })
       )
     )
@@ -581,7 +612,7 @@ describe("branches on a real engine", () => {
     const last = `scion_withspare_off_${randomBytes(3).toString("hex")}`
     await runtime.runPromise(Effect.flatMap(Copier, (copier) => copier.copy(branching, last)))
     expect(await sparesWhen((now) => now.length === 0)).toEqual([])
-    for (const database of [name, last]) await query(engine, "postgres", `drop database "${database}"`)
+    for (const database of [name, `${name}_after`, last]) await query(engine, "postgres", `drop database "${database}"`)
   }, 120_000)
 
   it("deletes a branch: database and role dropped, reads answer not found; connector cleanup drops the rest", async () => {

@@ -18,7 +18,7 @@ import {
   waitTemplateFree
 } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
-import { dropOrphanSpareOwners, dropSpare, ensureDdlMarker, handOutSpare, hasDdlMarker, listSpares, mirrorCatalogs, mirrorFingerprint, mirrorOrigins, type Spare, SPARE_PREFIX, type SpareStamp, stampSpare, warmSpare } from "./SpareSql.js"
+import { dropOrphanDdlMarkers, dropOrphanSpareOwners, dropSpare, ensureDdlMarker, handOutSpare, hasDdlMarker, listSpares, mirrorCatalogs, mirrorFingerprint, mirrorOrigins, type Spare, SPARE_PREFIX, type SpareStamp, stampSpare, warmSpare } from "./SpareSql.js"
 
 interface Waiting {
   readonly database: string
@@ -548,7 +548,9 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             })
             // The batch (and the engine's next one) waits for the warm-up: a spare is handed out only once no session is in it.
             if (spares.warming !== null) yield* Fiber.join(spares.warming)
-            yield* dropOrphanSpareOwners(admin).pipe(Effect.catchAll((e) => Effect.logWarning("could not look for spares' orphaned owners", e)))
+            yield* Effect.all([dropOrphanSpareOwners(admin), dropOrphanDdlMarkers(admin)], { discard: true }).pipe(
+              Effect.catchAll((e) => Effect.logWarning("could not drop spares' orphaned owners or markers", e))
+            )
             yield* Effect.logInfo("template copies done").pipe(
               Effect.annotateLogs({
                 engine: keyOf(engine),

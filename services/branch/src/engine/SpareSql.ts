@@ -133,6 +133,10 @@ export const ensureDdlMarker = (mirror: EngineClient, mirrorDatabase: string) =>
              -- other changes (a publication refreshed, made anew) move their own origins.
              if tg_tag = 'ALTER SUBSCRIPTION' then return; end if;
              perform pg_replication_origin_advance('scion_ddl_' || (select oid from pg_database where datname = current_database()), pg_current_wal_insert_lsn());
+           exception when undefined_object then
+             -- No marker of this database's (a copy not readied yet, or the marker dropped): a DDL
+             -- must never fail for it, and a marker that is gone vouches for nothing.
+             null;
            end $fn$;
            if not exists (select 1 from pg_replication_origin where roname = ${ddlMarkerOrigin(mirrorDatabase)}) then
              perform pg_replication_origin_create(${ddlMarkerOrigin(mirrorDatabase)});
@@ -165,6 +169,19 @@ export const mirrorOrigins = (client: EngineClient, subscriptionNames: ReadonlyA
       [[...subscriptionNames]]
     )
     .pipe(Effect.map(([row]) => row?.origins ?? ""))
+
+/**
+ * DDL markers of mirrors that are gone (a deep reset's retired mirror dropped): each marker holds
+ * one of the engine's replication origin slots while it has progress to keep.
+ */
+export const dropOrphanDdlMarkers = (admin: EngineClient) =>
+  admin
+    .query(
+      "spare",
+      `select pg_replication_origin_drop(roname) from pg_replication_origin
+       where roname ~ '^scion_ddl_[0-9]+$' and not exists (select 1 from pg_database d where d.oid::text = substr(roname, 11))`
+    )
+    .pipe(Effect.asVoid, Effect.withSpan("SpareSql.dropOrphanDdlMarkers"))
 
 /** Whether origins read by mirrorOrigins include the mirror's DDL marker (a stamp's, or the mirror's now). */
 export const hasDdlMarker = (origins: string) => origins.split(",").some((origin) => origin.startsWith("scion_ddl_"))
