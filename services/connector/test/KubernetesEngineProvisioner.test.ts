@@ -534,7 +534,8 @@ describe("KubernetesEngineProvisioner against a fake API server", () => {
     expect(waited.early).toBe(false)
     expect(waited.engine.connectorId).toBe("con_slow")
     expect(waited.engine.fileCopyClone).toBe(false)
-    expect(kube.log.filter((r) => r.method === "GET" && r.path === statefulSetPath("con_slow")).length).toBeGreaterThan(3)
+    // It asked again while it waited (how often in 300 ms depends on the machine's load).
+    expect(kube.log.filter((r) => r.method === "GET" && r.path === statefulSetPath("con_slow")).length).toBeGreaterThan(1)
 
     kube.ready = false
     const exit = await runExit(Effect.flatMap(EngineProvisioner, (p) => p.provision("con_never")), { ENGINE_READY_TIMEOUT: "300 millis" })

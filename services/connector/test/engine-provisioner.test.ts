@@ -12,7 +12,7 @@ import { tmpdir } from "node:os"
 import { checkServerIdentity } from "node:tls"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Layer, Option, Redacted } from "effect"
+import { ConfigProvider, Effect, Exit, Fiber, Layer, Option, Redacted } from "effect"
 import pg from "pg"
 import { type Engine, EngineNotFound, EngineProvisioner } from "../src/engine/EngineProvisioner.js"
 import { findPgbouncer, LocalEngineProvisionerLive } from "../src/engine/LocalEngineProvisioner.js"
@@ -260,6 +260,32 @@ describe("LocalEngineProvisioner", () => {
     expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error).toMatchObject({ _tag: "EngineError", connectorId: id, step: "certificate" })
     expect(existsSync(join(dataDir, id))).toBe(false)
   })
+
+  it("a provision interrupted during initdb (a setup whose source steps failed) leaves nothing that breaks the next one", async () => {
+    const id = `con_${randomBytes(6).toString("hex")}`
+    const pgVersion = join(dataDir, id, "pgdata", "PG_VERSION")
+    const engine = await Effect.runPromise(
+      Effect.provide(
+        Effect.gen(function* () {
+          const provisioner = yield* EngineProvisioner
+          const first = yield* Effect.fork(provisioner.provision(id))
+          // initdb has begun (it writes PG_VERSION first, then bootstraps for a second or more).
+          for (let i = 0; i < 400 && !existsSync(pgVersion); i++) yield* Effect.sleep("10 millis")
+          yield* Effect.sleep("50 millis")
+          yield* Fiber.interrupt(first)
+          // At once, as the next setup does: the interrupted initdb must not empty this one's directory.
+          return yield* provisioner.provision(id)
+        }),
+        layer
+      )
+    )
+    const client = new pg.Client({ host: engine.host, port: engine.port, user: engine.superuser.username, password: Redacted.value(engine.superuser.password), database: "postgres", ssl: { rejectUnauthorized: false } })
+    await client.connect()
+    expect((await client.query("select 1 as one")).rows).toEqual([{ one: 1 }])
+    await client.end()
+    expect(existsSync(pgVersion)).toBe(true)
+    await run(Effect.flatMap(EngineProvisioner, (p) => p.destroy(id)))
+  }, 120_000)
 
   it("rejects connector ids that are not safe path segments", async () => {
     const exit = await run(Effect.exit(Effect.flatMap(EngineProvisioner, (p) => p.provision("../escape"))))

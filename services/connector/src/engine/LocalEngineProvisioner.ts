@@ -200,9 +200,31 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
         child.stdout?.on("data", (chunk: Buffer) => void (stdout += chunk.toString("utf8")))
         child.stderr?.on("data", (chunk: Buffer) => void (stderr += chunk.toString("utf8")))
         child.once("error", (cause) => resume(Effect.fail(fail(connectorId, step, cause))))
-        child.once("close", (code) => resume(Effect.succeed({ code, stdout, stderr })))
-        return Effect.sync(() => void child.kill())
+        let closed = false
+        child.once("close", (code) => {
+          closed = true
+          resume(Effect.succeed({ code, stdout, stderr }))
+        })
+        return stopChild(child, () => closed)
       }).pipe(Effect.withSpan(`LocalEngineProvisioner.run ${step}`))
+
+    /**
+     * An interrupted program ended, and waited for until it and what it started have exited (its
+     * output pipes closed): interrupted mid-way, initdb removes its data directory as it exits. A
+     * setup whose source steps fail interrupts the engine's provision beside them, and the next
+     * setup's provision makes the same directory again: killed without the wait, the first initdb
+     * emptied the second one's data directory under it. SIGKILL after 10 s.
+     */
+    const stopChild = (child: ChildProcess, closed: () => boolean) =>
+      Effect.async<void>((done) => {
+        if (closed()) return done(Effect.void)
+        const force = setTimeout(() => child.kill("SIGKILL"), 10_000)
+        child.once("close", () => {
+          clearTimeout(force)
+          done(Effect.void)
+        })
+        child.kill()
+      })
 
     const runOk = (connectorId: string, step: string, file: string, args: ReadonlyArray<string>, user?: OsUser) =>
       run(connectorId, step, file, args, user).pipe(
