@@ -87,6 +87,14 @@ const runtime = ManagedRuntime.make(
   ).pipe(Layer.provideMerge(OperationUnitOverTheWire("branch")), Layer.provideMerge(IdentityWireLive), Layer.provideMerge(IdentityUnit), Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
 )
 
+/** The engine's spares: name, database oid and stamp (its comment). */
+const spares = async () =>
+  (await query(engine, "postgres", `select datname as name, oid::text as oid, shobj_description(oid, 'pg_database') as stamp from pg_database where starts_with(datname, 'scion_spare_')`)) as Array<{
+    name: string
+    oid: string
+    stamp: string | null
+  }>
+
 /** The stage reports each job sent, by operation (the worker would pass them to the operation unit). */
 const reports = new Map<string, Array<{ readonly stage?: string | undefined; readonly progress?: number | undefined }>>()
 
@@ -417,12 +425,6 @@ describe("branches on a real engine", () => {
   }, 120_000)
 
   it("hands the next copy a spare cut from an unchanged mirror, heartbeats aside; a changed mirror's spare is dropped and cut anew", async () => {
-    const spares = async () =>
-      (await query(engine, "postgres", `select datname as name, oid::text as oid, shobj_description(oid, 'pg_database') as stamp from pg_database where starts_with(datname, 'scion_spare_')`)) as Array<{
-        name: string
-        oid: string
-        stamp: string | null
-      }>
     const oidOf = async (database: string) => (await query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${database}'`))[0]?.oid as string | undefined
     /** Runs `change` on the source and waits until the mirror answers `check` with `expected`. */
     const replicate = async (change: string, check: string, expected: unknown) => {
@@ -523,12 +525,6 @@ describe("branches on a real engine", () => {
   }, 120_000)
 
   it("cuts a spare ahead of any create when asked (an engine just made ready), once; the next copy takes it before pausing", async () => {
-    const spares = async () =>
-      (await query(engine, "postgres", `select datname as name, oid::text as oid, shobj_description(oid, 'pg_database') as stamp from pg_database where starts_with(datname, 'scion_spare_')`)) as Array<{
-        name: string
-        oid: string
-        stamp: string | null
-      }>
     const sparesWhen = async (check: (now: Awaited<ReturnType<typeof spares>>) => boolean) => {
       const deadline = Date.now() + 15_000
       while (true) {
