@@ -1,5 +1,5 @@
-import { Bus, type Delivery } from "@scion/kit"
-import { Config, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Bus, type Delivery, eventsConsumeOptions, eventsDurableConfig } from "@scion/kit"
+import { Effect, Layer, Schema } from "effect"
 import { Deletion } from "./connectors/Deletion.js"
 
 /** The fields read from identity's `events.project.deleted`; others are ignored. */
@@ -12,11 +12,7 @@ export const PROJECT_DELETED = "events.project.deleted"
  * The durable over `events.project.deleted` on EVENTS. Replicas share one name (each event is
  * handled once); tests give every system its own, starting at new events and removed when idle.
  */
-export const projectEventsConfig = Config.all({
-  durable: Config.string("CONNECTOR_EVENTS_DURABLE").pipe(Config.withDefault("connector")),
-  deliverPolicy: Config.literal("all", "new")("CONNECTOR_EVENTS_DELIVER_POLICY").pipe(Config.withDefault("all" as const)),
-  inactiveSeconds: Config.option(Config.integer("CONNECTOR_EVENTS_INACTIVE_SECONDS"))
-})
+export const projectEventsConfig = eventsDurableConfig("CONNECTOR", { durable: "connector", deliverPolicy: "all" })
 
 /**
  * One project event: every connector of the deleted project is deleted with force (a delete in
@@ -43,13 +39,7 @@ export const ProjectEventsConsumer: Layer.Layer<never, never, Bus | Deletion> = 
     const config = yield* Effect.orDie(projectEventsConfig)
     yield* bus
       .consume(
-        {
-          stream: "EVENTS",
-          durable: config.durable,
-          filterSubjects: [PROJECT_DELETED],
-          deliverPolicy: config.deliverPolicy,
-          ...Option.match(config.inactiveSeconds, { onNone: () => ({}), onSome: (s) => ({ inactiveThreshold: Duration.seconds(s) }) })
-        },
+        eventsConsumeOptions(config, [PROJECT_DELETED]),
         (delivery) => handleProjectEvent(delivery).pipe(Effect.provideService(Deletion, deletion))
       )
       .pipe(Effect.orDie)

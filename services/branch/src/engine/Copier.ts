@@ -548,9 +548,12 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             })
             // The batch (and the engine's next one) waits for the warm-up: a spare is handed out only once no session is in it.
             if (spares.warming !== null) yield* Fiber.join(spares.warming)
-            yield* Effect.all([dropOrphanSpareOwners(admin), dropOrphanDdlMarkers(admin)], { discard: true }).pipe(
-              Effect.catchAll((e) => Effect.logWarning("could not drop spares' orphaned owners or markers", e))
-            )
+            // Only where spares are or were kept: on other engines nothing of theirs is left to drop.
+            if (sparesFor(engine) || found.length > 0) {
+              yield* Effect.all([dropOrphanSpareOwners(admin), dropOrphanDdlMarkers(admin)], { discard: true }).pipe(
+                Effect.catchAll((e) => Effect.logWarning("could not drop spares' orphaned owners or markers", e))
+              )
+            }
             yield* Effect.logInfo("template copies done").pipe(
               Effect.annotateLogs({
                 engine: keyOf(engine),

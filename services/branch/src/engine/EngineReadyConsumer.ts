@@ -1,5 +1,5 @@
-import { Bus, type Delivery, ENGINE_READY, EngineReady } from "@scion/kit"
-import { Config, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Bus, type Delivery, ENGINE_READY, EngineReady, eventsConsumeOptions, eventsDurableConfig } from "@scion/kit"
+import { Effect, Layer, Schema } from "effect"
 import { Copier } from "./Copier.js"
 import { Engines } from "./Engines.js"
 
@@ -10,11 +10,7 @@ const decodeReady = Schema.decodeUnknown(EngineReady)
  * one name, so one of them cuts the spare. A new durable starts at new events (an engine made
  * ready days ago has had its creates since). Tests name their own and let NATS remove it.
  */
-export const engineEventsConfig = Config.all({
-  durable: Config.string("BRANCH_EVENTS_DURABLE").pipe(Config.withDefault("branch")),
-  deliverPolicy: Config.literal("all", "new")("BRANCH_EVENTS_DELIVER_POLICY").pipe(Config.withDefault("new" as const)),
-  inactiveSeconds: Config.option(Config.integer("BRANCH_EVENTS_INACTIVE_SECONDS"))
-})
+export const engineEventsConfig = eventsDurableConfig("BRANCH", { durable: "branch", deliverPolicy: "new" })
 
 /**
  * One engine-ready event: the Copier cuts a spare of the new mirror in the background (when the
@@ -42,13 +38,7 @@ export const EngineReadyConsumer: Layer.Layer<never, never, Bus | Engines | Copi
     const config = yield* Effect.orDie(engineEventsConfig)
     yield* bus
       .consume(
-        {
-          stream: "EVENTS",
-          durable: config.durable,
-          filterSubjects: [ENGINE_READY],
-          deliverPolicy: config.deliverPolicy,
-          ...Option.match(config.inactiveSeconds, { onNone: () => ({}), onSome: (s) => ({ inactiveThreshold: Duration.seconds(s) }) })
-        },
+        eventsConsumeOptions(config, [ENGINE_READY]),
         (delivery) => handleEngineReady(delivery).pipe(Effect.provideService(Engines, engines), Effect.provideService(Copier, copier))
       )
       .pipe(Effect.orDie)
