@@ -280,7 +280,7 @@ describe("branches on a real engine", () => {
   it("serves copies asked of two replicas at once: neither's session on the mirror holds the other's copy up", async () => {
     // Two branch unit replicas, a Copier each, the advisory lock on the engine between them; each
     // keeps its resume's session on the mirror longer than the other may wait for the mirror.
-    const replica = Copier.make({ templateWait: "3 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "off" })
+    const replica = Copier.make({ templateWait: "3 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "off", spareCutDelay: "150 millis" })
     const started = Date.now()
     const outcome = await runtime.runPromise(
       Effect.scoped(
@@ -318,7 +318,7 @@ describe("branches on a real engine", () => {
     const outcome = await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "1500 millis", spares: "off" })
+          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "1500 millis", spares: "off", spareCutDelay: "150 millis" })
           const names = [0, 1, 2].map((i) => `scion_kept_${i}_${randomBytes(3).toString("hex")}`)
           yield* copier.copy(branching, names[0]!)
           // The copy is answered before the resume: wait for the resume's session.
@@ -448,7 +448,7 @@ describe("branches on a real engine", () => {
     await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on" })
+          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: "150 millis" })
 
           // No spare yet: a copy, and a spare cut from the same pause, stamped with the mirror's fingerprint.
           yield* copier.copy(branching, names[0]!)
@@ -538,7 +538,7 @@ describe("branches on a real engine", () => {
     await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on" })
+          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: "150 millis" })
           // Answered at once; the spare is cut in the background, from a pause of its own.
           yield* copier.prepareSpare(branching)
           const [cut] = yield* Effect.promise(() => sparesWhen((now) => now.length === 1 && now[0]!.stamp !== null))
@@ -609,6 +609,57 @@ describe("branches on a real engine", () => {
     await runtime.runPromise(Effect.flatMap(Copier, (copier) => copier.copy(branching, last)))
     expect(await sparesWhen((now) => now.length === 0)).toEqual([])
     for (const database of [name, `${name}_after`, last]) await query(engine, "postgres", `drop database "${database}"`)
+  }, 120_000)
+
+  it("cuts the next spare a while after one is handed out before any pause, or at once for a copy that comes meanwhile, which joins that pause", async () => {
+    const standing = async (without: ReadonlyArray<string>) => {
+      const deadline = Date.now() + 15_000
+      while (true) {
+        const now = await spares()
+        const readied = now.filter((s) => !without.includes(s.name) && JSON.parse(s.stamp ?? "{}").owner != null)
+        if (readied.length > 0 || Date.now() > deadline) return readied
+        await new Promise((r) => setTimeout(r, 20))
+      }
+    }
+    const oidOf = async (database: string) => (await query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${database}'`))[0]?.oid as string | undefined
+    const names = [0, 1, 2].map((i) => `scion_withspare_delay_${i}_${randomBytes(3).toString("hex")}`)
+    const delayMillis = 1500
+    await runtime.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: `${delayMillis} millis` })
+          yield* copier.prepareSpare(branching)
+          const [first] = yield* Effect.promise(() => standing([]))
+          const before = yield* copier.stats
+
+          // Handed out before any pause; the next spare is cut only once the delay has passed.
+          const handedAt = Date.now()
+          yield* copier.copy(branching, names[0]!)
+          expect(yield* Effect.promise(() => oidOf(names[0]!))).toBe(first!.oid)
+          const [second] = yield* Effect.promise(() => standing([first!.name]))
+          expect(second).toBeDefined()
+          expect(Date.now() - handedAt).toBeGreaterThanOrEqual(delayMillis)
+          expect(yield* copier.stats).toMatchObject({ pauses: before.pauses + 1, copies: before.copies, sparesUsedRunning: before.sparesUsedRunning + 1 })
+
+          // The next copy takes that spare; one asked for while its batch waits ends the wait and
+          // is copied in the pause that cuts the spare after it.
+          yield* copier.copy(branching, names[1]!)
+          expect(yield* Effect.promise(() => oidOf(names[1]!))).toBe(second!.oid)
+          const askedAt = Date.now()
+          yield* copier.copy(branching, names[2]!)
+          expect(Date.now() - askedAt).toBeLessThan(delayMillis)
+          expect(yield* copier.stats).toMatchObject({ pauses: before.pauses + 2, copies: before.copies + 1, sparesUsedRunning: before.sparesUsedRunning + 2 })
+          expect((yield* Effect.promise(() => query(engine, names[2]!, "select count(*)::int as n from customers")))[0].n).toBeGreaterThan(0)
+          expect(yield* Effect.promise(() => standing([first!.name, second!.name]))).toHaveLength(1)
+        })
+      )
+    )
+    // A Copier that keeps no spares drops the engine's at its next batch.
+    const last = `scion_withspare_delay_off_${randomBytes(3).toString("hex")}`
+    await runtime.runPromise(Effect.flatMap(Copier, (copier) => copier.copy(branching, last)))
+    for (let i = 0; i < 100 && (await spares()).length > 0; i++) await new Promise((r) => setTimeout(r, 50))
+    expect(await spares()).toEqual([])
+    for (const database of [...names, last]) await query(engine, "postgres", `drop database "${database}"`)
   }, 120_000)
 
   it("deletes a branch: database and role dropped, reads answer not found; connector cleanup drops the rest", async () => {
