@@ -14,7 +14,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type Engine, EngineProvisioner, LocalEngineProvisionerLive } from "@scion/connector"
-import { GENERATED_PASSWORD_SCRAM_ITERATIONS, type Job, JobFailed, type Principal, PostgresPools } from "@scion/kit"
+import { GENERATED_PASSWORD_SCRAM_ITERATIONS, type Job, JobFailed, OperationEnded, type Principal, PostgresPools } from "@scion/kit"
 import { freshDatabase, withConfig } from "@scion/kit/testing"
 import { ConfigProvider, type Context, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import pg from "pg"
@@ -403,6 +403,21 @@ describe("branches on a real engine", () => {
     expect((await query(engine, "postgres", `select count(*)::int as n from pg_roles where rolname = '${doomedRow.roleName}'`))[0].n).toBe(0)
     const after = (await runtime.runPromise(Effect.flatMap(BranchesRepo, (r) => r.find(doomed.branchId)))).pipe(Option.getOrThrow)
     expect(after.status).toBe("failed")
+
+    // The copy and the role are made while the operation is being marked running; an operation that
+    // had ended by then (swept) stops the job, and what it made on the engine is dropped again.
+    const late = await runtime.runPromise(Effect.flatMap(Branches, (b) => b.create(user, { connectorId: engineId, name: "late", serviceType: "postgres", idempotencyKey: undefined })))
+    const lateRow = (await runtime.runPromise(Effect.flatMap(BranchesRepo, (r) => r.find(late.branchId)))).pipe(Option.getOrThrow)
+    const ended = new OperationEnded({ operationId: late.operationId, status: "failed" })
+    const stopped = await runtime.runPromise(
+      Effect.flip(createJob.run({ ...jobOf(late.operationId, late.branchId), started: Effect.zipRight(Effect.sleep("300 millis"), Effect.fail(ended)) }))
+    )
+    expect((stopped as { _tag?: string })._tag, String(stopped)).toBe("OperationEnded")
+    expect((await query(engine, "postgres", `select count(*)::int as n from pg_database where datname = '${lateRow.databaseName}'`))[0].n).toBe(0)
+    expect((await query(engine, "postgres", `select count(*)::int as n from pg_roles where rolname = '${lateRow.roleName}'`))[0].n).toBe(0)
+    const unchanged = (await runtime.runPromise(Effect.flatMap(BranchesRepo, (r) => r.find(late.branchId)))).pipe(Option.getOrThrow)
+    expect(unchanged.status).toBe("creating")
+    expect(unchanged.copiedAt).toBeNull()
   }, 120_000)
 
   it("a snapshot job redelivered after the seal, before the snapshot was recorded ready, makes it ready and sealed", async () => {

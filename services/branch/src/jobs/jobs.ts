@@ -41,7 +41,7 @@ export const createJob: JobHandler<
 > = {
   ...CREATE_JOB,
   payload: BranchPayload,
-  // The branch and its engine are read while the operation is marked running; nothing changes before.
+  // The branch and its engine are read, and the copy made, while the operation is marked running (awaitStarted).
   startEarly: true,
   run: (job) =>
     Effect.gen(function* () {
@@ -58,6 +58,26 @@ export const createJob: JobHandler<
         onNone: () => Effect.fail(new JobFailed({ message: `Branch ${branchId} does not exist` })),
         onSome: Effect.succeed
       }))
+
+      /**
+       * The operation marked running. The copy and the role are made meanwhile (that round trip,
+       * ~10–20 ms under load, was the job's first wait), so it is awaited once the copy is made,
+       * before anything of it is recorded, and before a refusal. An operation that had ended (a
+       * sweeper failed it while the job waited) gets what this attempt made on the engine dropped
+       * again, once `made` is done: it finds nothing there.
+       */
+      const awaitStarted = (engine: BranchingEngine, branch: Branch, made: Effect.Effect<unknown> = Effect.void) =>
+        job.started.pipe(
+          Effect.tapErrorTag("OperationEnded", () =>
+            Effect.zipRight(
+              made,
+              dropBranch(engine, branch.databaseName, branch.roleName).pipe(
+                Effect.retry({ times: 3 }),
+                Effect.catchAll((e) => Effect.logError("could not drop the copy and role of a create whose operation had ended; the connector delete drops them", e))
+              )
+            )
+          )
+        )
 
       /** Drops the half-made branch and marks it failed; the drop is retried within this attempt. */
       const abandon = (engine: Option.Option<BranchingEngine>, branch: Branch, message: string) =>
@@ -80,12 +100,16 @@ export const createJob: JobHandler<
         Option.isSome(kept) && job.attempt === 1 ? Effect.succeed(kept.value) : engines.get(first.branch.connectorId)
       )
       const lookedUp = first.branch.status === "creating" ? yield* Effect.either(engineNow) : undefined
-      yield* job.started
+      // Refusals wait for the operation to be marked running: one that had ended finds nothing changed.
       if (first.branch.status !== "creating" || lookedUp === undefined) {
+        yield* job.started
         return yield* abandon(Option.none(), first.branch, `Branch ${branchId} was ${first.branch.status} before it was ready`)
       }
-      const engine = yield* Effect.catchTag(lookedUp, "ConnectorNotFound", () => abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
+      const engine = yield* Effect.catchTag(lookedUp, "ConnectorNotFound", () =>
+        Effect.zipRight(job.started, abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
+      )
       if (!isBranchable(engine, { allowStale: first.branch.allowStale || first.branch.snapshotId !== null })) {
+        yield* job.started
         return yield* abandon(Option.some(engine), first.branch, `The connector's branching engine is not ready to branch (branching_engine_status ${engine.status})`)
       }
 
@@ -121,6 +145,8 @@ export const createJob: JobHandler<
         // awaited (below) before abandon drops what was made.
         const roleMade = yield* Effect.fork(Effect.tap(makeRole(branch, envelope), () => mark("role_ms")))
         const rulesLoaded = yield* Effect.fork(repo.maskingRules(branch.connectorId))
+        // Awaited once the copy is made, before anything of it is recorded (awaitStarted).
+        const startedOrUndone = awaitStarted(engine, branch, Fiber.await(roleMade))
         return yield* Effect.gen(function* () {
           if (branch.copiedAt === null && (branch.consistentWithSource || branch.minSourceLsn !== null)) {
             // Read-your-writes: the copy waits until the mirror has what the source had written.
@@ -149,6 +175,8 @@ export const createJob: JobHandler<
             })
             ;({ branch } = yield* load)
           }
+          // A redelivery that finds the copy made, a snapshot's copy: marked running before they go on.
+          yield* startedOrUndone
           // What runs beside the copy and the first session: settled before the copy is changed.
           let copyRecorded: Effect.Effect<void, OperationEnded | RpcError> = Effect.void
           let dataAsOf = branch.dataAsOf
@@ -164,6 +192,7 @@ export const createJob: JobHandler<
             const reported = yield* Effect.fork(Effect.zipRight(job.report({ stage: "copy", stageLabel: "Copying the mirror database (subscription paused)", progress: 10 }), mark("reported_ms")))
             const copied = yield* copier.copy(engine, branch.databaseName)
             yield* mark("copied_ms")
+            yield* startedOrUndone
             dataAsOf ??= copied.dataAsOf
             if (copied.sequencesAligned) sequencesAlignedAt ??= new Date()
             owned = copied.owned
@@ -249,7 +278,7 @@ export const createJob: JobHandler<
         Effect.catchAll((error): Effect.Effect<never, CreateError | SecretStoreFailure, BranchesRepo | PostgresPools> => {
           if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "OperationEnded") return Effect.fail(error)
           const message = error instanceof JobFailed ? error.message : `The branch could not be created: ${(error as { message?: string }).message ?? String(error)}`
-          if (error instanceof JobFailed || job.attempt >= job.maxAttempts) return abandon(Option.some(engine), first.branch, message)
+          if (error instanceof JobFailed || job.attempt >= job.maxAttempts) return Effect.zipRight(awaitStarted(engine, first.branch), abandon(Option.some(engine), first.branch, message))
           return Effect.fail(error)
         })
       )

@@ -125,7 +125,8 @@ export interface JobHandler<P, I, E, R> {
   /**
    * Run while the operation is being marked running instead of after: the handler's reads overlap
    * that round trip to the operation unit. Such a handler awaits `job.started` before its first
-   * change (an operation that had ended must find nothing changed); reports wait for it themselves.
+   * change, or undoes what it changed when `job.started` fails (an operation that had ended must
+   * find nothing changed); reports wait for it themselves.
    */
   readonly startEarly?: boolean
   /** Jobs of this type handled at once by this process (default 1). */
