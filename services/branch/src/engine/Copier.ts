@@ -77,9 +77,10 @@ export interface CopierOptions {
    */
   readonly spares: SpareCopies
   /**
-   * After a spare is handed out before any pause, its batch waits this long before it pauses the
-   * mirror to cut the next one, or less if another copy comes first, which then joins that pause
-   * (BRANCH_SPARE_CUT_DELAY, 150 ms). The create that took the spare finishes, is heard and logs in
+   * After a spare is handed out, its batch waits this long before it cuts the next one (before
+   * it pauses the mirror, or with the mirror paused when the spare was handed out in the pause),
+   * or less if another copy comes first, which then joins that pause (BRANCH_SPARE_CUT_DELAY,
+   * 150 ms). The create that took the spare finishes, is heard and logs in
    * on its branch meanwhile, with the engine and this process to itself: cut at once, the next
    * spare's pause and clone took the same two cores and slowed that create's last steps by ~40 ms.
    */
@@ -425,6 +426,20 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           return copies
         })
 
+      /**
+       * After a spare is handed out with no other copy waiting: CopierOptions.spareCutDelay, or
+       * until a copy joins the queue (it then joins the pause that cuts the next spare).
+       */
+      const cutDelay = (queue: Queue, mark: (step: string) => Effect.Effect<void>) =>
+        Effect.gen(function* () {
+          if (queue.waiting.length > 0) return
+          const arrival = yield* Deferred.make<void>()
+          queue.arrival = arrival
+          // Interruptible: it also runs inside the pause's acquisition, where the race could not end its loser.
+          yield* Effect.interruptible(Effect.race(Effect.sleep(options.spareCutDelay), Deferred.await(arrival))).pipe(Effect.ensuring(Effect.sync(() => void (queue.arrival = null))))
+          yield* mark("cut_delayed")
+        })
+
       const batch = (engine: BranchingEngine, queue: Queue, waiting: ReadonlyArray<Waiting>) =>
         Effect.scoped(
           Effect.gen(function* () {
@@ -466,13 +481,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                 waitingCopies = todo.slice(1)
               }
               yield* markStep("handed_out_running")
-              if (handed !== null && waitingCopies.length === 0) {
-                // The next spare's pause waits for the create just served to finish (CopierOptions.spareCutDelay).
-                const arrival = yield* Deferred.make<void>()
-                queue.arrival = arrival
-                yield* Effect.race(Effect.sleep(options.spareCutDelay), Deferred.await(arrival)).pipe(Effect.ensuring(Effect.sync(() => void (queue.arrival = null))))
-                yield* markStep("cut_delayed")
-              }
+              // The next spare's pause waits for the create just served to finish.
+              if (handed !== null && waitingCopies.length === 0) yield* cutDelay(queue, markStep)
             }
             /**
              * The paused mirror holds what it held when a spare was cut (its fingerprint, read before
@@ -497,6 +507,9 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                 yield* giveSpare(admin, matching.name, waitingCopies[0]!, mark)
                 spares.used.push(matching.name)
                 waitingCopies = waitingCopies.slice(1)
+                // The rest of the pause (the next spare's cut) waits for the create just served to
+                // finish; the mirror stays paused that much longer.
+                if (waitingCopies.length === 0) yield* cutDelay(queue, markStep)
               }).pipe(
                 Effect.catchAll((e) => Effect.logWarning("could not hand out the engine's spare in the pause; copying instead", e)),
                 Effect.zipRight(markStep("spare")),
