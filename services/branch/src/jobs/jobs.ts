@@ -175,8 +175,6 @@ export const createJob: JobHandler<
             })
             ;({ branch } = yield* load)
           }
-          // A redelivery that finds the copy made, a snapshot's copy: marked running before they go on.
-          yield* startedOrUndone
           // What runs beside the copy and the first session: settled before the copy is changed.
           let copyRecorded: Effect.Effect<void, OperationEnded | RpcError> = Effect.void
           let dataAsOf = branch.dataAsOf
@@ -212,6 +210,9 @@ export const createJob: JobHandler<
               })
             )
             copyRecorded = Effect.zipRight(Fiber.join(reported), Fiber.join(recorded))
+          } else {
+            // A redelivery that finds the copy made, a snapshot's copy: marked running before they go on.
+            yield* startedOrUndone
           }
           // One session on the new database serves every step that works inside it: the first
           // connection to a fresh copy is the expensive one (its caches are built from the catalog).
