@@ -79,9 +79,13 @@ export const createJob: JobHandler<
           )
         )
 
-      /** Drops the half-made branch and marks it failed; the drop is retried within this attempt. */
+      /**
+       * Drops the half-made branch and marks it failed; the drop is retried within this attempt.
+       * Once the operation is marked running: one that had ended finds nothing changed.
+       */
       const abandon = (engine: Option.Option<BranchingEngine>, branch: Branch, message: string) =>
         Effect.gen(function* () {
+          yield* Option.match(engine, { onNone: () => job.started, onSome: (made) => awaitStarted(made, branch) })
           if (Option.isSome(engine) && engine.value.host !== "") {
             yield* dropBranch(engine.value, branch.databaseName, branch.roleName).pipe(
               Effect.retry({ times: 3 }),
@@ -100,16 +104,11 @@ export const createJob: JobHandler<
         Option.isSome(kept) && job.attempt === 1 ? Effect.succeed(kept.value) : engines.get(first.branch.connectorId)
       )
       const lookedUp = first.branch.status === "creating" ? yield* Effect.either(engineNow) : undefined
-      // Refusals wait for the operation to be marked running: one that had ended finds nothing changed.
       if (first.branch.status !== "creating" || lookedUp === undefined) {
-        yield* job.started
         return yield* abandon(Option.none(), first.branch, `Branch ${branchId} was ${first.branch.status} before it was ready`)
       }
-      const engine = yield* Effect.catchTag(lookedUp, "ConnectorNotFound", () =>
-        Effect.zipRight(job.started, abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
-      )
+      const engine = yield* Effect.catchTag(lookedUp, "ConnectorNotFound", () => abandon(Option.none(), first.branch, `The connector ${first.branch.connectorId} no longer exists`))
       if (!isBranchable(engine, { allowStale: first.branch.allowStale || first.branch.snapshotId !== null })) {
-        yield* job.started
         return yield* abandon(Option.some(engine), first.branch, `The connector's branching engine is not ready to branch (branching_engine_status ${engine.status})`)
       }
 
@@ -279,7 +278,7 @@ export const createJob: JobHandler<
         Effect.catchAll((error): Effect.Effect<never, CreateError | SecretStoreFailure, BranchesRepo | PostgresPools> => {
           if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "OperationEnded") return Effect.fail(error)
           const message = error instanceof JobFailed ? error.message : `The branch could not be created: ${(error as { message?: string }).message ?? String(error)}`
-          if (error instanceof JobFailed || job.attempt >= job.maxAttempts) return Effect.zipRight(awaitStarted(engine, first.branch), abandon(Option.some(engine), first.branch, message))
+          if (error instanceof JobFailed || job.attempt >= job.maxAttempts) return abandon(Option.some(engine), first.branch, message)
           return Effect.fail(error)
         })
       )
