@@ -8,6 +8,7 @@
 // reach both servers (for example --cpu-prof).
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { effectService, http2Transport, listenHttp2, makeEffectClient, PrincipalVerifier } from "@scion/kit"
@@ -77,8 +78,8 @@ const serve = async (kind) => {
 }
 
 const startServer = async (kind) => {
-  // The units' young generation (deploy/local/production-shape.mjs); BENCH_NODE_FLAGS as in the other benches.
-  const flags = ["--max-semi-space-size=8", ...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean)]
+  // The units' V8 settings (deploy/local/production-shape.mjs); BENCH_NODE_FLAGS as in the other benches.
+  const flags = [...UNIT_NODE_FLAGS, ...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean)]
   const child = spawn(process.execPath, [...flags, fileURLToPath(import.meta.url), "serve", kind], { stdio: ["pipe", "pipe", "inherit"] })
   const lines = []
   const waiting = []
