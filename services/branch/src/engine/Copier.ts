@@ -1,16 +1,13 @@
-import { randomBytes } from "node:crypto"
 import { PostgresPools } from "@scion/kit"
-import { Config, Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Scope } from "effect"
+import { Config, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import type { BranchingEngine } from "./Engines.js"
 import {
   ADMIN_SESSIONS,
   adminSession,
   alignMirrorSequences,
-  connectMirror,
   copyDatabase,
   databaseExists,
   disableSubscriptions,
-  enableSubscriptions,
   type EngineClient,
   EngineFailure,
   listOwnedObjects,
@@ -18,29 +15,15 @@ import {
   waitTemplateFree
 } from "./EngineSql.js"
 import { type CopyMark, noMark, pausedPosition, readHeartbeat, runningSubscriptions } from "./Freshness.js"
-import { dropOrphanDdlMarkers, dropOrphanSpareOwners, dropSpare, ensureDdlMarker, handOutSpare, hasDdlMarker, listSpares, mirrorCatalogs, mirrorFingerprint, mirrorOrigins, type Spare, SPARE_PREFIX, type SpareStamp, stampSpare, warmSpare } from "./SpareSql.js"
+import { makeMirrorSessions, type MirrorSession, mirrorKey } from "./MirrorSessions.js"
+import { type CutSpare, type HandedOut, makeSpares, type SpareCopies } from "./Spares.js"
+import { ensureDdlMarker, listSpares, mirrorFingerprint } from "./SpareSql.js"
+
+export type { SpareCopies } from "./Spares.js"
 
 interface Waiting {
   readonly database: string
   readonly done: Deferred.Deferred<CopyMark, EngineFailure>
-}
-
-interface MirrorSession {
-  readonly session: Effect.Effect<EngineClient, EngineFailure>
-  readonly close: Effect.Effect<void>
-}
-
-/** An engine without subscriptions: nothing to pause, so no session (the pause never asks for it). */
-const noMirrorSession: MirrorSession = {
-  session: Effect.fail(new EngineFailure({ step: "pause", message: "no session on the mirror: it has no subscriptions to pause" })),
-  close: Effect.void
-}
-
-/** A resume's session on a mirror, kept logged in for the engine's next pause. */
-interface KeptSession {
-  readonly client: EngineClient
-  readonly close: Effect.Effect<void>
-  readonly expiry: Fiber.RuntimeFiber<void>
 }
 
 interface Queue {
@@ -70,11 +53,7 @@ export interface CopierOptions {
    * (BRANCH_MIRROR_SESSION_KEEP): a pause in that time logs in nowhere. Zero closes it at once.
    */
   readonly mirrorSessionKeep: Duration.DurationInput
-  /**
-   * Which engines keep a spare copy of their mirror, cut ahead of the next create
-   * (BRANCH_SPARE_COPIES): `auto` those whose copies are reflink clones (a spare shares the
-   * mirror's blocks, and cutting one costs a clone), `on` every engine, `off` none.
-   */
+  /** Which engines keep a spare copy of their mirror (BRANCH_SPARE_COPIES): see SpareCopies. */
   readonly spares: SpareCopies
   /**
    * After a spare is handed out, its batch waits this long before it cuts the next one (before
@@ -86,8 +65,6 @@ export interface CopierOptions {
    */
   readonly spareCutDelay: Duration.DurationInput
 }
-
-export type SpareCopies = "auto" | "on" | "off"
 
 /**
  * Template copies of a connector's mirror, with the subscription paused around them. One pause
@@ -138,95 +115,10 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
     return Effect.gen(function* () {
       const pools = yield* PostgresPools
       const queues = new Map<string, Queue>()
-      const counters = { pauses: 0, copies: 0, mirrorLogins: 0, sparesCut: 0, sparesUsed: 0, sparesUsedRunning: 0 }
-      const sparesFor = (engine: BranchingEngine) => options.spares === "on" || (options.spares === "auto" && engine.fileCopyClone)
+      const counters = { pauses: 0, copies: 0 }
       const joinWindowMillis = Duration.toMillis(options.joinWindow)
-      const keepFor = Duration.decode(options.mirrorSessionKeep)
-      const keyOf = (engine: BranchingEngine) => `${engine.host}:${engine.port}/${engine.mirrorDatabase}`
-
-      /** Resumes' sessions kept for the next pause, by engine; closed when their time is up or the Copier goes. */
-      const kept = new Map<string, KeptSession>()
-      const closeKept = (key: string, session: KeptSession) =>
-        Effect.suspend(() => {
-          if (kept.get(key) !== session) return Effect.void
-          kept.delete(key)
-          return session.close
-        })
-      /** A kept session closed before its time (the Copier ends, or a newer resume replaces it). */
-      const dropKept = (key: string, session: KeptSession) => Effect.zipRight(Fiber.interrupt(session.expiry), closeKept(key, session))
-      yield* Effect.addFinalizer(() => Effect.forEach([...kept], ([key, session]) => dropKept(key, session), { discard: true }))
-
-      /** A login on the mirror, in the given scope (TLS + SCRAM: the step a kept session saves). */
-      const loginOnMirror = (engine: BranchingEngine, scope: Scope.Scope) =>
-        Effect.zipLeft(Scope.extend(connectMirror(engine), scope), Effect.sync(() => void counters.mirrorLogins++))
-
-      /**
-       * The subscriptions enabled again, on a new login on the mirror, which is then kept for the
-       * engine's next pause (another replica's batch ends it if it needs the mirror first: see
-       * waitTemplateFree).
-       */
-      const resume = (engine: BranchingEngine) =>
-        Effect.gen(function* () {
-          if (engine.subscriptionNames.length === 0) return
-          const key = keyOf(engine)
-          const scope = yield* Scope.make()
-          const enabled = yield* Effect.exit(
-            Effect.gen(function* () {
-              const mirror = yield* loginOnMirror(engine, scope)
-              yield* enableSubscriptions(mirror, engine.subscriptionNames)
-              return mirror
-            })
-          ).pipe(Effect.onInterrupt(() => Scope.close(scope, Exit.void)))
-          if (Exit.isFailure(enabled) || Duration.toMillis(keepFor) <= 0) {
-            yield* Scope.close(scope, Exit.void)
-            return yield* enabled
-          }
-          yield* keep(key, enabled.value, scope)
-        }).pipe(Effect.withSpan("Copier.resume"))
-
-      /** A logged-in session on the mirror kept for the engine's next pause, in place of any kept before. */
-      const keep = (key: string, client: EngineClient, scope: Scope.CloseableScope) =>
-        Effect.gen(function* () {
-          const previous = kept.get(key)
-          if (previous !== undefined) yield* dropKept(key, previous)
-          const session: KeptSession = {
-            client,
-            close: Scope.close(scope, Exit.void),
-            // Forked from the batch's release, which runs uninterruptibly: the wait must stay interruptible.
-            expiry: yield* Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.sleep(keepFor), Effect.suspend(() => closeKept(key, session)))))
-          }
-          kept.set(key, session)
-        })
-
-      /** Logins on mirrors made ahead of a batch (warmMirror), by engine, while they run. */
-      const warming = new Map<string, Fiber.RuntimeFiber<void>>()
-
-      /**
-       * A session on the mirror logged in ahead, for the batch of a create just accepted: the login
-       * (TLS + SCRAM and a new backend, tens of milliseconds of the engine's CPU) then runs while
-       * the job is on its way instead of at the head of its batch. Nothing is done when a session
-       * is kept already, a login is under way, or the engine's batches run (a session that stays
-       * on a paused mirror would hold up their copies).
-       */
-      const warmMirror = (engine: BranchingEngine) =>
-        Effect.suspend(() => {
-          const key = keyOf(engine)
-          if (engine.subscriptionNames.length === 0 || Duration.toMillis(keepFor) <= 0 || kept.has(key) || warming.has(key) || queues.has(key)) return Effect.void
-          return Effect.gen(function* () {
-            const scope = yield* Scope.make()
-            const login = Effect.gen(function* () {
-              const client = yield* Effect.exit(loginOnMirror(engine, scope))
-              // A batch that begins meanwhile waits for this login (openMirrorSession), so none is
-              // paused with it kept; one kept since (another path) stays, and this one closes.
-              if (Exit.isFailure(client) || kept.has(key)) return yield* Scope.close(scope, Exit.void)
-              yield* keep(key, client.value, scope)
-            }).pipe(
-              Effect.ensuring(Effect.sync(() => warming.delete(key))),
-              Effect.withSpan("Copier.warmMirror")
-            )
-            warming.set(key, yield* Effect.forkDaemon(login))
-          })
-        })
+      const sessions = yield* makeMirrorSessions({ keep: options.mirrorSessionKeep, busy: (key) => queues.has(key) })
+      const spares = makeSpares(options.spares)
 
       /**
        * Pauses the subscriptions and, on the same session, once their workers have exited (the
@@ -278,9 +170,9 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           yield* mark("listed")
           const dataAsOf = yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null))
           // Before the fingerprint a spare's stamp takes: the marker then speaks for every DDL after it.
-          if (sparesFor(engine) && settled) yield* ensureDdlMarker(mirror, engine.mirrorDatabase).pipe(Effect.catchAll((e) => Effect.logWarning("could not install the mirror's DDL marker; spares are checked against its catalogs", e)))
+          if (spares.keptOn(engine) && settled) yield* ensureDdlMarker(mirror, engine.mirrorDatabase).pipe(Effect.catchAll((e) => Effect.logWarning("could not install the mirror's DDL marker; spares are checked against its catalogs", e)))
           const fingerprint =
-            sparesFor(engine) && sequencesAligned && owned !== null
+            spares.keptOn(engine) && sequencesAligned && owned !== null
               ? yield* mirrorFingerprint(mirror).pipe(
                   Effect.catchAll((e) => Effect.as(Effect.logWarning("could not read the paused mirror's fingerprint; no spare is used or cut", e), null))
                 )
@@ -289,87 +181,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           return { dataAsOf, sequencesAligned, owned, fingerprint }
         }).pipe(Effect.ensuring(mirrorSession.close), Effect.withSpan("Copier.pause"))
 
-      /**
-       * The session on the mirror the pause works on, opened once the batch holds the copy lock (a
-       * session waiting for the lock would sit on the mirror and hold up the holder's copy): the
-       * one the engine's last resume kept, when another replica's batch has not ended it since
-       * (asked `select 1` first), else a new login. Closed by the pause, or with the batch's
-       * scope when there is no pause.
-       */
-      const openMirrorSession = (engine: BranchingEngine): Effect.Effect<MirrorSession, never, Scope.Scope> =>
-        Effect.gen(function* () {
-          if (engine.subscriptionNames.length === 0) return noMirrorSession
-          const sessionScope = yield* Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential))
-          const login = loginOnMirror(engine, sessionScope)
-          const key = keyOf(engine)
-          // Chosen when first asked for (a spare handed out on the DDL marker's word asks for none
-          // before it): the kept session, once a login made ahead for this batch (warmMirror) is
-          // done (it is under way already), else a new login. Asked for by a spare's hand-out and
-          // then by the pause: one login at most.
-          const session = Effect.gen(function* () {
-            const ahead = warming.get(key)
-            if (ahead !== undefined) yield* Fiber.await(ahead)
-            const previous = kept.get(key)
-            if (previous === undefined) return yield* login
-            kept.delete(key)
-            yield* Fiber.interruptFork(previous.expiry)
-            yield* Scope.addFinalizer(sessionScope, previous.close)
-            return yield* previous.client.query("pause", "select 1").pipe(
-              Effect.as(previous.client),
-              Effect.catchAll(() => login)
-            )
-          })
-          return { session: yield* Effect.cached(session), close: Scope.close(sessionScope, Exit.void) }
-        })
-
-      /** The spare becomes the waiter's copy, with the mark the waiter is answered. */
-      const giveSpare = (admin: EngineClient, spare: string, waiting: Waiting, mark: CopyMark) =>
-        Effect.gen(function* () {
-          yield* handOutSpare(admin, spare, waiting.database)
-          counters.sparesUsed++
-          yield* Deferred.succeed(waiting.done, mark)
-        })
-
-      /**
-       * A spare that holds the mirror as it is now, paused or not: nothing has changed the mirror
-       * since it was cut. No worker committed a transaction into it (its subscriptions' origins
-       * stand where they stood) and its schema is the same (the connector changes it only under the
-       * copy lock the batch holds, and a TRUNCATE gives a table new files in `pg_class`). Null when
-       * none does (a pause then looks again, with the mirror's row counters: the heartbeat's
-       * transactions move the origins but no user table).
-       */
-      const standingSpare = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>) =>
-        Effect.gen(function* () {
-          const stamped = found.flatMap(({ name, stamp }) => (stamp === null ? [] : [{ name, stamp }]))
-          if (stamped.length === 0) return null
-          const origins = yield* mirrorOrigins(admin, engine.subscriptionNames, engine.mirrorDatabase)
-          const standing = stamped.filter((s) => s.stamp.origins === origins)
-          if (standing.length === 0) return null
-          // The DDL marker stood still with the rest: no DDL ran in the mirror, no need to read its catalogs.
-          if (hasDdlMarker(origins)) return standing[0]!
-          const catalogs = yield* mirrorCatalogs(yield* mirrorSession.session)
-          return standing.find((s) => s.stamp.catalogs === catalogs) ?? null
-        }).pipe(Effect.withSpan("Copier.standingSpare"))
-
-      /**
-       * A standing spare handed to a waiter without pausing the mirror: the copy holds the mirror
-       * as it is now, with the mark the spare's pause read. Null when no spare stands; what fails
-       * here is left to the pause.
-       */
-      const handOutUnchanged = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>, waiting: Waiting) =>
-        Effect.gen(function* () {
-          const spare = yield* standingSpare(admin, engine, mirrorSession, found)
-          if (spare === null) return null
-          // A spare readied ahead needs no list of what its role is to own; without a session on the
-          // mirror (the DDL marker spoke for its schema) the copy's readying searches its own.
-          const owned = spare.stamp.owner !== null || hasDdlMarker(spare.stamp.origins) ? null : yield* listOwnedObjects(yield* mirrorSession.session)
-          yield* giveSpare(admin, spare.name, waiting, { sourceLsn: spare.stamp.sourceLsn, dataAsOf: spare.stamp.dataAsOf, sequencesAligned: true, owned, spareOwner: spare.stamp.owner })
-          counters.sparesUsedRunning++
-          return spare.name
-        }).pipe(
-          Effect.catchAll((e) => Effect.as(Effect.logWarning("could not hand out a spare of the running mirror; the pause looks again", e), null)),
-          Effect.withSpan("Copier.handOutUnchanged")
-        )
+      /** The waiter's copy is the spare just handed out. */
+      const answerWithSpare = (waiting: Waiting, handed: HandedOut) => Deferred.succeed(waiting.done, handed.mark)
 
       /** Waiters whose database exists already (a crashed worker copied it) are answered now; the rest are left to copy. */
       const toCopy = (admin: EngineClient, waiting: ReadonlyArray<Waiting>) =>
@@ -451,72 +264,64 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             )
             const todo = yield* toCopy(admin, waiting)
             // A batch with no waiter at all only cuts a spare (prepareSpare), on a ready engine.
-            const spareOnly = waiting.length === 0 && sparesFor(engine) && engine.status === "ready" && engine.subscriptionNames.length > 0
+            const spareOnly = waiting.length === 0 && spares.keptOn(engine) && engine.status === "ready" && engine.subscriptionNames.length > 0
             // Nothing to copy (a redelivery after the copy): still make sure the subscriptions run,
             // in case the worker that copied died while they were paused — unless the monitor
             // paused them (a quarantine), which only its release undoes.
-            if (todo.length === 0 && !spareOnly) return engine.status === "degraded" ? undefined : yield* resume(engine)
+            if (todo.length === 0 && !spareOnly) return engine.status === "degraded" ? undefined : yield* sessions.resume(engine)
             // A degraded engine's quarantined subscription stays paused after the copy: only the
             // subscriptions running now are paused and resumed.
             const paused = engine.status === "degraded" ? { ...engine, subscriptionNames: yield* runningSubscriptions(admin, engine.subscriptionNames) } : engine
-            const mirrorSession = yield* openMirrorSession(paused)
+            const mirrorSession = yield* sessions.open(paused)
             const started = Date.now()
             counters.pauses++
             const marks: Record<string, number> = {}
             const markStep = (step: string) => Effect.sync(() => void (marks[step] = Date.now() - started))
             let copies = 0
-            const spares = { used: [] as Array<string>, cut: null as string | null, warming: null as Fiber.RuntimeFiber<void> | null }
+            const used: Array<string> = []
+            /** The spare this batch cut (set in the pause's use: a holder, as TypeScript does not follow assignments in callbacks). */
+            const cut: { spare: CutSpare | null } = { spare: null }
             /** The spares the engine held as the batch began. */
             const found = yield* listSpares(admin).pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning("could not list the engine's spares", e), [])))
             let waitingCopies = todo
+            /** The first waiting copy is the spare just handed out; with no other copy waiting, the next spare's cut waits for the create just served to finish. */
+            const servedBySpare = (handed: HandedOut) =>
+              Effect.gen(function* () {
+                yield* answerWithSpare(waitingCopies[0]!, handed)
+                used.push(handed.spare)
+                waitingCopies = waitingCopies.slice(1)
+              })
             if (spareOnly) {
-              const standing = yield* standingSpare(admin, engine, mirrorSession, found).pipe(
+              const standing = yield* spares.standing(admin, engine, mirrorSession, found).pipe(
                 Effect.catchAll((e) => Effect.as(Effect.logWarning("could not compare the engine's spares with its mirror; cutting a new one", e), null))
               )
-              if (standing !== null) return yield* Effect.logInfo("a spare of the mirror as it is stands already").pipe(Effect.annotateLogs({ engine: keyOf(engine), spare: standing.name }))
-            } else if (sparesFor(engine) && paused.subscriptionNames.length > 0) {
-              const handed = yield* handOutUnchanged(admin, engine, mirrorSession, found, todo[0]!)
-              if (handed !== null) {
-                spares.used.push(handed)
-                waitingCopies = todo.slice(1)
-              }
+              if (standing !== null) return yield* Effect.logInfo("a spare of the mirror as it is stands already").pipe(Effect.annotateLogs({ engine: mirrorKey(engine), spare: standing.name }))
+            } else if (spares.keptOn(engine) && paused.subscriptionNames.length > 0) {
+              const handed = yield* spares.handOutRunning(admin, engine, mirrorSession, found, todo[0]!.database)
+              if (handed !== null) yield* servedBySpare(handed)
               yield* markStep("handed_out_running")
-              // The next spare's pause waits for the create just served to finish.
               if (handed !== null && waitingCopies.length === 0) yield* cutDelay(queue, markStep)
             }
             /**
              * The paused mirror holds what it held when a spare was cut (its fingerprint, read before
              * the sequences are aligned: they stand where that spare's pause aligned them): the first
-             * copy is the spare, handed out before the rest of the pause's reads.
+             * copy is the spare, handed out before the rest of the pause's reads. The rest of the
+             * pause (the next spare's cut) then waits for the create just served to finish; the
+             * mirror stays paused that much longer.
              */
             const handOutPaused = (mirror: EngineClient) =>
               Effect.gen(function* () {
-                const stamped = found.filter((s) => s.stamp !== null && !spares.used.includes(s.name))
-                if (waitingCopies.length === 0 || stamped.length === 0) return
-                const fingerprint = yield* mirrorFingerprint(mirror)
-                const matching = fingerprint?.fingerprint == null ? undefined : stamped.find((s) => s.stamp?.fingerprint === fingerprint.fingerprint && s.stamp.catalogs === fingerprint.catalogs)
-                if (matching === undefined) return
-                const spareOwner = matching.stamp?.owner ?? null
-                const mark: CopyMark = {
-                  sourceLsn: yield* pausedPosition(admin, engine.subscriptionNames).pipe(Effect.orElseSucceed(() => null)),
-                  dataAsOf: yield* readHeartbeat(mirror, engine.connectorId).pipe(Effect.orElseSucceed(() => null)),
-                  sequencesAligned: true,
-                  owned: spareOwner !== null ? null : yield* listOwnedObjects(mirror),
-                  spareOwner
-                }
-                yield* giveSpare(admin, matching.name, waitingCopies[0]!, mark)
-                spares.used.push(matching.name)
-                waitingCopies = waitingCopies.slice(1)
-                // The rest of the pause (the next spare's cut) waits for the create just served to
-                // finish; the mirror stays paused that much longer.
+                if (waitingCopies.length === 0) return
+                const handed = yield* spares.handOutPaused(admin, engine, mirror, found.filter((s) => !used.includes(s.name)), waitingCopies[0]!.database)
+                if (handed === null) return
+                yield* servedBySpare(handed)
                 if (waitingCopies.length === 0) yield* cutDelay(queue, markStep)
               }).pipe(
                 Effect.catchAll((e) => Effect.logWarning("could not hand out the engine's spare in the pause; copying instead", e)),
-                Effect.zipRight(markStep("spare")),
-                Effect.withSpan("Copier.handOutPaused")
+                Effect.zipRight(markStep("spare"))
               )
             yield* Effect.acquireUseRelease(
-              Effect.tap(pause(paused, mirrorSession, markStep, sparesFor(engine) ? handOutPaused : () => Effect.void), () => markStep("paused")),
+              Effect.tap(pause(paused, mirrorSession, markStep, spares.keptOn(engine) ? handOutPaused : () => Effect.void), () => markStep("paused")),
               ({ dataAsOf, owned, sequencesAligned, fingerprint }) =>
                 Effect.gen(function* () {
                   yield* waitTemplateFree(admin, engine.mirrorDatabase, options.templateWait)
@@ -533,65 +338,30 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
                   yield* markStep("copied")
                   // The next create's spare, cut from this pause once its copies are made (cut beside
                   // them, it slowed them down): the mirror stays paused one clone longer.
-                  if (sparesFor(engine) && fingerprint?.fingerprint != null) {
-                    const name = `${SPARE_PREFIX}${randomBytes(6).toString("hex")}`
-                    const stamp: SpareStamp = {
-                      fingerprint: fingerprint.fingerprint,
-                      catalogs: fingerprint.catalogs,
-                      origins: yield* mirrorOrigins(admin, engine.subscriptionNames, engine.mirrorDatabase),
-                      sourceLsn: mark.sourceLsn,
-                      dataAsOf: mark.dataAsOf,
-                      owner: null
-                    }
-                    const cut = yield* Effect.exit(
-                      Effect.zipRight(Effect.scoped(Effect.flatMap(adminSession(engine), (session) => copyDatabase(session, engine, name))), stampSpare(admin, name, stamp))
-                    )
-                    if (Exit.isSuccess(cut)) {
-                      counters.sparesCut++
-                      spares.cut = name
-                      // Warmed while the mirror resumes (the warm-up logs in to the spare, not the mirror),
-                      // then stamped with its owner: until then a create that takes it readies it itself.
-                      spares.warming = yield* Effect.fork(
-                        warmSpare(engine, name, mark.owned).pipe(
-                          Effect.flatMap((owner) => stampSpare(admin, name, { ...stamp, owner })),
-                          Effect.catchAll((e) => Effect.logWarning("could not ready the spare just cut; the create that takes it readies it itself", e)),
-                          Effect.zipRight(markStep("spare_warmed"))
-                        )
-                      )
-                    } else {
-                      yield* Effect.logWarning("could not cut a spare copy of the mirror", cut.cause)
-                      yield* Effect.ignore(dropSpare(admin, name))
-                    }
+                  if (spares.keptOn(engine) && fingerprint?.fingerprint != null) {
+                    cut.spare = yield* spares.cut(admin, engine, { fingerprint: fingerprint.fingerprint, catalogs: fingerprint.catalogs }, mark, markStep("spare_warmed"))
                     yield* markStep("spare_cut")
                   }
                 }),
               () =>
-                resume(paused).pipe(
+                sessions.resume(paused).pipe(
                   Effect.retry({ times: 5 }),
                   Effect.catchAll((e) => Effect.logError("could not resume the mirror's subscriptions; the next branch create resumes them", e))
                 )
             )
             // Spares that no longer match the mirror (or were never stamped) go, once it runs again.
-            const stale = found.filter((s) => !spares.used.includes(s.name))
-            yield* Effect.forEach(stale, (s) => dropSpare(admin, s.name).pipe(Effect.catchAll((e) => Effect.logWarning("could not drop a stale spare; the next batch tries again", e))), {
-              discard: true
-            })
+            const dropped = yield* spares.dropStale(admin, found, used)
             // The batch (and the engine's next one) waits for the warm-up: a spare is handed out only once no session is in it.
-            if (spares.warming !== null) yield* Fiber.join(spares.warming)
-            // Only where spares are or were kept: on other engines nothing of theirs is left to drop.
-            if (sparesFor(engine) || found.length > 0) {
-              yield* Effect.all([dropOrphanSpareOwners(admin), dropOrphanDdlMarkers(admin)], { discard: true }).pipe(
-                Effect.catchAll((e) => Effect.logWarning("could not drop spares' orphaned owners or markers", e))
-              )
-            }
+            if (cut.spare !== null) yield* Fiber.join(cut.spare.warming)
+            yield* spares.dropOrphans(admin, engine, found.length > 0)
             yield* Effect.logInfo("template copies done").pipe(
               Effect.annotateLogs({
-                engine: keyOf(engine),
+                engine: mirrorKey(engine),
                 copies,
                 pause_ms: Date.now() - started,
-                spare_used: spares.used.join(","),
-                spare_cut: spares.cut ?? "",
-                spares_dropped: stale.length,
+                spare_used: used.join(","),
+                spare_cut: cut.spare?.name ?? "",
+                spares_dropped: dropped,
                 ...Object.fromEntries(Object.entries(marks).map(([step, at]) => [`${step}_at_ms`, at]))
               })
             )
@@ -624,7 +394,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
       const enqueue = (engine: BranchingEngine, join: (queue: Queue) => void) =>
         Effect.gen(function* () {
           const start = yield* Effect.sync(() => {
-            const key = keyOf(engine)
+            const key = mirrorKey(engine)
             const existing = queues.get(key)
             if (existing !== undefined) {
               existing.engine = engine
@@ -650,11 +420,14 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
         }).pipe(Effect.withSpan("Copier.copy", { attributes: { database } }))
 
       const prepareSpare = (engine: BranchingEngine) =>
-        sparesFor(engine) && engine.subscriptionNames.length > 0
+        spares.keptOn(engine) && engine.subscriptionNames.length > 0
           ? enqueue(engine, (queue) => void (queue.spareWanted = true)).pipe(Effect.withSpan("Copier.prepareSpare"))
           : Effect.void
 
-      return Copier.of({ copy, prepareSpare, warmMirror, stats: Effect.sync(() => ({ ...counters })) })
+      const stats = Effect.gen(function* () {
+        return { ...counters, mirrorLogins: yield* sessions.logins, ...(yield* spares.stats) }
+      })
+      return Copier.of({ copy, prepareSpare, warmMirror: sessions.warm, stats })
     })
   }
 
