@@ -125,15 +125,24 @@ const untilNoneLeft = (client: EngineClient, step: string, count: string, values
   })
 
 /**
- * Waits, on a session connected to the mirror, until the named subscriptions' workers have exited
- * (their slots in pg_stat_subscription are empty): until then a terminated worker may still commit
- * the transaction it was applying. After this the paused mirror's data no longer changes. Bounded.
+ * Waits, on a session connected to the mirror, until the named subscriptions' workers have exited:
+ * until then a terminated worker may still commit the transaction it was applying. A worker leaves
+ * pg_stat_subscription first and flushes its table counters after (Postgres runs its exit
+ * callbacks last registered first), and only then leaves pg_stat_activity: the wait is for both, so
+ * the counters a spare's fingerprint reads (SpareSql) include everything the worker applied. After
+ * this the paused mirror's data and its counters no longer change. No apply worker of any other
+ * subscription can be on the mirror while a copy is made (it would be a session on the template),
+ * so every one on this database is waited for. Bounded.
  */
 export const waitSubscriptionWorkersGone = (mirror: EngineClient, names: ReadonlyArray<string>, timeout: Duration.DurationInput) =>
   untilNoneLeft(
     mirror,
     "pause",
-    "select count(*)::int as n, string_agg(p.subname, ', ') as what from pg_stat_subscription s join pg_subscription p on p.oid = s.subid where p.subname = any($1) and s.pid is not null",
+    `select count(*)::int as n, string_agg(what, ', ') as what from (
+       select p.subname as what from pg_stat_subscription s join pg_subscription p on p.oid = s.subid where p.subname = any($1) and s.pid is not null
+       union all
+       select format('%s (pid %s)', backend_type, pid) from pg_stat_activity where datname = current_database() and backend_type like 'logical replication%worker'
+     ) workers`,
     [[...names]],
     timeout,
     (what) => `the mirror's subscription workers (${what}) did not exit within ${Duration.format(Duration.decode(timeout))}`
