@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Deferred, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Layer, Runtime } from "effect"
 import { makeGroupedStatement, unitDatabase } from "../src/index.js"
 import { freshDatabase, withConfig } from "../src/testing.js"
 
@@ -37,18 +37,46 @@ describe("grouped statements", () => {
         const names = Array.from({ length: 40 }, (_, i) => `widget-${i}`)
         const answers = yield* Effect.forEach(names, insert, { concurrency: "unbounded" })
         expect(answers).toEqual(names)
-        // One in flight at a time by default: the first call goes alone, the rest wait and go together.
-        expect(statements.reduce((a, b) => a + b, 0)).toBe(40)
-        expect(statements.length).toBeLessThan(10)
+        // Made in the same turn of the event loop, they go out as one statement.
+        expect(statements).toEqual([40])
         const stored = yield* sql<{ readonly name: string }>`select name from widgets order by id`
         expect(stored.map((row) => row.name).sort()).toEqual([...names].sort())
-        // A lone call is sent at once, in a statement of its own.
+        // A lone call is sent at the end of its turn, in a statement of its own.
         statements.length = 0
         expect(yield* insert("alone")).toBe("alone")
         expect(statements).toEqual([1])
       })
     ),
     60_000
+  )
+
+  it.live("calls from separate callbacks of one turn share a statement; calls made while one is in flight wait and go together", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const groups: Array<ReadonlyArray<string>> = []
+        const gate = yield* Deferred.make<void>()
+        const held = yield* makeGroupedStatement({
+          name: "held",
+          run: (inputs: ReadonlyArray<string>) => Effect.as(Effect.zipRight(Effect.sync(() => groups.push(inputs)), Deferred.await(gate)), inputs)
+        })
+        const runtime = yield* Effect.runtime<never>()
+        // As a burst of requests read at once is handled: each call starts in a callback of its own.
+        const burst = yield* Effect.async<ReadonlyArray<Fiber.RuntimeFiber<string>>>((resume) => {
+          const fibers: Array<Fiber.RuntimeFiber<string>> = []
+          for (let i = 0; i < 3; i++) setImmediate(() => fibers.push(Runtime.runFork(runtime)(held(`burst-${i}`))))
+          setImmediate(() => resume(Effect.succeed(fibers)))
+        })
+        yield* Effect.sleep("20 millis")
+        expect(groups).toEqual([["burst-0", "burst-1", "burst-2"]])
+        // That statement is in flight: these wait for it, then go out together.
+        const later = yield* Effect.forEach(["later-0", "later-1"], (name) => Effect.fork(held(name)))
+        yield* Effect.sleep("20 millis")
+        yield* Deferred.succeed(gate, undefined)
+        expect(yield* Effect.forEach([...burst, ...later], Fiber.join)).toEqual(["burst-0", "burst-1", "burst-2", "later-0", "later-1"])
+        expect(groups).toEqual([["burst-0", "burst-1", "burst-2"], ["later-0", "later-1"]])
+      })
+    ),
+    10_000
   )
 
   it.live("one failing call fails alone: the rest of its group is written", () =>
