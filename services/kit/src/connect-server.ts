@@ -9,10 +9,10 @@ import { Cause, Chunk, Config, Context, Deferred, Effect, ExecutionStrategy, Exi
 import { isDependencyUnavailable } from "./unavailable.js"
 import { toConnectError, type WireError } from "./errors.js"
 import { type CallMeta, maxMessageBytesConfig, methodPath, serveGrpcUnary, type UnaryEndpoint, type UnaryEndpoints } from "./grpc-unary.js"
-import { Caller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
+import { type CallerInfo, CurrentCaller, OutgoingPrincipal, PRINCIPAL_HEADER, PrincipalVerifier } from "./principal.js"
 import { recordRpc } from "./metrics.js"
 import { CurrentRequestId, isAcceptableRequestId, REQUEST_ID_HEADER, withRequestId } from "./request-id.js"
-import { provideForRequestFiber, setForRequestFiber } from "./request-fiber.js"
+import { setForRequestFiber } from "./request-fiber.js"
 import { TRACEPARENT_HEADER, withRemoteParent } from "./tracing.js"
 
 type UnaryMethodOf<M> = M extends DescMethodUnary<infer I, infer O> ? { readonly input: I; readonly output: O } : never
@@ -48,7 +48,7 @@ const interruptionCode = (signal: AbortSignal): Code =>
 /**
  * Turns Effect handlers into a Connect service implementation. Each request runs on the captured
  * runtime with the abort signal wired to fiber interruption; the caller's signed principal (if
- * any) is verified and provided as `Caller`; a typed failure becomes a Connect code plus reason
+ * any) is verified and set as the fiber's caller (`Caller` reads it); a typed failure becomes a Connect code plus reason
  * through `toWire`, a defect becomes Internal and is logged with its whole cause.
  */
 export const effectService = <S extends DescService, E, R>(
@@ -57,15 +57,15 @@ export const effectService = <S extends DescService, E, R>(
   toWire: (error: E) => WireError
 ) =>
   Effect.gen(function* () {
-    const runtime = yield* Effect.runtime<Exclude<R, Caller> | PrincipalVerifier>()
+    const runtime = yield* Effect.runtime<R | PrincipalVerifier>()
     const verifier = yield* PrincipalVerifier
     const run = <A>(effect: Effect.Effect<A, E, R>, token: string | null, methodName: string, signal: AbortSignal, meta: CallMeta): Promise<A> => {
       const requestId = meta.requestId ?? null
       const started = performance.now()
       const handled = Effect.mapError(effect, (error) => toConnectError(toWire(error)))
       // Each call runs on a fiber of its own: its caller and request id are set, not scoped.
-      const asCaller = (caller: Context.Tag.Service<Caller>) =>
-        handled.pipe(provideForRequestFiber(Caller, caller), setForRequestFiber(OutgoingPrincipal, Option.map(caller, (c) => c.token)))
+      const asCaller = (caller: CallerInfo) =>
+        handled.pipe(setForRequestFiber(CurrentCaller, caller), setForRequestFiber(OutgoingPrincipal, Option.map(caller, (c) => c.token)))
       const program = (
         token === null
           ? asCaller(Option.none())

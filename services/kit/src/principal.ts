@@ -125,8 +125,19 @@ export class PrincipalSigner extends Context.Tag("@scion/kit/PrincipalSigner")<
   )
 }
 
+/** Who a request came from: its verified principal and the token it carried; none without one. */
+export type CallerInfo = Option.Option<{ readonly principal: Principal; readonly token: string }>
+
+/**
+ * The caller of the request a fiber serves, set on the request's own fiber by the server bridge
+ * (`effectService`); none outside a request. A fiber-local rather than a service in the fiber's
+ * context: providing a service copies the whole context (two dozen services in identity) for
+ * every request.
+ */
+export const CurrentCaller: FiberRef.FiberRef<CallerInfo> = FiberRef.unsafeMake<CallerInfo>(Option.none())
+
 /** The verified principal of the request being served, if it carried one. */
-export class Caller extends Context.Tag("@scion/kit/Caller")<Caller, Option.Option<{ readonly principal: Principal; readonly token: string }>>() {}
+export const Caller: Effect.Effect<CallerInfo> = FiberRef.get(CurrentCaller)
 
 /**
  * The principal token sent on outgoing calls. The server bridge sets it from the incoming request,

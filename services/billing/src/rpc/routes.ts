@@ -16,7 +16,7 @@ export const billingRoutes = Effect.gen(function* () {
   const subscriptions = yield* Subscriptions
   const answer = Effect.map(subscriptionToProto)
 
-  const routes = yield* effectService<typeof BillingService, BillingError, Caller>(
+  const routes = yield* effectService<typeof BillingService, BillingError, never>(
     BillingService,
     {
       listPlans: () => Effect.map(subscriptions.listPlans(), (plans) => ({ plans: plans.map(planToProto) })),

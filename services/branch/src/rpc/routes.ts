@@ -72,7 +72,7 @@ export type { PbBranch }
 export const branchRoutes = Effect.gen(function* () {
   const branches = yield* Branches
   const snapshots = yield* Snapshots
-  const routes = yield* effectService<typeof BranchService, BranchError, Caller>(
+  const routes = yield* effectService<typeof BranchService, BranchError, never>(
     BranchService,
     {
       createBranch: (req) =>

@@ -42,7 +42,7 @@ export const codeHostRoutes = Effect.gen(function* () {
   const provided = yield* Effect.serviceOption(CodeHost)
   const codeHost = Option.match(provided, { onNone: () => GithubCodeHostLive, onSome: (host) => Layer.succeed(CodeHost, host) })
   const validation = yield* Effect.provide(CodeHostValidation, CodeHostValidation.Default.pipe(Layer.provide(codeHost)))
-  return yield* effectService<typeof CodeHostService, ConnectorError, Caller>(
+  return yield* effectService<typeof CodeHostService, ConnectorError, never>(
     CodeHostService,
     {
       validateRepo: (req) =>

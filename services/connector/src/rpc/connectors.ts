@@ -123,7 +123,7 @@ export const connectorServiceRoutes = Effect.gen(function* () {
   const quarantine = yield* Quarantine
   const schemaChanges = yield* SchemaChanges
   const provisioner = yield* EngineProvisioner
-  return yield* effectService<typeof ConnectorService, ConnectorError, Caller>(
+  return yield* effectService<typeof ConnectorService, ConnectorError, never>(
     ConnectorService,
     {
       preflight: (req) =>

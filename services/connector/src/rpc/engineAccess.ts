@@ -13,7 +13,7 @@ const caller = Effect.flatMap(
 /** EngineAccessService as Connect routes: service principals only (EngineAccess enforces it). */
 export const engineAccessRoutes = Effect.gen(function* () {
   const access = yield* EngineAccess
-  return yield* effectService<typeof EngineAccessService, ConnectorError, Caller>(
+  return yield* effectService<typeof EngineAccessService, ConnectorError, never>(
     EngineAccessService,
     {
       getBranchingEngine: (req) =>

@@ -18,7 +18,7 @@ const caller = Effect.flatMap(
 export const connectorRoutes = Effect.gen(function* () {
   const environments = yield* Environments
 
-  const routes = yield* effectService<typeof EnvironmentService, ConnectorError, Caller>(
+  const routes = yield* effectService<typeof EnvironmentService, ConnectorError, never>(
     EnvironmentService,
     {
       listEnvironments: (req) =>

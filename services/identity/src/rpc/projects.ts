@@ -25,7 +25,7 @@ export const projectToProto = (p: Project): MessageInitShape<typeof ProjectSchem
 /** ProjectService as Connect routes over the Projects service. */
 export const projectRoutes = Effect.gen(function* () {
   const projects = yield* Projects
-  return yield* effectService<typeof ProjectService, IdentityError, Caller>(
+  return yield* effectService<typeof ProjectService, IdentityError, never>(
     ProjectService,
     {
       createProject: (req) =>

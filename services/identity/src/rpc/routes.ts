@@ -41,7 +41,7 @@ export const identityRoutes = Effect.gen(function* () {
   const invites = yield* Invites
   const apiKeys = yield* ApiKeys
 
-  const authRoutes = yield* effectService<typeof AuthService, IdentityError, Caller>(
+  const authRoutes = yield* effectService<typeof AuthService, IdentityError, never>(
     AuthService,
     {
       signUp: (req) => Effect.map(auth.signUp({ email: req.email, password: req.password, fullName: req.fullName }), sessionToProto),
@@ -70,7 +70,7 @@ export const identityRoutes = Effect.gen(function* () {
     toWireError
   )
 
-  const identity = yield* effectService<typeof IdentityService, IdentityError, Caller>(
+  const identity = yield* effectService<typeof IdentityService, IdentityError, never>(
     IdentityService,
     {
       getMe: () =>

@@ -16,7 +16,7 @@ const caller = Effect.flatMap(
 export const operationRoutes = Effect.gen(function* () {
   const operations = yield* Operations
 
-  const routes = yield* effectService<typeof OperationService, OperationError, Caller>(
+  const routes = yield* effectService<typeof OperationService, OperationError, never>(
     OperationService,
     {
       createOperation: (req) =>
