@@ -48,8 +48,9 @@ const interruptionCode = (signal: AbortSignal): Code =>
 /**
  * Turns Effect handlers into a Connect service implementation. Each request runs on the captured
  * runtime with the abort signal wired to fiber interruption; the caller's signed principal (if
- * any) is verified and set as the fiber's caller (`Caller` reads it); a typed failure becomes a Connect code plus reason
- * through `toWire`, a defect becomes Internal and is logged with its whole cause.
+ * any) is verified and set as the fiber's caller (`Caller` reads it); a typed failure becomes a
+ * Connect code plus reason through `toWire`, a defect becomes Internal and is logged with its
+ * whole cause.
  */
 export const effectService = <S extends DescService, E, R>(
   service: S,

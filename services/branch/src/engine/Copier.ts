@@ -181,9 +181,6 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           return { dataAsOf, sequencesAligned, owned, fingerprint }
         }).pipe(Effect.ensuring(mirrorSession.close), Effect.withSpan("Copier.pause"))
 
-      /** The waiter's copy is the spare just handed out. */
-      const answerWithSpare = (waiting: Waiting, handed: HandedOut) => Deferred.succeed(waiting.done, handed.mark)
-
       /** Waiters whose database exists already (a crashed worker copied it) are answered now; the rest are left to copy. */
       const toCopy = (admin: EngineClient, waiting: ReadonlyArray<Waiting>) =>
         Effect.gen(function* () {
@@ -287,7 +284,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             /** The first waiting copy is the spare just handed out; with no other copy waiting, the next spare's cut waits for the create just served to finish. */
             const servedBySpare = (handed: HandedOut) =>
               Effect.gen(function* () {
-                yield* answerWithSpare(waitingCopies[0]!, handed)
+                yield* Deferred.succeed(waitingCopies[0]!.done, handed.mark)
                 used.push(handed.spare)
                 waitingCopies = waitingCopies.slice(1)
               })

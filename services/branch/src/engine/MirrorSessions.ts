@@ -102,7 +102,7 @@ export const makeMirrorSessions = (options: {
           return yield* enabled
         }
         yield* keep(key, enabled.value, scope)
-      }).pipe(Effect.withSpan("Copier.resume"))
+      }).pipe(Effect.withSpan("MirrorSessions.resume"))
 
     /** Logins on mirrors made ahead of a batch (warm), by engine, while they run. */
     const warming = new Map<string, Fiber.RuntimeFiber<void>>()
@@ -121,7 +121,7 @@ export const makeMirrorSessions = (options: {
             yield* keep(key, client.value, scope)
           }).pipe(
             Effect.ensuring(Effect.sync(() => warming.delete(key))),
-            Effect.withSpan("Copier.warmMirror")
+            Effect.withSpan("MirrorSessions.warm")
           )
           warming.set(key, yield* Effect.forkDaemon(login))
         })

@@ -103,7 +103,7 @@ export const makeSpares = (copies: SpareCopies): Spares => {
       if (hasDdlMarker(origins)) return unchanged[0]!
       const catalogs = yield* mirrorCatalogs(yield* mirrorSession.session)
       return unchanged.find((s) => s.stamp.catalogs === catalogs) ?? null
-    }).pipe(Effect.withSpan("Copier.standingSpare"))
+    }).pipe(Effect.withSpan("Spares.standing"))
 
   const handOutRunning = (admin: EngineClient, engine: BranchingEngine, mirrorSession: MirrorSession, found: ReadonlyArray<Spare>, database: string) =>
     Effect.gen(function* () {
@@ -119,7 +119,7 @@ export const makeSpares = (copies: SpareCopies): Spares => {
       return { spare: spare.name, mark }
     }).pipe(
       Effect.catchAll((e) => Effect.as(Effect.logWarning("could not hand out a spare of the running mirror; the pause looks again", e), null)),
-      Effect.withSpan("Copier.handOutUnchanged")
+      Effect.withSpan("Spares.handOutRunning")
     )
 
   const handOutPaused = (admin: EngineClient, engine: BranchingEngine, mirror: EngineClient, candidates: ReadonlyArray<Spare>, database: string) =>
@@ -140,7 +140,7 @@ export const makeSpares = (copies: SpareCopies): Spares => {
       yield* handOutSpare(admin, matching.name, database)
       counters.sparesUsed++
       return { spare: matching.name, mark }
-    }).pipe(Effect.withSpan("Copier.handOutPaused"))
+    }).pipe(Effect.withSpan("Spares.handOutPaused"))
 
   const cut = (admin: EngineClient, engine: BranchingEngine, fingerprint: MirrorFingerprint & { readonly fingerprint: string }, mark: CopyMark, warmed: Effect.Effect<void>) =>
     Effect.gen(function* () {
@@ -176,7 +176,7 @@ export const makeSpares = (copies: SpareCopies): Spares => {
         )
       )
       return { name, warming }
-    }).pipe(Effect.withSpan("Copier.cutSpare"))
+    }).pipe(Effect.withSpan("Spares.cut"))
 
   const dropStale = (admin: EngineClient, found: ReadonlyArray<Spare>, used: ReadonlyArray<string>) =>
     Effect.gen(function* () {
