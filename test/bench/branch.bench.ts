@@ -32,8 +32,9 @@ import { afterAll, expect, it } from "vitest"
 import { readyConnector } from "../support/engine.js"
 import { addMember, createOrg, settleOperation } from "../support/flows.js"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
-import { type Scion, signUp, startScion, stopEngines } from "../support/system.js"
+import { adminUrl, type Scion, signUp, startScion, stopEngines } from "../support/system.js"
 import { allProcesses, machineCpu, processStat, type ProcessStat } from "./process-cpu.mjs"
+import { machineNow } from "./machine.mjs"
 
 const BRANCHES = Number(process.env.BENCH_BRANCHES ?? 5)
 const SMALL_MB = Number(process.env.BENCH_SMALL_MB ?? 300)
@@ -563,7 +564,8 @@ afterAll(async () => {
 })
 
 it("bench:branch", async () => {
-  out(`\nbench:branch — ${BRANCHES} branches per size\n`)
+  out(`\nbench:branch — ${BRANCHES} branches per size`)
+  out(`${await machineNow(adminUrl)}\n`)
   if (process.env.BENCH_SKIP_EXT4 === "1") out("1. default engine storage: skipped (BENCH_SKIP_EXT4=1)")
   else await defaultStorage()
   if (process.env.BENCH_SKIP_XFS === "1") return out("\n2. XFS reflink: skipped (BENCH_SKIP_XFS=1)")

@@ -12,6 +12,7 @@ import { performance } from "node:perf_hooks"
 import pg from "pg"
 import { UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs"
 import { measured, peakRssMb } from "./process-cpu.mjs"
+import { machineNow } from "./machine.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -114,6 +115,7 @@ try {
   console.log(`\nCPU per request: baseline: ${cpu(base0)}; scion: ${cpu(scion)}`)
   const ratio = scion.rps / base0.rps
   console.log(`\nratio scion/baseline: ${ratio.toFixed(2)}x (target >= 0.50x); p99 ${scion.p99} ms (target < 20 ms); max unit RSS ${Math.max(rss.gateway, rss.identity).toFixed(0)} MB (target < 150 MB)`)
+  console.log(`\n${await machineNow(adminUrl)}`)
 } finally {
   for (const child of children) child.kill("SIGTERM")
   await sleep(500)
