@@ -22,7 +22,8 @@ import { Effect, Scope } from "effect"
 import { AuthService } from "@scion/proto/scion/auth/v1/auth_pb"
 import { OperationService, OperationStatus, OperationType } from "@scion/proto/scion/operation/v1/operation_pb"
 import pg from "pg"
-import { measured } from "./process-cpu.mjs"
+import { allProcesses, cpuInWindows, measured } from "./process-cpu.mjs"
+import { machineNow } from "./machine.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -155,7 +156,8 @@ try {
   // ---- 1a. long-poll waiters -------------------------------------------------------------------
   /** How long each terminal report took to be acknowledged: its commit, which every wake-up waits for, and one hop back. */
   let acknowledged = []
-  const waitOne = async (waiters = WAITERS) => {
+  /** An operation, running, with `waiters` clients waiting on it through the gateway. */
+  const prepare = async (waiters) => {
     const id = await newOperation()
     const waiting = Array.from({ length: waiters }, async () => {
       const op = await call("GET", `/v1/operations/${id}?wait=10`, token)
@@ -163,13 +165,29 @@ try {
       if (op.status !== "completed") throw new Error(`waiter returned ${op.status}`)
       return at
     })
-    // Let the waits reach the operation unit and subscribe before the report goes out.
-    await sleep(50)
+    return { id, waiting }
+  }
+  /** The terminal report of a prepared operation: each of its waiters' latency from the report's sending. */
+  const fire = async ({ id, waiting }) => {
     const sentAt = performance.now()
     await complete(id)
     acknowledged.push(performance.now() - sentAt)
     if (process.env.BENCH_DEBUG) console.log("report acked after", (performance.now() - sentAt).toFixed(1), "ms")
     return (await Promise.all(waiting)).map((at) => at - sentAt)
+  }
+  /**
+   * `count` operations at once, their terminal reports sent together once every wait has reached
+   * the operation unit; the CPU each process spends from those reports to the last waiter's
+   * answer is added to `burstCpu` when given.
+   */
+  const burst = async (waiters, count, burstCpu) => {
+    const prepared = await Promise.all(Array.from({ length: count }, () => prepare(waiters)))
+    // Let the waits reach the operation unit and subscribe before the reports go out.
+    await sleep(50)
+    burstCpu?.start()
+    const latencies = await Promise.all(prepared.map(fire))
+    burstCpu?.stop()
+    return latencies.flat()
   }
   if (process.env.BENCH_DEBUG) {
     for (let i = 0; i < 10; i++) {
@@ -183,17 +201,18 @@ try {
       console.log(`create ${(t1 - t0).toFixed(1)} ms, report ${(t2 - t1).toFixed(1)} ms, get ${(performance.now() - t2).toFixed(1)} ms`)
     }
   }
-  for (let i = 0; i < 20; i++) await waitOne() // warm-up
-  const waitPhase = async (waiters, operations) => {
+  for (let i = 0; i < 20; i++) await burst(WAITERS, 1) // warm-up
+  const waitPhase = async (waiters, operations, burstCpu) => {
     const samples = []
-    for (let i = 0; i < operations; i += PARALLEL) {
-      const batch = await Promise.all(Array.from({ length: Math.min(PARALLEL, operations - i) }, () => waitOne(waiters)))
-      samples.push(...batch.flat())
-    }
+    for (let i = 0; i < operations; i += PARALLEL) samples.push(...(await burst(waiters, Math.min(PARALLEL, operations - i), burstCpu)))
     return samples
   }
+  const [identityChild, operationChild, gatewayChild] = children
+  const natsServer = allProcesses().find((p) => p.comm === "nats-server")?.pid
+  const burstCpu = cpuInWindows({ operation: operationChild.pid, gateway: gatewayChild.pid, identity: identityChild.pid, "bench client": process.pid, nats: natsServer })
+  const bursts = Math.ceil(OPERATIONS / PARALLEL)
   acknowledged = []
-  const waited = await waitPhase(WAITERS, OPERATIONS)
+  const waited = await waitPhase(WAITERS, OPERATIONS, burstCpu)
   const waitedReports = summary(acknowledged)
   // The same with eight times the waiters per operation (256 at once by default).
   const crowded = await waitPhase(WAITERS * 8, Math.max(PARALLEL, Math.floor(OPERATIONS / 8)))
@@ -222,7 +241,6 @@ try {
   // service principal on the fiber), not a promise per call.
   let done = 0
   const startedAt = performance.now()
-  const [identityChild, operationChild, gatewayChild] = children
   const workerPrincipal = (await headers())["x-scion-principal"]
   const throughput = await measured(
     async () => {
@@ -256,10 +274,15 @@ try {
   console.log(`scion (GET ?wait=10, NATS wake-up)   ${fmt(w)}`)
   console.log(`  the report itself acknowledged     ${fmt(waitedReports)}`)
   console.log(`scion, ${WAITERS * 8 * PARALLEL} waiters at once          ${fmt(summary(crowded))}`)
+  // What a burst asks of the machine's two cores: its last waiter cannot hear before half of it.
+  const burstTotal = Object.values(burstCpu.spent).reduce((a, b) => a + b, 0) / bursts
+  const burstShares = Object.entries(burstCpu.spent).map(([name, ms]) => `${name} ${(ms / bursts).toFixed(1)}`).join(", ")
+  console.log(`  CPU of a burst (${PARALLEL} reports → ${WAITERS * PARALLEL} answers): ${burstTotal.toFixed(1)} ms in all, ms: ${burstShares}`)
   console.log(`\nratio baseline/scion p50: ${(p.p50 / w.p50).toFixed(0)}x; scion p99 ${w.p99.toFixed(1)} ms with ${WAITERS * PARALLEL} waiters (target < 10 ms)`)
   console.log(`\nOperations created + started + completed (3 RPCs each), ${CONCURRENCY} workers, ${SECONDS}s: ${perSecond.toFixed(0)} ops/s (target >= 1000)`)
   const cpu = Object.entries(throughput.cpuUsPerRequest).map(([name, us]) => `${name} ${us.toFixed(0)} µs`).join(", ")
   console.log(`CPU per operation: ${cpu}`)
+  console.log(`\n${await machineNow(adminUrl)}`)
 } finally {
   for (const child of children) child.kill("SIGTERM")
   await sleep(800)

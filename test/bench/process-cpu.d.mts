@@ -18,3 +18,8 @@ export declare const measured: <R extends { readonly total: number }>(
   run: () => Promise<R>,
   pids: Record<string, number | undefined>
 ) => Promise<R & { readonly cpuUsPerRequest: Record<string, number> }>
+export declare const cpuInWindows: (pids: Record<string, number | undefined>) => {
+  readonly start: () => void
+  readonly stop: () => void
+  readonly spent: Record<string, number>
+}

@@ -64,3 +64,24 @@ export const measured = async (run, pids) => {
   perRequest.postgres = (postgresCpuSince(pgBefore) * 1000) / result.total
   return { ...result, cpuUsPerRequest: perRequest }
 }
+
+/**
+ * CPU the named processes and Postgres spend inside windows a bench marks (start, stop), summed
+ * over every window, in ms. Postgres is read outside the named processes' readings, so the scan
+ * of /proc is not counted against the bench client.
+ */
+export const cpuInWindows = (pids) => {
+  const spent = { ...Object.fromEntries(Object.keys(pids).map((name) => [name, 0])), postgres: 0 }
+  let before
+  return {
+    start: () => {
+      const postgres = postgresCpuMs()
+      before = { postgres, own: Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid)])) }
+    },
+    stop: () => {
+      for (const [name, pid] of Object.entries(pids)) spent[name] += cpuMs(pid) - before.own[name]
+      spent.postgres += postgresCpuSince(before.postgres)
+    },
+    spent
+  }
+}
