@@ -799,6 +799,35 @@ describe("branches of a ready engine", () => {
     expect(roles).toEqual(live.map((r) => r.role_name).sort())
   }, 180_000)
 
+  it("SIGTERM of the branch unit while its copy holds the mirror paused: the mirror runs again before the unit exits", async () => {
+    // A session of our own on the mirror keeps it busy: the copy's pause waits for it to leave
+    // (BRANCH_TEMPLATE_WAIT), subscriptions disabled meanwhile.
+    const record = await engineRecordOf(scion, connectorId)
+    const holder = new pg.Client({ host: record.host, port: record.port, user: record.username, password: record.password, database: "mirror", ssl: { rejectUnauthorized: false } })
+    await holder.connect()
+    const subscriptionsEnabled = async () => (await queryEngine(scion, connectorId, "select bool_and(subenabled) as enabled from pg_subscription")).rows[0].enabled as boolean
+    let unit = respawned ?? scion.branch
+    try {
+      const response = await create(member.token, { connector_id: connectorId, name: "stopped-mid-pause", service_type: "postgres" })
+      expect(response.status, scion.explain(response)).toBe(202)
+      await waitFor("the copy's pause", async () => !(await subscriptionsEnabled()), 20_000)
+      expect(await unit.stop("SIGTERM")).toBe(0)
+      // The stopping unit releases its pause: the subscriptions run again, not left to whichever
+      // create comes next, and its engine pools were still open for it.
+      expect(await subscriptionsEnabled()).toBe(true)
+      expect(unit.output()).not.toContain("Cannot use a pool after calling end")
+      await holder.end()
+      unit = respawned = respawn(unit)
+      await waitFor("the branch unit again", () => healthServing(scion.branchUrl), 30_000)
+      // The create, redelivered, completes on the new process.
+      const operation = await settleOperation(scion, response.body.operation_id, member.token, 120_000)
+      expect(operation.status, JSON.stringify(operation)).toBe("completed")
+      expect(psql(operation.result.branch_url, "select 1")).toBe("1")
+    } finally {
+      await holder.end().catch(() => undefined)
+    }
+  }, 180_000)
+
   it("deleting the connector deletes its branches first: they read 404 and their URLs stop working", async () => {
     const kept = await create(member.token, { connector_id: connectorId, name: "before-delete", service_type: "postgres" })
     const branch = (await settleOperation(scion, kept.body.operation_id, member.token)).result

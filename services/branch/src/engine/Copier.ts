@@ -114,6 +114,10 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
   static make(options: CopierOptions): Effect.Effect<Context.Tag.Service<Copier>, never, PostgresPools | Scope.Scope> {
     return Effect.gen(function* () {
       const pools = yield* PostgresPools
+      // The queues' batches live as long as the Copier, not as the job that started them: at
+      // shutdown they are interrupted (a pause's release resumes the mirror) before the pools
+      // they work through are ended.
+      const copierScope = yield* Effect.scope
       const queues = new Map<string, Queue>()
       const counters = { pauses: 0, copies: 0 }
       const joinWindowMillis = Duration.toMillis(options.joinWindow)
@@ -403,7 +407,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
             queues.set(key, queue)
             return { key, queue }
           })
-          if (start !== undefined) yield* Effect.forkDaemon(drain(start.key, start.queue))
+          if (start !== undefined) yield* Effect.forkIn(drain(start.key, start.queue), copierScope)
         })
 
       const copy = (engine: BranchingEngine, database: string) =>
