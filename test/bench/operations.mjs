@@ -176,16 +176,21 @@ try {
     return (await Promise.all(waiting)).map((at) => at - sentAt)
   }
   /**
-   * `count` operations at once, their terminal reports sent together once every wait has reached
-   * the operation unit; the CPU each process spends from those reports to the last waiter's
-   * answer is added to `burstCpu` when given.
+   * `count` operations at once, each reported terminal 50 ms after its waits went out; the CPU
+   * each process spends from the first of those reports to the last waiter's answer is added to
+   * `burstCpu` when given (the operations' creations are done by then).
    */
   const burst = async (waiters, count, burstCpu) => {
-    const prepared = await Promise.all(Array.from({ length: count }, () => prepare(waiters)))
-    // Let the waits reach the operation unit and subscribe before the reports go out.
-    await sleep(50)
-    burstCpu?.start()
-    const latencies = await Promise.all(prepared.map(fire))
+    let fired = 0
+    const latencies = await Promise.all(
+      Array.from({ length: count }, async () => {
+        const operation = await prepare(waiters)
+        // Let the waits reach the operation unit and subscribe before the report goes out.
+        await sleep(50)
+        if (fired++ === 0) burstCpu?.start()
+        return fire(operation)
+      })
+    )
     burstCpu?.stop()
     return latencies.flat()
   }
