@@ -1,6 +1,7 @@
 // What this machine's hour costs, printed beside a bench's figures: the same commit reads up to
-// 2–3× apart between hours on these VMs, and these two costs are what moved when it did (the
-// guest's page faults and a Postgres backend's start, which is mostly page faults).
+// 2–3× apart between hours on these VMs, and the guest's page faults (dear here: see
+// test/bench/README.md) and a Postgres backend's start, mostly page faults, are the costs first
+// suspected of moving with it.
 import { readFileSync } from "node:fs"
 import { performance } from "node:perf_hooks"
 import pg from "pg"
