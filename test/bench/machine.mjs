@@ -2,14 +2,11 @@
 // 2–3× apart between hours on these VMs, and the guest's page faults (dear here: see
 // test/bench/README.md) and a Postgres backend's start, mostly page faults, are the costs first
 // suspected of moving with it.
-import { readFileSync } from "node:fs"
 import { performance } from "node:perf_hooks"
 import pg from "pg"
+import { processStat } from "./process-cpu.mjs"
 
-const minorFaults = () => {
-  const stat = readFileSync("/proc/self/stat", "utf8")
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[7])
-}
+const minorFaults = () => processStat(process.pid)?.minorFaults ?? NaN
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
 
 /** µs per minor page fault: fresh 16 MB (malloc hands it over untouched) written once, less the same write on touched memory. */

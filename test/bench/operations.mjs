@@ -215,7 +215,6 @@ try {
   const [identityChild, operationChild, gatewayChild] = children
   const natsServer = allProcesses().find((p) => p.comm === "nats-server")?.pid
   const burstCpu = cpuInWindows({ operation: operationChild.pid, gateway: gatewayChild.pid, identity: identityChild.pid, "bench client": process.pid, nats: natsServer })
-  const bursts = Math.ceil(OPERATIONS / PARALLEL)
   acknowledged = []
   const waited = await waitPhase(WAITERS, OPERATIONS, burstCpu)
   const waitedReports = summary(acknowledged)
@@ -280,6 +279,7 @@ try {
   console.log(`  the report itself acknowledged     ${fmt(waitedReports)}`)
   console.log(`scion, ${WAITERS * 8 * PARALLEL} waiters at once          ${fmt(summary(crowded))}`)
   // What a burst asks of the machine's two cores: its last waiter cannot hear before half of it.
+  const bursts = burstCpu.windows()
   const burstTotal = Object.values(burstCpu.spent).reduce((a, b) => a + b, 0) / bursts
   const burstShares = Object.entries(burstCpu.spent).map(([name, ms]) => `${name} ${(ms / bursts).toFixed(1)}`).join(", ")
   console.log(`  CPU of a burst (${PARALLEL} reports → ${WAITERS * PARALLEL} answers): ${burstTotal.toFixed(1)} ms in all, ms: ${burstShares}`)

@@ -5,6 +5,8 @@ export interface ProcessStat {
   readonly comm: string
   /** CPU (user + system) the process used so far, ms. */
   readonly self: number
+  /** Minor page faults the process took so far. */
+  readonly minorFaults: number
   /** CPU of the children it reaped so far, ms. */
   readonly reaped: number
   readonly args: string
@@ -22,4 +24,5 @@ export declare const cpuInWindows: (pids: Record<string, number | undefined>) =>
   readonly start: () => void
   readonly stop: () => void
   readonly spent: Record<string, number>
+  readonly windows: () => number
 }

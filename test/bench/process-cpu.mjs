@@ -8,8 +8,8 @@ export const peakRssMb = (pid) => {
 }
 
 /**
- * One process as /proc/<pid>/stat and cmdline show it: parent, command, its own CPU (user + system)
- * and that of its children it reaped (an ended Postgres backend's, counted by its postmaster), in
+ * One process as /proc/<pid>/stat and cmdline show it: parent, command, its own CPU (user + system),
+ * its minor page faults so far, and the CPU of its children it reaped (an ended Postgres backend's, counted by its postmaster), in
  * ms (ticks of 10 ms). Undefined when the process is gone.
  */
 export const processStat = (pid) => {
@@ -21,6 +21,7 @@ export const processStat = (pid) => {
       ppid: fields[1],
       comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
       self: (fields[11] + fields[12]) * 10,
+      minorFaults: fields[7],
       reaped: (fields[13] + fields[14]) * 10,
       args: readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ")
     }
@@ -72,6 +73,7 @@ export const measured = async (run, pids) => {
  */
 export const cpuInWindows = (pids) => {
   const spent = { ...Object.fromEntries(Object.keys(pids).map((name) => [name, 0])), postgres: 0 }
+  let windows = 0
   let before
   return {
     start: () => {
@@ -81,7 +83,10 @@ export const cpuInWindows = (pids) => {
     stop: () => {
       for (const [name, pid] of Object.entries(pids)) spent[name] += cpuMs(pid) - before.own[name]
       spent.postgres += postgresCpuSince(before.postgres)
+      windows++
     },
-    spent
+    spent,
+    /** How many windows were closed so far. */
+    windows: () => windows
   }
 }
