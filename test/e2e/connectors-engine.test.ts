@@ -332,9 +332,9 @@ describe("engine setup end to end", () => {
     }, 30_000)
   }, 60_000)
 
-  it("quarantine: a lost slot is quarantined and the subscription paused; release is idempotent; the monitor re-creates the slot and copies again", async () => {
-    const slot = `scion_${id.toLowerCase()}`
-    await waitFor("the slot to be dropped on the source", async () => {
+  /** Drops the connector's slot on the source as an administrator would: its walsender ended first. */
+  const dropSlot = (slot: string) =>
+    waitFor("the slot to be dropped on the source", async () => {
       try {
         await source.query(`select pg_terminate_backend(active_pid, 5000) from pg_replication_slots where slot_name = '${slot}' and active_pid is not null`)
         await source.query(`select pg_drop_replication_slot('${slot}')`)
@@ -343,6 +343,10 @@ describe("engine setup end to end", () => {
         return false
       }
     }, 30_000)
+
+  it("quarantine: a lost slot is quarantined and the subscription paused; release is idempotent; the monitor re-creates the slot and copies again", async () => {
+    const slot = `scion_${id.toLowerCase()}`
+    await dropSlot(slot)
     const entry = await eventually("the monitor to quarantine the lost slot", async () => {
       const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
       return list.body.entries.find((e: { reason: string }) => e.reason === "slot_lost")
@@ -366,6 +370,35 @@ describe("engine setup end to end", () => {
       const slots = await source.query(`select count(*)::int as n from pg_replication_slots where slot_name = '${slot}'`)
       const rows = await queryEngine(scion, id, "select (select count(*) from public.accounts)::int as accounts, (select count(*) from public.invoices)::int as invoices")
       return slots.rows[0].n === 1 && rows.rows[0].accounts === 2001 && rows.rows[0].invoices === 300001
+    }, 120_000)
+    expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
+  }, 180_000)
+
+  it("quarantine: an entry opened for an apply error says slot_lost once the slot is gone (same id), and its release re-creates the slot", async () => {
+    const slot = `scion_${id.toLowerCase()}`
+    // A terminated walsender is one apply error on the mirror: what a round sees when it falls
+    // between an administrator's termination and the drop.
+    const opened = await eventually("the monitor to quarantine the broken stream as an apply error", async () => {
+      await source.query(`select pg_terminate_backend(active_pid, 5000) from pg_replication_slots where slot_name = '${slot}' and active_pid is not null`)
+      const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+      return list.body.entries.find((e: { reason: string }) => e.reason === "subscription_error")
+    }, 60_000)
+    await dropSlot(slot)
+    const superseded = await eventually("the entry to say its slot is lost", async () => {
+      const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+      return list.body.entries.length === 1 && list.body.entries[0].reason === "slot_lost" ? list.body.entries[0] : undefined
+    }, 30_000)
+    expect(superseded).toMatchObject({ quarantine_id: opened.quarantine_id, status: "quarantined", detail: expect.stringContaining(slot), quarantined_at: opened.quarantined_at })
+    expect(superseded.detail).toContain("subscription_error")
+
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${opened.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await source.query(`insert into public.accounts (id, email) values (900004, 'after-superseded@example.com')`)
+    await waitFor("the slot re-created and the mirror copied again, streaming", async () => {
+      const connector = (await getConnector(id)).body
+      if (connector.branching_engine_status !== "ready" || connector.replication?.status !== "streaming") return false
+      const slots = await source.query(`select count(*)::int as n from pg_replication_slots where slot_name = '${slot}'`)
+      const rows = await queryEngine(scion, id, "select (select count(*) from public.accounts)::int as accounts, (select count(*) from public.invoices)::int as invoices")
+      return slots.rows[0].n === 1 && rows.rows[0].accounts === 2002 && rows.rows[0].invoices === 300001
     }, 120_000)
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
@@ -430,8 +463,8 @@ describe("engine setup end to end", () => {
     expect(nothing.status).toBe(200)
     expect(nothing.body).toMatchObject({ connector_id: id, message: expect.stringMatching(/already mirrors/) })
     const attempts = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.member })
-    // The setup, the restore after the lost slot, and this rollout.
-    expect(attempts.body.attempts).toHaveLength(3)
+    // The setup, the restores after the two lost slots, and this rollout.
+    expect(attempts.body.attempts).toHaveLength(4)
     expect(attempts.body.attempts[0].total_checks).toBe(16)
   }, 300_000)
 

@@ -15,7 +15,7 @@ import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
 import { ConnectorOperations } from "../connectors/Discovery.js"
 import { startPipelineOperation } from "../replication/Pipelines.js"
 import { PipelinesRepo } from "../replication/PipelinesRepo.js"
-import { type MonitoredEngine, QuarantineRepo } from "./QuarantineRepo.js"
+import { type MonitoredEngine, type OpenEntry, QuarantineRepo } from "./QuarantineRepo.js"
 import { refreshStructure } from "../replication/StructureRefresh.js"
 
 /** Why replication was quarantined (the entry's reason). */
@@ -167,8 +167,27 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         return Option.none<{ reason: QuarantineReason; detail: string }>()
       })
 
-    /** A released entry: put the pipeline back, then delete the row. */
-    const restore = (engine: EngineRow, running: Engine, entry: { readonly id: string; readonly reason: string }) =>
+    /**
+     * An open entry whose slot is lost now says slot_lost, whatever opened it: only the slot's
+     * restore (a new slot and a full copy) brings such a pipeline back, and re-enabling the
+     * subscription would fail forever. The common way there: whoever drops a slot first
+     * terminates its walsender, which the subscription counts as an apply error, so a round
+     * between the two opens a subscription_error entry.
+     */
+    const supersedeWhenSlotLost = (engine: EngineRow, open: OpenEntry, lag: Option.Option<number | null>) =>
+      Effect.gen(function* () {
+        if (open.reason === "slot_lost" || !(Option.isSome(lag) && lag.value === null)) return open
+        const detail = `The replication slot ${engine.slot_name} no longer exists on the source (the entry was opened as ${open.reason})`
+        if (yield* quarantines.markSlotLost(open.id, detail)) {
+          yield* Effect.logWarning("quarantined replication lost its slot too: the entry now says slot_lost").pipe(
+            Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: open.id, was: open.reason })
+          )
+        }
+        return { ...open, reason: "slot_lost" } satisfies OpenEntry
+      })
+
+    /** A released entry: put the pipeline back, then delete the row (`lag` as measured this round). */
+    const restore = (engine: EngineRow, running: Engine, entry: OpenEntry, lag: Option.Option<number | null>) =>
       Effect.gen(function* () {
         if (entry.reason === "slot_lost") {
           // The slot's position is gone: the mirror starts over from a new slot and a full copy.
@@ -190,7 +209,6 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         if (entry.reason === "lag_exceeded") {
           // Restored once it has caught up to within the bound; until then the released row stays
           // (not listed) so the same lag is not quarantined again while it drains.
-          const lag = yield* lagOf(engine)
           if (Option.isSome(lag) && (lag.value === null || lag.value > options.maxLagBytes)) return
         }
         yield* quarantines.deleteEntry(entry.id)
@@ -299,11 +317,13 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         if (Option.isNone(running)) return
         const found = yield* quarantines.findOpen(engine.connector_id)
         if (Option.isSome(found)) {
-          const open = found.value
-          if (open.status === "released") return yield* restore(engine, running.value, open)
+          // The source is asked while quarantined too: a slot lost since changes what the entry says.
+          const lag = yield* lagOf(engine)
+          const open = yield* supersedeWhenSlotLost(engine, found.value, lag)
+          if (open.status === "released") return yield* restore(engine, running.value, open, lag)
           const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
           yield* pause(engine, running.value, facts)
-          return yield* recordState(engine, facts, "quarantined", Option.none())
+          return yield* recordState(engine, facts, "quarantined", lag)
         }
         if (engine.schema_follow === "reconcile") {
           // One short session on the mirror for the round: its facts and the tables it follows,

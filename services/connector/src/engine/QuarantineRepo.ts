@@ -79,6 +79,15 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
         Effect.map((rows) => Option.fromNullable(rows[0]))
       )
 
+    /**
+     * The entry now says its slot is lost (a lost slot supersedes whatever opened it: only the
+     * slot's restore can bring the pipeline back); false when it said so already or is gone.
+     */
+    const markSlotLost = (id: string, detail: string) =>
+      orDie(sql`update quarantine_entries set reason = 'slot_lost', detail = ${detail} where id = ${id} and reason <> 'slot_lost' returning id`).pipe(
+        Effect.map((rows) => rows.length > 0)
+      )
+
     const deleteEntry = (id: string) => orDie(sql`delete from quarantine_entries where id = ${id}`).pipe(Effect.asVoid)
 
     /** A restored pipeline: the degraded connector is ready again. */
@@ -149,6 +158,7 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
       takeLease,
       openEntry,
       findOpen,
+      markSlotLost,
       deleteEntry,
       markReady,
       recordApplyErrors,
