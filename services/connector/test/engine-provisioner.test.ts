@@ -12,7 +12,7 @@ import { tmpdir } from "node:os"
 import { checkServerIdentity } from "node:tls"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Fiber, Layer, Option, Redacted } from "effect"
+import { ConfigProvider, Effect, Exit, Fiber, Layer, ManagedRuntime, Option, Redacted } from "effect"
 import pg from "pg"
 import { type Engine, EngineNotFound, EngineProvisioner } from "../src/engine/EngineProvisioner.js"
 import { findPgbouncer, LocalEngineProvisionerLive } from "../src/engine/LocalEngineProvisioner.js"
@@ -188,6 +188,39 @@ describe("LocalEngineProvisioner", () => {
     await run(Effect.flatMap(EngineProvisioner, (p) => p.stop(connectorId)))
     await run(Effect.flatMap(EngineProvisioner, (p) => p.provision(connectorId)))
     expect((await query(engine, "select count(*)::int as n from kept")).rows).toEqual([{ n: 1 }])
+  })
+
+  it("a lookup after the server was killed from outside starts it again: what the adapter remembers of a running engine is checked on every lookup", async () => {
+    // One adapter across the lookups, as in the unit (it remembers the engines it found running).
+    const adapter = ManagedRuntime.make(layer)
+    const start = () => adapter.runPromise(Effect.flatMap(EngineProvisioner, (p) => p.start(connectorId)))
+    try {
+      const first = await start()
+      expect((await query(first, "select 1 as one")).rows).toEqual([{ one: 1 }])
+      const pid = Number((await readFile(join(first.dataDir, "postmaster.pid"), "utf8")).split("\n")[0])
+      process.kill(pid, "SIGKILL")
+      // Gone once whoever adopted it has reaped it (till then Postgres itself takes the pid file
+      // for a running server); the pid file stays behind, as after a crash.
+      const gone = () => {
+        try {
+          process.kill(pid, 0)
+          return false
+        } catch {
+          return true
+        }
+      }
+      const deadline = Date.now() + 30_000
+      while (Date.now() < deadline && !gone()) await new Promise((resolve) => setTimeout(resolve, 100))
+      await expect(query(first, "select 1")).rejects.toThrow()
+      expect(existsSync(join(first.dataDir, "postmaster.pid"))).toBe(true)
+
+      const again = await start()
+      expect(again.port).toBe(first.port)
+      expect(Number((await readFile(join(again.dataDir, "postmaster.pid"), "utf8")).split("\n")[0])).not.toBe(pid)
+      expect((await query(again, "select note from kept where id = 1")).rows).toEqual([{ note: "survives" }])
+    } finally {
+      await adapter.dispose()
+    }
   })
 
   it("an engine whose certificate the authority did not sign gets a new one when it starts", async () => {

@@ -23,7 +23,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { existsSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { appendFile, chmod, chown, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { connect, createServer, isIP } from "node:net"
@@ -461,18 +461,29 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       ].join("\n")
     }
 
-    const pidAlive = (pidFile: string) =>
-      Effect.promise(async () => {
-        // The first line (postmaster.pid holds more below it).
-        const pid = Number((await readFile(pidFile, "utf8").catch(() => "")).split("\n")[0]?.trim())
-        if (!Number.isInteger(pid) || pid <= 0) return Option.none<number>()
-        try {
-          process.kill(pid, 0)
-          return Option.some(pid)
-        } catch {
-          return Option.none<number>()
-        }
-      })
+    /**
+     * The live process a pid file's first line names (postmaster.pid holds more below it). Read
+     * without the file system's thread pool: four hops through it for a file of a few bytes cost
+     * more than the read, and engine lookups ask on every branch create.
+     */
+    const livePid = (pidFile: string): Option.Option<number> => {
+      let text = ""
+      try {
+        text = readFileSync(pidFile, "utf8")
+      } catch {
+        return Option.none() // no pid file: not running
+      }
+      const pid = Number(text.split("\n")[0]?.trim())
+      if (!Number.isInteger(pid) || pid <= 0) return Option.none()
+      try {
+        process.kill(pid, 0)
+        return Option.some(pid)
+      } catch {
+        return Option.none()
+      }
+    }
+
+    const pidAlive = (pidFile: string) => Effect.sync(() => livePid(pidFile))
 
     const portOpen = (host: string, port: number) =>
       Effect.async<boolean>((resume) => {
@@ -643,18 +654,44 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       return engineOf(entry)
     }, (effect, connectorId) => locked(connectorId)(effect))
 
+    /**
+     * Engines this process started or found running, by connector: every branch create looks its
+     * engine up twice, and while the server's and the pooler's pid files still name live
+     * processes the answer needs neither the lock nor the record (the lock queued the ten lookups
+     * of ten creates at once behind each other's file reads). A stop or destroy here forgets the
+     * engine; one stopped or killed from outside fails the pid check and takes the locked way,
+     * which starts it again.
+     */
+    const runningRecords = new Map<string, EngineRecord>()
+
+    const stillRunning = (record: EngineRecord) =>
+      Option.isSome(livePid(join(paths(record.connectorId).pgdata, "postmaster.pid"))) &&
+      (Option.isNone(options.pgbouncer) || Option.isSome(livePid(poolerPaths(record.connectorId).pid)))
+
+    const startLocked = (connectorId: string) =>
+      locked(connectorId)(
+        Effect.gen(function* () {
+          yield* validate(connectorId)
+          const user = yield* serverUser(connectorId)
+          const record = yield* requireRecord(connectorId)
+          yield* startServer(connectorId, user)
+          const entry = yield* startPooler(record, user)
+          runningRecords.set(connectorId, entry)
+          return engineOf(entry)
+        })
+      )
+
     const start = Effect.fn("LocalEngineProvisioner.start")(function* (connectorId: string) {
       yield* Effect.annotateCurrentSpan("connector.id", connectorId)
-      yield* validate(connectorId)
-      const user = yield* serverUser(connectorId)
-      const record = yield* requireRecord(connectorId)
-      yield* startServer(connectorId, user)
-      return engineOf(yield* startPooler(record, user))
-    }, (effect, connectorId) => locked(connectorId)(effect))
+      const known = runningRecords.get(connectorId)
+      if (known !== undefined && stillRunning(known)) return engineOf(known)
+      return yield* startLocked(connectorId)
+    })
 
     const stop = Effect.fn("LocalEngineProvisioner.stop")(function* (connectorId: string) {
       yield* Effect.annotateCurrentSpan("connector.id", connectorId)
       yield* validate(connectorId)
+      runningRecords.delete(connectorId)
       yield* requireRecord(connectorId)
       yield* stopPooler(connectorId)
       yield* stopServer(connectorId, yield* serverUser(connectorId), "fast")
@@ -665,6 +702,7 @@ export const makeLocalEngineProvisioner = (options: LocalEngineOptions) =>
       yield* Effect.annotateCurrentSpan("connector.id", connectorId)
       yield* validate(connectorId)
       const { engineDir, pgdata } = paths(connectorId)
+      runningRecords.delete(connectorId)
       if (!existsSync(engineDir)) return
       yield* stopPooler(connectorId)
       if (existsSync(join(pgdata, "PG_VERSION"))) yield* stopServer(connectorId, yield* serverUser(connectorId), "immediate")
