@@ -344,6 +344,16 @@ describe("engine setup end to end", () => {
       }
     }, 30_000)
 
+  /** The restore of a lost slot done: the slot re-created, the mirror copied again (`accounts` rows) and ready. */
+  const restoredFromNewSlot = (slot: string, accounts: number) =>
+    waitFor("the pipeline to be restored: the slot re-created, the mirror copied again and streaming", async () => {
+      const connector = (await getConnector(id)).body
+      if (connector.branching_engine_status !== "ready" || connector.replication?.status !== "streaming") return false
+      const slots = await source.query(`select count(*)::int as n from pg_replication_slots where slot_name = '${slot}'`)
+      const rows = await queryEngine(scion, id, "select (select count(*) from public.accounts)::int as accounts, (select count(*) from public.invoices)::int as invoices")
+      return slots.rows[0].n === 1 && rows.rows[0].accounts === accounts && rows.rows[0].invoices === 300001
+    }, 120_000)
+
   it("quarantine: a lost slot is quarantined and the subscription paused; release is idempotent; the monitor re-creates the slot and copies again", async () => {
     const slot = `scion_${id.toLowerCase()}`
     await dropSlot(slot)
@@ -364,13 +374,7 @@ describe("engine setup end to end", () => {
     if (again.status === 200) expect(again.body).toEqual(released.body)
 
     await source.query(`insert into public.accounts (id, email) values (900001, 'after-quarantine@example.com')`)
-    await waitFor("the pipeline to be restored: the slot re-created, the mirror copied again and streaming", async () => {
-      const connector = (await getConnector(id)).body
-      if (connector.branching_engine_status !== "ready") return false
-      const slots = await source.query(`select count(*)::int as n from pg_replication_slots where slot_name = '${slot}'`)
-      const rows = await queryEngine(scion, id, "select (select count(*) from public.accounts)::int as accounts, (select count(*) from public.invoices)::int as invoices")
-      return slots.rows[0].n === 1 && rows.rows[0].accounts === 2001 && rows.rows[0].invoices === 300001
-    }, 120_000)
+    await restoredFromNewSlot(slot, 2001)
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
@@ -393,13 +397,7 @@ describe("engine setup end to end", () => {
 
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${opened.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await source.query(`insert into public.accounts (id, email) values (900004, 'after-superseded@example.com')`)
-    await waitFor("the slot re-created and the mirror copied again, streaming", async () => {
-      const connector = (await getConnector(id)).body
-      if (connector.branching_engine_status !== "ready" || connector.replication?.status !== "streaming") return false
-      const slots = await source.query(`select count(*)::int as n from pg_replication_slots where slot_name = '${slot}'`)
-      const rows = await queryEngine(scion, id, "select (select count(*) from public.accounts)::int as accounts, (select count(*) from public.invoices)::int as invoices")
-      return slots.rows[0].n === 1 && rows.rows[0].accounts === 2002 && rows.rows[0].invoices === 300001
-    }, 120_000)
+    await restoredFromNewSlot(slot, 2002)
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
