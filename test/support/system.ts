@@ -91,7 +91,8 @@ export const startUnit = (name: string, script: string, env: Record<string, stri
     cwd: repoRoot,
     // Tests make many requests from one address and one key, and fail logins on purpose: the rate
     // limits stay on at a height no test reaches (test/e2e/rate-limits.test.ts sets its own).
-    env: { ...process.env, LOG_LEVEL: "Warning", ...RELAXED_RATE_LIMITS, ...env },
+    // SCION_TEST_LOG_LEVEL (e.g. Debug) beside SCION_TEST_LOG_DIR says more when a run is read after.
+    env: { ...process.env, LOG_LEVEL: process.env.SCION_TEST_LOG_LEVEL ?? "Warning", ...RELAXED_RATE_LIMITS, ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
