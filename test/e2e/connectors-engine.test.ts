@@ -344,8 +344,8 @@ describe("engine setup end to end", () => {
       }
     }, 30_000)
 
-  /** The restore of a lost slot done: the slot re-created, the mirror copied again (`accounts` rows) and ready. */
-  const restoredFromNewSlot = (slot: string, accounts: number) =>
+  /** A restore that copies again done: the slot there, the mirror copied again (`accounts` rows), ready and streaming. */
+  const restoredByCopy = (slot: string, accounts: number) =>
     waitFor("the pipeline to be restored: the slot re-created, the mirror copied again and streaming", async () => {
       const connector = (await getConnector(id)).body
       if (connector.branching_engine_status !== "ready" || connector.replication?.status !== "streaming") return false
@@ -374,7 +374,7 @@ describe("engine setup end to end", () => {
     if (again.status === 200) expect(again.body).toEqual(released.body)
 
     await source.query(`insert into public.accounts (id, email) values (900001, 'after-quarantine@example.com')`)
-    await restoredFromNewSlot(slot, 2001)
+    await restoredByCopy(slot, 2001)
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
@@ -397,7 +397,25 @@ describe("engine setup end to end", () => {
 
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${opened.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await source.query(`insert into public.accounts (id, email) values (900004, 'after-superseded@example.com')`)
-    await restoredFromNewSlot(slot, 2002)
+    await restoredByCopy(slot, 2002)
+    expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
+  }, 180_000)
+
+  it("quarantine: a subscription dropped on the engine is quarantined as stopped; its release makes it again from the kept slot and copies again", async () => {
+    const name = `scion_${id.toLowerCase()}`
+    await queryEngine(scion, id, `alter subscription ${name} disable`)
+    await queryEngine(scion, id, `alter subscription ${name} set (slot_name = none)`)
+    await queryEngine(scion, id, `drop subscription ${name}`)
+    const entry = await eventually("the monitor to quarantine the missing subscription", async () => {
+      const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+      return list.body.entries.find((e: { reason: string }) => e.reason === "subscription_stopped")
+    }, 30_000)
+    expect((await getConnector(id)).body).toMatchObject({ branching_engine_status: "degraded", replication: { status: "quarantined" } })
+
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await source.query(`insert into public.accounts (id, email) values (900005, 'after-resubscribe@example.com')`)
+    await restoredByCopy(name, 2003)
+    expect((await queryEngine(scion, id, "select subenabled from pg_subscription where subname = $1", [name])).rows).toEqual([{ subenabled: true }])
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
@@ -461,8 +479,8 @@ describe("engine setup end to end", () => {
     expect(nothing.status).toBe(200)
     expect(nothing.body).toMatchObject({ connector_id: id, message: expect.stringMatching(/already mirrors/) })
     const attempts = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.member })
-    // The setup, the restores after the two lost slots, and this rollout.
-    expect(attempts.body.attempts).toHaveLength(4)
+    // The setup, the restores after the two lost slots and the dropped subscription, and this rollout.
+    expect(attempts.body.attempts).toHaveLength(5)
     expect(attempts.body.attempts[0].total_checks).toBe(16)
   }, 300_000)
 

@@ -186,11 +186,13 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         return { ...open, reason: "slot_lost" } satisfies OpenEntry
       })
 
-    /** A released entry: put the pipeline back, then delete the row (`lag` as measured this round). */
-    const restore = (engine: EngineRow, running: Engine, entry: OpenEntry, lag: Option.Option<number | null>) =>
+    /** A released entry: put the pipeline back, then delete the row (`lag` and `facts` as read this round). */
+    const restore = (engine: EngineRow, running: Engine, entry: OpenEntry, lag: Option.Option<number | null>, facts: MirrorFacts) =>
       Effect.gen(function* () {
-        if (entry.reason === "slot_lost") {
-          // The slot's position is gone: the mirror starts over from a new slot and a full copy.
+        if (entry.reason === "slot_lost" || facts.subscription === undefined) {
+          // The slot's position is gone, or the subscription that kept the mirror's place in it:
+          // the mirror starts over from a full copy (a new slot where it is gone, the subscription
+          // made again; setup makes only what is missing).
           yield* dropSubscriptionKeepingSlot(running, engine.mirror_database, engine.subscription_name, connect.applicationName)
           const tables = engine.mirrored_tables.map((path) => {
             const [, schema, name] = path.split(".")
@@ -199,7 +201,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           if (tables.length > 0) yield* onMirror(running, engine, (mirror) => mirror.query(`truncate ${tables.join(", ")}`))
           yield* quarantines.deleteEntry(entry.id)
           const started = yield* setup.restart(engine.connector_id)
-          yield* Effect.logInfo("quarantine released: engine setup restarted to re-create the slot").pipe(
+          yield* Effect.logInfo("quarantine released: engine setup restarted to re-create the pipeline").pipe(
             Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id, operation_id: started.operationId })
           )
           return
@@ -320,8 +322,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           // The source is asked while quarantined too: a slot lost since changes what the entry says.
           const lag = yield* lagOf(engine)
           const open = yield* supersedeWhenSlotLost(engine, found.value, lag)
-          if (open.status === "released") return yield* restore(engine, running.value, open, lag)
           const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
+          if (open.status === "released") return yield* restore(engine, running.value, open, lag, facts)
           yield* pause(engine, running.value, facts)
           return yield* recordState(engine, facts, "quarantined", lag)
         }
