@@ -422,6 +422,39 @@ describe("engine setup end to end", () => {
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
+  it("quarantine: a slot the source invalidated (its WAL removed past max_slot_wal_keep_size) is lost: its release drops it, makes a new one and copies again", async () => {
+    const slot = `scion_${id.toLowerCase()}`
+    const walStatus = async () => (await source.query(`select wal_status from pg_replication_slots where slot_name = '${slot}'`)).rows[0]?.wal_status as string | undefined
+    await source.query("alter system set max_slot_wal_keep_size = '1MB'")
+    await source.query("select pg_reload_conf()")
+    let entry: { quarantine_id: string; detail: string }
+    try {
+      // The subscription paused on the engine: the slot stays behind while the source writes WAL.
+      await queryEngine(scion, id, `alter subscription ${slot} disable`)
+      await waitFor("the source to invalidate the slot", async () => {
+        await source.query("select pg_logical_emit_message(false, 'scion-test', repeat('x', 1024 * 1024)) from generate_series(1, 4)")
+        await source.query("select pg_switch_wal()")
+        await source.query("checkpoint")
+        return (await walStatus()) === "lost"
+      }, 60_000)
+      // Still listed among the slots, but as lost as a dropped one.
+      entry = await eventually("the monitor to quarantine the invalidated slot", async () => {
+        const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+        return list.body.entries.find((e: { reason: string }) => e.reason === "slot_lost")
+      }, 30_000)
+      expect(entry.detail).toContain(slot)
+    } finally {
+      await source.query("alter system reset max_slot_wal_keep_size")
+      await source.query("select pg_reload_conf()")
+    }
+
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await source.query(`insert into public.accounts (id, email) values (900006, 'after-invalidation@example.com')`)
+    await restoredByCopy(slot, 2004)
+    expect(await walStatus()).toBe("reserved")
+    expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
+  }, 180_000)
+
   it("quarantine: a subscription that keeps failing to apply is quarantined; after the conflict is fixed, release resumes it", async () => {
     // A row written on the mirror directly collides with the next one from the source.
     await queryEngine(scion, id, "insert into public.accounts (id, email) values (777777, 'mirror-only@example.com')")
@@ -482,8 +515,8 @@ describe("engine setup end to end", () => {
     expect(nothing.status).toBe(200)
     expect(nothing.body).toMatchObject({ connector_id: id, message: expect.stringMatching(/already mirrors/) })
     const attempts = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.member })
-    // The setup, the restores after the two lost slots and the dropped subscription, and this rollout.
-    expect(attempts.body.attempts).toHaveLength(5)
+    // The setup, the restores after the two lost slots, the dropped subscription and the invalidated slot, and this rollout.
+    expect(attempts.body.attempts).toHaveLength(6)
     expect(attempts.body.attempts[0].total_checks).toBe(16)
   }, 300_000)
 

@@ -17,6 +17,7 @@ import { startPipelineOperation } from "../replication/Pipelines.js"
 import { PipelinesRepo } from "../replication/PipelinesRepo.js"
 import { type MonitoredEngine, type OpenEntry, QuarantineRepo } from "./QuarantineRepo.js"
 import { refreshStructure } from "../replication/StructureRefresh.js"
+import { dropInvalidatedSlot, slotLostDetail, slotPosition } from "../replication/SlotSql.js"
 
 /** Why replication was quarantined (the entry's reason). */
 export type QuarantineReason = "slot_lost" | "subscription_error" | "subscription_stopped" | "lag_exceeded" | "schema_drift"
@@ -115,7 +116,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     /**
      * The slot's lag on the source in bytes: None when the source cannot be asked (an unreachable
      * source is not a break of Scion's pipeline by itself: the subscription's errors say so),
-     * Some(null) when the slot is gone.
+     * Some(null) when the slot is gone or invalidated (SlotSql).
      */
     const lagOf = (engine: EngineRow) =>
       Effect.gen(function* () {
@@ -124,11 +125,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         return yield* Effect.scoped(
           Effect.gen(function* () {
             const source = yield* sourceSession(details.value, details.value.password, { ...connect, queryMillis: 10_000 })
-            const [slot] = yield* source.query<{ lag: string | null }>(
-              "select pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text as lag from pg_replication_slots where slot_name = $1",
-              [engine.slot_name]
-            )
-            return Option.some(slot === undefined ? null : Number(slot.lag ?? 0))
+            const slot = yield* slotPosition(source, engine.slot_name)
+            return Option.some(slot.lag)
           })
         ).pipe(
           Effect.tap((lag) => rememberLag(engine.connector_id, lag)),
@@ -136,11 +134,26 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         )
       })
 
+    /**
+     * Before a restore's full copy: a slot the source invalidated is dropped, so that setup makes
+     * a new one (setup refuses to go on from an invalidated slot). A failure ends the round; the
+     * released entry is tried again next round.
+     */
+    const dropSlotIfInvalidated = (engine: EngineRow) =>
+      Effect.gen(function* () {
+        const details = yield* sourceOf(engine.connector_id)
+        if (Option.isNone(details)) return
+        const dropped = yield* Effect.scoped(
+          Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis: 10_000 }), (source) => dropInvalidatedSlot(source, engine.slot_name))
+        )
+        if (dropped) yield* Effect.logInfo("the source had invalidated the slot: dropped, setup makes a new one").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, slot: engine.slot_name }))
+      })
+
     /** The checks, in order; the first break found is the one recorded. */
     const inspect = (engine: EngineRow, facts: MirrorFacts, lag: Option.Option<number | null>, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
       Effect.gen(function* () {
         if (Option.isSome(lag) && lag.value === null) {
-          return Option.some({ reason: "slot_lost" as const, detail: `The replication slot ${engine.slot_name} no longer exists on the source` })
+          return Option.some({ reason: "slot_lost" as const, detail: slotLostDetail(engine.slot_name) })
         }
         if (Option.isSome(lag) && lag.value !== null && lag.value > options.maxLagBytes) {
           return Option.some({ reason: "lag_exceeded" as const, detail: `The mirror is ${lag.value} bytes of WAL behind the source (bound ${options.maxLagBytes})` })
@@ -177,7 +190,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const supersedeWhenSlotLost = (engine: EngineRow, open: OpenEntry, lag: Option.Option<number | null>) =>
       Effect.gen(function* () {
         if (open.reason === "slot_lost" || !(Option.isSome(lag) && lag.value === null)) return open
-        const detail = `The replication slot ${engine.slot_name} no longer exists on the source (the entry was opened as ${open.reason})`
+        const detail = `${slotLostDetail(engine.slot_name)} (the entry was opened as ${open.reason})`
         if (yield* quarantines.markSlotLost(open.id, detail)) {
           yield* Effect.logWarning("quarantined replication lost its slot too: the entry now says slot_lost").pipe(
             Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: open.id, was: open.reason })
@@ -199,6 +212,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
             return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
           })
           if (tables.length > 0) yield* onMirror(running, engine, (mirror) => mirror.query(`truncate ${tables.join(", ")}`))
+          yield* dropSlotIfInvalidated(engine)
           yield* quarantines.deleteEntry(entry.id)
           const started = yield* setup.restart(engine.connector_id)
           yield* Effect.logInfo("quarantine released: engine setup restarted to re-create the pipeline").pipe(

@@ -22,6 +22,7 @@ import { wholeSchemasOf } from "../replication/CaptureSql.js"
 import { prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
 import { ENGINE_SETUP_JOB, EngineSetupPayload, type MirrorPlan, setupPrerequisites, stepFailed } from "./SetupPlan.js"
 import { recordReadiness } from "./ReadinessEvidence.js"
+import { slotPosition } from "../replication/SlotSql.js"
 
 /**
  * The engine setup job (`jobs.connector.engine_setup`) in all its modes — setup, rollout, reset,
@@ -325,12 +326,23 @@ const publish = (source: PgSession, pipeline: PipelineNames, tables: ReadonlyArr
     )
   })
 
-/** slot: the pipeline's logical slot on the source, unless it is there. */
+/**
+ * slot: the pipeline's logical slot on the source, unless it is there. One the source invalidated
+ * can stream no more (SlotSql), and a mirror that followed it has missed changes: setup does not
+ * quietly replace it under a subscription that would go on from the new one, it says how to copy
+ * again (a reset drops the slot first; so does the quarantine monitor's restore).
+ */
 const createSlot = (source: PgSession, slotName: string) =>
   Effect.gen(function* () {
-    const [slot] = yield* source.query<{ slot_name: string }>("select slot_name from pg_replication_slots where slot_name = $1", [slotName])
-    if (slot === undefined) yield* source.query("select pg_create_logical_replication_slot($1, 'pgoutput')", [slotName])
-  }).pipe(Effect.mapError((e) => stepFailed("slot", e)))
+    const { state } = yield* slotPosition(source, slotName).pipe(Effect.mapError((e) => stepFailed("slot", e)))
+    if (state === "invalidated") {
+      return yield* stepFailed(
+        "slot",
+        `the source invalidated the replication slot ${slotName} (its WAL removed past max_slot_wal_keep_size, or idle too long); POST /v1/connectors/{connector_id}/reset drops it and copies the mirror again`
+      )
+    }
+    if (state === "missing") yield* source.query("select pg_create_logical_replication_slot($1, 'pgoutput')", [slotName]).pipe(Effect.mapError((e) => stepFailed("slot", e)))
+  })
 
 /** The sessions setup opens on the engine. */
 const setupSession = (run: SetupRun): EngineSessionOptions => ({ applicationName: "scion-engine-setup", connectMillis: Duration.toMillis(run.options.connectTimeout) })

@@ -2,6 +2,7 @@ import { Effect, Option } from "effect"
 import { quoteIdent } from "@scion/kit"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
+import { slotPosition } from "./SlotSql.js"
 import { snapshotOf } from "./SourceCapture.js"
 
 /**
@@ -115,7 +116,7 @@ interface Change {
  * something changed, on short sessions (`onMirror` for Scion's bookkeeping, `onMirrorUnderCopyLock`
  * for the changes themselves, one transaction each), never while the source is being read: a
  * branch batch copies the mirror only once no session is connected to it. Answers the slot's lag
- * too (bytes of WAL, null when the slot is gone), read on the same source session.
+ * too (bytes of WAL, null when the slot is gone or invalidated), read on the same source session.
  */
 export const reconcile = (input: {
   readonly connectorId: string
@@ -131,15 +132,7 @@ export const reconcile = (input: {
   Effect.gen(function* () {
     const { source } = input
     yield* source.query("set search_path = pg_catalog")
-    const [position] = yield* source.query<{ current: string; confirmed: string | null; lag: string | null; slot: boolean }>(
-      `select pg_current_wal_lsn()::text as current, s.confirmed_flush_lsn::text as confirmed,
-              pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::text as lag, s.slot_name is not null as slot
-       from (select 1) one left join pg_replication_slots s on s.slot_name = $1`,
-      [input.slotName]
-    )
-    const current = position?.current ?? "0/0"
-    const confirmed = position?.confirmed ?? null
-    const lag = position?.slot === true ? Number(position.lag ?? 0) : null
+    const { current, confirmed, lag } = yield* slotPosition(source, input.slotName)
     // What changed on the source, and what each change waits for.
     const marks: Array<FollowedTable> = []
     const toApply: Array<Change> = []
