@@ -455,6 +455,21 @@ describe("engine setup end to end", () => {
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
+  it("quarantine: a restart of the source is not a break: the subscription reconnects by itself, nothing is quarantined", async () => {
+    // The restart ends the walsender mid-stream: the subscription counts one apply error.
+    const applyErrors = async () => Number((await queryEngine(scion, id, "select coalesce(sum(apply_error_count), 0)::int as n from pg_stat_subscription_stats")).rows[0].n)
+    const before = await applyErrors()
+    await source.pause()
+    await source.resume()
+    await source.query(`insert into public.accounts (id, email) values (900007, 'after-restart@example.com')`)
+    await waitFor("the row written after the restart on the mirror", async () => (await queryEngine(scion, id, "select count(*)::int as n from public.accounts where id = 900007")).rows[0].n === 1, 60_000)
+    expect(await applyErrors()).toBeGreaterThan(before)
+    // Several monitor rounds later, still nothing quarantined, and the mirror ready and streaming.
+    await new Promise((resolve) => setTimeout(resolve, 5_000))
+    expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })).body).toEqual({ entries: [] })
+    expect((await getConnector(id)).body).toMatchObject({ branching_engine_status: "ready", replication: { status: "streaming" } })
+  }, 120_000)
+
   it("quarantine: a subscription that keeps failing to apply is quarantined; after the conflict is fixed, release resumes it", async () => {
     // A row written on the mirror directly collides with the next one from the source.
     await queryEngine(scion, id, "insert into public.accounts (id, email) values (777777, 'mirror-only@example.com')")

@@ -103,7 +103,7 @@ export class EngineSetupRepo extends Effect.Service<EngineSetupRepo>()("@scion/c
         .withTransaction(
           Effect.gen(function* () {
             yield* sql`update engines set mirrored_tables = ${ready.mirroredTables}, steps = ${JSON.stringify(ready.steps)}::jsonb,
-                         last_apply_error_count = null, subscription_disabled_since = null, updated_at = now()
+                         last_apply_error_count = null, apply_errors_rose = false, subscription_disabled_since = null, updated_at = now()
                        where connector_id = ${ready.connectorId}`
             if (ready.endQuarantine) yield* sql`delete from quarantine_entries where connector_id = ${ready.connectorId}`
             const replication = {

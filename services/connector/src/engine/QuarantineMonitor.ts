@@ -164,9 +164,18 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         const previous = drift.reconciled || engine.last_apply_error_count === null ? null : Number(engine.last_apply_error_count)
         // Apply errors while a schema change waits for reconciliation are that change's: the
         // baseline stays, so the next round sees them and applies it.
-        if (!drift.pending) yield* quarantines.recordApplyErrors(engine.connector_id, state.apply_errors)
-        if (!drift.pending && previous !== null && Number(state.apply_errors) > previous) {
-          return Option.some({ reason: "subscription_error" as const, detail: `The subscription reported ${Number(state.apply_errors) - previous} new apply error(s)` })
+        if (!drift.pending) {
+          const rose = previous !== null && Number(state.apply_errors) > previous
+          yield* quarantines.recordApplyErrors(engine.connector_id, state.apply_errors, rose)
+          // A rise in one round alone is a stream the source broke (a restart or failover ends
+          // the walsender; the subscription counts that as an apply error and reconnects by
+          // itself): only errors that rise round after round are a change the mirror cannot apply.
+          if (rose && engine.apply_errors_rose) {
+            return Option.some({
+              reason: "subscription_error" as const,
+              detail: `The subscription keeps failing to apply: ${Number(state.apply_errors) - previous} new apply error(s) since the last round, after more the round before`
+            })
+          }
         }
         // Branch creates pause the subscription for a moment: only a pause past the grace is a stop.
         if (!state.enabled) {

@@ -10,6 +10,8 @@ export interface MonitoredEngine {
   readonly slot_name: string
   readonly mirrored_tables: ReadonlyArray<string>
   readonly last_apply_error_count: string | null
+  /** Whether the count rose in the engine's last round. */
+  readonly apply_errors_rose: boolean
   readonly publication_name: string
   readonly schema_follow: "capture" | "reconcile"
 }
@@ -43,7 +45,7 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
 
     /** Engines of connectors that are set up (ready, or degraded while quarantined). */
     const monitoredEngines = orDie(sql<MonitoredEngine>`
-      select e.connector_id, e.mirror_database, e.subscription_name, e.slot_name, e.mirrored_tables, e.last_apply_error_count::text as last_apply_error_count,
+      select e.connector_id, e.mirror_database, e.subscription_name, e.slot_name, e.mirrored_tables, e.last_apply_error_count::text as last_apply_error_count, e.apply_errors_rose,
              e.publication_name, e.schema_follow
       from engines e join connectors c on c.id = e.connector_id
       where c.branching_engine_status in ('ready', 'degraded')`)
@@ -94,18 +96,20 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
     const markReady = (connectorId: string) =>
       orDie(sql`update connectors set branching_engine_status = 'ready', updated_at = now() where id = ${connectorId} and branching_engine_status = 'degraded'`).pipe(Effect.asVoid)
 
-    const recordApplyErrors = (connectorId: string, count: string) =>
-      orDie(sql`update engines set last_apply_error_count = ${count} where connector_id = ${connectorId}`).pipe(Effect.asVoid)
+    /** The round's apply-error count, and whether it rose since the last round. */
+    const recordApplyErrors = (connectorId: string, count: string, rose: boolean) =>
+      orDie(sql`update engines set last_apply_error_count = ${count}, apply_errors_rose = ${rose} where connector_id = ${connectorId}`).pipe(Effect.asVoid)
 
     /** A baseline where there is none yet (the next round compares with it). */
     const baselineApplyErrors = (connectorId: string, count: string) =>
       orDie(sql`update engines set last_apply_error_count = ${count} where connector_id = ${connectorId} and last_apply_error_count is null`).pipe(Effect.asVoid)
 
-    const forgetApplyErrors = (connectorId: string) => orDie(sql`update engines set last_apply_error_count = null where connector_id = ${connectorId}`).pipe(Effect.asVoid)
+    const forgetApplyErrors = (connectorId: string) =>
+      orDie(sql`update engines set last_apply_error_count = null, apply_errors_rose = false where connector_id = ${connectorId}`).pipe(Effect.asVoid)
 
     /** After a release: no error baseline, no pause on record. */
     const forgetBaselines = (connectorId: string) =>
-      orDie(sql`update engines set last_apply_error_count = null, subscription_disabled_since = null where connector_id = ${connectorId}`).pipe(Effect.asVoid)
+      orDie(sql`update engines set last_apply_error_count = null, apply_errors_rose = false, subscription_disabled_since = null where connector_id = ${connectorId}`).pipe(Effect.asVoid)
 
     /** The subscription is seen disabled: since when (kept from the first sighting), in seconds. */
     const disabledFor = (connectorId: string) =>

@@ -114,7 +114,7 @@ export class PipelinesRepo extends Effect.Service<PipelinesRepo>()("@scion/conne
             yield* sql`update pipelines set status = 'active', retired_at = null, retain_until = null, updated_at = now() where id = ${target.id}`
             yield* sql`
               update engines set publication_name = ${target.publication_name}, slot_name = ${target.slot_name}, subscription_name = ${target.subscription_name},
-                mirror_database = ${target.mirror_database}, mirrored_tables = ${target.mirrored_tables}, last_apply_error_count = null, subscription_disabled_since = null,
+                mirror_database = ${target.mirror_database}, mirrored_tables = ${target.mirrored_tables}, last_apply_error_count = null, apply_errors_rose = false, subscription_disabled_since = null,
                 updated_at = now()
               where connector_id = ${connectorId}`
             yield* sql`
