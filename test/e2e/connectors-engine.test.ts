@@ -380,8 +380,8 @@ describe("engine setup end to end", () => {
 
   it("quarantine: an entry opened for an apply error says slot_lost once the slot is gone (same id), and its release re-creates the slot", async () => {
     const slot = `scion_${id.toLowerCase()}`
-    // A terminated walsender is one apply error on the mirror: what a round sees when it falls
-    // between an administrator's termination and the drop.
+    // Each termination of the walsender is one apply error on the mirror; terminated again and
+    // again, the errors rise round after round and the monitor opens a subscription_error entry.
     const opened = await eventually("the monitor to quarantine the broken stream as an apply error", async () => {
       await source.query(`select pg_terminate_backend(active_pid, 5000) from pg_replication_slots where slot_name = '${slot}' and active_pid is not null`)
       const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
