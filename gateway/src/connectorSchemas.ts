@@ -88,7 +88,7 @@ const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 export const Replication = Schema.Struct({
   status: Schema.Literal("streaming", "catching_up", "applying_schema_change", "quarantined", "stopped").annotations({
     description:
-      "streaming: the mirror follows the source; catching_up: it is behind by more than the bound; applying_schema_change: a table that joined is being copied; quarantined: paused by the monitor (see quarantine); stopped: the subscription is not running"
+      "streaming: the mirror follows the source; catching_up: it is behind by more than the bound; applying_schema_change: a table that joined is being copied; quarantined: paused by the monitor (see quarantine); stopped: the subscription is not running (paused, or the source unreachable)"
   }),
   lag_bytes: Schema.NullOr(Schema.Number).annotations({ description: "Source WAL the mirror had not confirmed when measured; null when the source could not be asked" }),
   last_applied_at: Schema.NullOr(Timestamp).annotations({

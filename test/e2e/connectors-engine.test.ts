@@ -455,12 +455,16 @@ describe("engine setup end to end", () => {
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
-  it("quarantine: a restart of the source is not a break: the subscription reconnects by itself, nothing is quarantined", async () => {
+  it("quarantine: a restart of the source is not a break: the block says stopped while it is down, the subscription reconnects by itself, nothing is quarantined", async () => {
     // The restart ends the walsender mid-stream: the subscription counts one apply error.
     const applyErrors = async () => Number((await queryEngine(scion, id, "select coalesce(sum(apply_error_count), 0)::int as n from pg_stat_subscription_stats")).rows[0].n)
     const before = await applyErrors()
     await source.pause()
-    await source.resume()
+    try {
+      await waitFor("the replication block to say stopped while the source is down", async () => (await getConnector(id)).body.replication?.status === "stopped", 30_000)
+    } finally {
+      await source.resume()
+    }
     await source.query(`insert into public.accounts (id, email) values (900007, 'after-restart@example.com')`)
     await waitFor("the row written after the restart on the mirror", async () => (await queryEngine(scion, id, "select count(*)::int as n from public.accounts where id = 900007")).rows[0].n === 1, 60_000)
     expect(await applyErrors()).toBeGreaterThan(before)

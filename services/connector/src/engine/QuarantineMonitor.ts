@@ -241,10 +241,14 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         yield* Effect.logInfo("quarantine released: replication resumed").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id }))
       })
 
-    /** streaming, or what keeps it from streaming: a table being copied after it joined, lag. */
+    /**
+     * streaming, or what keeps it from streaming: the subscription disabled, missing or without
+     * its apply worker (the source down: the worker fails to connect, again and again), a table
+     * being copied after it joined, lag.
+     */
     const statusOf = (facts: MirrorFacts, lag: Option.Option<number | null>): ReplicationStatus => {
       const state = facts.subscription
-      if (state === undefined || !state.enabled) return "stopped"
+      if (state === undefined || !state.enabled || !state.worker) return "stopped"
       if (state.copying > 0) return "applying_schema_change"
       if (Option.isSome(lag) && lag.value !== null && lag.value > options.catchingUpBytes) return "catching_up"
       return "streaming"
