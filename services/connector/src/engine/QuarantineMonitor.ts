@@ -192,9 +192,9 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     /**
      * An open entry whose slot is lost now says slot_lost, whatever opened it: only the slot's
      * restore (a new slot and a full copy) brings such a pipeline back, and re-enabling the
-     * subscription would fail forever. The common way there: whoever drops a slot first
-     * terminates its walsender, which the subscription counts as an apply error, so a round
-     * between the two opens a subscription_error entry.
+     * subscription would fail forever. Ways there: a lag entry pauses the subscription, its slot
+     * falls further behind and the source invalidates it (max_slot_wal_keep_size); a walsender
+     * terminated again and again (apply errors) before its slot is dropped.
      */
     const supersedeWhenSlotLost = (engine: EngineRow, open: OpenEntry, lag: Option.Option<number | null>) =>
       Effect.gen(function* () {
