@@ -799,6 +799,34 @@ describe("branches of a ready engine", () => {
     expect(roles).toEqual(live.map((r) => r.role_name).sort())
   }, 180_000)
 
+  it("an autovacuum worker busy on the mirror does not hold a branch up: the copy ends it, as CREATE DATABASE would", async () => {
+    // A table of the mirror's own, vacuumed as slowly as Postgres allows, by a launcher that looks every second.
+    await queryEngine(scion, connectorId, "alter system set autovacuum_naptime = 1", [], "postgres")
+    await queryEngine(scion, connectorId, "select pg_reload_conf()", [], "postgres")
+    try {
+      await queryEngine(
+        scion,
+        connectorId,
+        `create table public.scratch_vacuumed (id int, note text) with (autovacuum_vacuum_insert_threshold = 1, autovacuum_vacuum_insert_scale_factor = 0,
+           autovacuum_analyze_threshold = 1000000000, autovacuum_vacuum_cost_delay = 100, autovacuum_vacuum_cost_limit = 1)`
+      )
+      await queryEngine(scion, connectorId, "insert into public.scratch_vacuumed select g, repeat('x', 100) from generate_series(1, 100000) g")
+      const vacuuming = async () =>
+        (await queryEngine(scion, connectorId, "select count(*)::int as n from pg_stat_activity where datname = 'mirror' and backend_type = 'autovacuum worker'", [], "postgres")).rows[0].n > 0
+      await waitFor("an autovacuum worker on the mirror", vacuuming, 60_000)
+
+      const response = await create(member.token, { connector_id: connectorId, name: "past-autovacuum", service_type: "postgres" })
+      expect(response.status, scion.explain(response)).toBe(202)
+      const operation = await settleOperation(scion, response.body.operation_id, member.token, 60_000)
+      expect(operation.status, JSON.stringify(operation)).toBe("completed")
+      expect(psql(operation.result.branch_url, "select 1")).toBe("1")
+    } finally {
+      await queryEngine(scion, connectorId, "drop table if exists public.scratch_vacuumed")
+      await queryEngine(scion, connectorId, "alter system reset autovacuum_naptime", [], "postgres")
+      await queryEngine(scion, connectorId, "select pg_reload_conf()", [], "postgres")
+    }
+  }, 180_000)
+
   it("SIGTERM of the branch unit while its copy holds the mirror paused: the mirror runs again before the unit exits", async () => {
     // A session of our own on the mirror keeps it busy: the copy's pause waits for it to leave
     // (BRANCH_TEMPLATE_WAIT), subscriptions disabled meanwhile.

@@ -154,22 +154,28 @@ export const waitSubscriptionWorkersGone = (mirror: EngineClient, names: Readonl
  * idle on the mirror (MIRROR_SESSION_APPLICATION) is another replica's, kept from its last resume
  * for its next pause: it is ended, not waited for (that replica logs in again when it pauses; a
  * kept session lives up to BRANCH_MIRROR_SESSION_KEEP, which would otherwise hold this copy up).
- * Bounded.
+ * Autovacuum workers are not waited for either: CREATE DATABASE ends those on its template itself
+ * (it signals them and retries for up to 5 s), and one vacuuming a table the initial copy just
+ * filled runs for minutes — waited for, it failed the first branch of a 3 GB mirror. They are
+ * ended here first, which spares the copy its 100 ms retry. Bounded.
  */
 export const waitTemplateFree = (client: EngineClient, mirror: string, timeout: Duration.DurationInput) =>
   // Ended once, before the wait: another batch keeps a session only from its own resume, which
   // it makes holding the copy lock this batch holds now, so none can appear meanwhile.
   client
-    .query("wait", "select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and application_name = $2 and state = 'idle' and pid <> pg_backend_pid()", [
-      mirror,
-      MIRROR_SESSION_APPLICATION
-    ])
+    .query(
+      "wait",
+      `select pg_terminate_backend(pid) from pg_stat_activity
+       where datname = $1 and pid <> pg_backend_pid() and ((application_name = $2 and state = 'idle') or backend_type = 'autovacuum worker')`,
+      [mirror, MIRROR_SESSION_APPLICATION]
+    )
     .pipe(
       Effect.zipRight(
         untilNoneLeft(
           client,
           "wait",
-          "select count(*)::int as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as what from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
+          `select count(*)::int as n, string_agg(distinct coalesce(backend_type, '?'), ', ') as what from pg_stat_activity
+           where datname = $1 and pid <> pg_backend_pid() and backend_type is distinct from 'autovacuum worker'`,
           [mirror],
           timeout,
           (what) => `other sessions (${what}) stayed connected to the mirror database ${mirror}`
