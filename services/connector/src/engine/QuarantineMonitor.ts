@@ -73,6 +73,14 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
     const sourceOf = (connectorId: string) =>
       storedPostgresDetails(connectorId).pipe(Effect.provideService(ConnectorsRepo, repo), Effect.provideService(SecretStore, secrets), Effect.option)
 
+    /** `use` on a short session on the engine's source; None when its stored details are unusable. */
+    const onSource = <A, E>(engine: EngineRow, queryMillis: number, use: (source: PgSession) => Effect.Effect<A, E>) =>
+      Effect.flatMap(sourceOf(engine.connector_id), (details) =>
+        Option.isNone(details)
+          ? Effect.succeed(Option.none<A>())
+          : Effect.scoped(Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis }), use)).pipe(Effect.map(Option.some))
+      )
+
     /**
      * A session on the engine's mirror for `use` alone. The monitor never keeps one open across
      * other work (the source, the control database, a lock): a branch batch copies the mirror only
@@ -119,20 +127,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      * Some(null) when the slot is gone or invalidated (SlotSql).
      */
     const lagOf = (engine: EngineRow) =>
-      Effect.gen(function* () {
-        const details = yield* sourceOf(engine.connector_id)
-        if (Option.isNone(details)) return Option.none<number | null>()
-        return yield* Effect.scoped(
-          Effect.gen(function* () {
-            const source = yield* sourceSession(details.value, details.value.password, { ...connect, queryMillis: 10_000 })
-            const slot = yield* slotPosition(source, engine.slot_name)
-            return Option.some(slot.lag)
-          })
-        ).pipe(
-          Effect.tap((lag) => rememberLag(engine.connector_id, lag)),
-          Effect.catchAll(() => Effect.succeed(Option.none<number | null>()))
-        )
-      })
+      onSource(engine, 10_000, (source) => Effect.map(slotPosition(source, engine.slot_name), (slot) => slot.lag)).pipe(
+        Effect.tap((lag) => rememberLag(engine.connector_id, lag)),
+        Effect.catchAll(() => Effect.succeed(Option.none<number | null>()))
+      )
 
     /**
      * Before a restore's full copy: a slot the source invalidated is dropped, so that setup makes
@@ -141,12 +139,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      */
     const dropSlotIfInvalidated = (engine: EngineRow) =>
       Effect.gen(function* () {
-        const details = yield* sourceOf(engine.connector_id)
-        if (Option.isNone(details)) return
-        const dropped = yield* Effect.scoped(
-          Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis: 10_000 }), (source) => dropInvalidatedSlot(source, engine.slot_name))
-        )
-        if (dropped) yield* Effect.logInfo("the source had invalidated the slot: dropped, setup makes a new one").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, slot: engine.slot_name }))
+        const dropped = yield* onSource(engine, 10_000, (source) => dropInvalidatedSlot(source, engine.slot_name))
+        if (Option.getOrElse(dropped, () => false)) yield* Effect.logInfo("the source had invalidated the slot: dropped, setup makes a new one").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, slot: engine.slot_name }))
       })
 
     /** The checks, in order; the first break found is the one recorded. */
