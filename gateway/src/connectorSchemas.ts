@@ -380,7 +380,7 @@ export const QuarantineEntry = Schema.Struct({
   quarantine_id: Schema.String,
   connector_id: Schema.String,
   status: Schema.Literal("quarantined", "released"),
-  reason: Schema.String.annotations({ description: "slot_lost, subscription_error, subscription_stopped, lag_exceeded or schema_drift (a schema change the mirror could not follow)" }),
+  reason: Schema.String.annotations({ description: "slot_lost, publication_changed (the publication on the source dropped or altered: a release copies the mirror again), subscription_error, subscription_stopped, lag_exceeded or schema_drift (a schema change the mirror could not follow)" }),
   detail: Schema.String,
   quarantined_at: Timestamp,
   released_at: Schema.NullOr(Timestamp)

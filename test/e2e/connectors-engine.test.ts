@@ -474,6 +474,40 @@ describe("engine setup end to end", () => {
     expect((await getConnector(id)).body).toMatchObject({ branching_engine_status: "ready", replication: { status: "streaming" } })
   }, 120_000)
 
+  it("quarantine: a publication changed on the source (a mirrored table left out, then dropped) is quarantined though the subscription streams on; its release copies the mirror again", async () => {
+    const name = `scion_${id.toLowerCase()}`
+    const quarantined = () =>
+      eventually("the monitor to quarantine the changed publication", async () => {
+        const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+        return list.body.entries.find((e: { reason: string }) => e.reason === "publication_changed")
+      }, 30_000)
+    await source.query(`alter publication ${name} drop table public.accounts`)
+    // Postgres 18 skips what the publication no longer publishes: no error anywhere on the mirror.
+    await source.query(`insert into public.accounts (id, email) values (900010, 'while-unpublished@example.com')`)
+    const entry = await quarantined()
+    expect(entry).toMatchObject({ status: "quarantined", detail: expect.stringContaining("no longer publishes public.accounts") })
+    expect((await getConnector(id)).body.branching_engine_status).toBe("degraded")
+    await waitFor("the quarantined subscription to be paused", async () => (await queryEngine(scion, id, "select subenabled from pg_subscription")).rows[0].subenabled === false, 30_000)
+    expect((await queryEngine(scion, id, "select count(*)::int as n from public.accounts where id = 900010")).rows[0].n).toBe(0)
+
+    // Dropped outright while quarantined: still the one entry, still copied again on release.
+    await source.query(`drop publication ${name}`)
+    await source.query(`insert into public.accounts (id, email) values (900011, 'while-dropped@example.com')`)
+    await new Promise((resolve) => setTimeout(resolve, 2_000))
+    const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.member })
+    expect(list.body.entries).toEqual([expect.objectContaining({ quarantine_id: entry.quarantine_id, reason: "publication_changed" })])
+
+    expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    const accounts = (await source.query("select count(*)::int as n from public.accounts")).rows[0].n as number
+    await restoredByCopy(name, accounts)
+    expect((await queryEngine(scion, id, "select count(*)::int as n from public.accounts where id in (900010, 900011)")).rows[0].n).toBe(2)
+    expect((await source.query(`select count(*)::int as n from pg_publication_tables where pubname = '${name}' and schemaname = 'public' and tablename = 'accounts'`)).rows[0].n).toBe(1)
+    expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
+    // And the pipeline streams from the new slot.
+    await source.query(`insert into public.accounts (id, email) values (900012, 'after-republish@example.com')`)
+    await waitFor("a row written after the restore on the mirror", async () => (await queryEngine(scion, id, "select count(*)::int as n from public.accounts where id = 900012")).rows[0].n === 1, 30_000)
+  }, 180_000)
+
   it("quarantine: a subscription that keeps failing to apply is quarantined; after the conflict is fixed, release resumes it", async () => {
     // A row written on the mirror directly collides with the next one from the source.
     await queryEngine(scion, id, "insert into public.accounts (id, email) values (777777, 'mirror-only@example.com')")
@@ -534,8 +568,10 @@ describe("engine setup end to end", () => {
     expect(nothing.status).toBe(200)
     expect(nothing.body).toMatchObject({ connector_id: id, message: expect.stringMatching(/already mirrors/) })
     const attempts = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.member })
-    // The setup, the restores after the two lost slots, the dropped subscription and the invalidated slot, and this rollout.
-    expect(attempts.body.attempts).toHaveLength(6)
+    // The setup, the restores after the two lost slots, the dropped subscription, the invalidated
+    // slot and the changed publication, and this rollout (which left audit.log out of the
+    // publication before the mirror dropped it: not a changed publication).
+    expect(attempts.body.attempts).toHaveLength(7)
     expect(attempts.body.attempts[0].total_checks).toBe(16)
   }, 300_000)
 

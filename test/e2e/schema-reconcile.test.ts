@@ -177,4 +177,24 @@ describe("schema changes without capture", () => {
       return present.length === 1 && (await connector()).branching_engine_status === "ready"
     }, 60_000)
   }, 120_000)
+
+  it("a publication dropped on the source is quarantined as publication_changed; its release copies the mirror again", async () => {
+    const name = `scion_${connectorId.toLowerCase()}`
+    await source.query(`drop publication ${name}`)
+    // Skipped by the source's walsender (Postgres 18): the mirror would never see it on its own.
+    await source.query("insert into public.users (mail) values ('while-unpublished@example.com')")
+    let entry: Record<string, any> | undefined
+    await waitFor("the changed publication to be quarantined", async () => {
+      entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
+      return entry !== undefined
+    }, 30_000)
+    expect(entry, JSON.stringify(entry)).toMatchObject({ reason: "publication_changed", status: "quarantined", detail: expect.stringContaining(`${name} no longer exists`) })
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry!.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await waitFor("the mirror copied again, with the row, and the engine ready", async () => {
+      const rows = await onMirror("select count(*)::int as n from public.users where mail = 'while-unpublished@example.com'")
+      const current = await connector()
+      return rows[0].n === 1 && current.branching_engine_status === "ready" && current.replication?.status === "streaming"
+    }, 90_000)
+    expect((await source.query(`select count(*)::int as n from pg_publication where pubname = '${name}'`)).rows[0].n).toBe(1)
+  }, 150_000)
 })

@@ -172,13 +172,13 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
     }, dieOnSqlError)
 
     /**
-     * Starts a setup for the quarantine monitor (no caller: the monitor restores a pipeline the
-     * engine set up before). A setup or delete in progress is answered as a failure.
+     * Starts a setup, or a reset, for the quarantine monitor (no caller: the monitor restores a
+     * pipeline the engine set up before). A setup or delete in progress is answered as a failure.
      */
-    const restart = Effect.fn("EngineSetup.restart")(function* (connectorId: string) {
+    const restart = Effect.fn("EngineSetup.restart")(function* (connectorId: string, mode: "setup" | "reset" = "setup") {
       const found = yield* repo.find(connectorId)
       if (Option.isNone(found)) return yield* new ConnectorStateInvalid({ connectorId, reason: "the connector no longer exists" })
-      return yield* dispatch(found.value, "setup")
+      return yield* dispatch(found.value, mode)
     }, dieOnSqlError)
 
     /**

@@ -18,9 +18,13 @@ import { PipelinesRepo } from "../replication/PipelinesRepo.js"
 import { type MonitoredEngine, type OpenEntry, QuarantineRepo } from "./QuarantineRepo.js"
 import { refreshStructure } from "../replication/StructureRefresh.js"
 import { dropInvalidatedSlot, slotLostDetail, slotPosition } from "../replication/SlotSql.js"
+import { type PublicationCoverage, publicationChangedDetail, publicationCoverage } from "../replication/PublicationSql.js"
 
 /** Why replication was quarantined (the entry's reason). */
-export type QuarantineReason = "slot_lost" | "subscription_error" | "subscription_stopped" | "lag_exceeded" | "schema_drift"
+export type QuarantineReason = "slot_lost" | "publication_changed" | "subscription_error" | "subscription_stopped" | "lag_exceeded" | "schema_drift"
+
+/** The reasons only a full copy from the source mends: no release can resume such a pipeline where it stood. */
+const COPY_AGAIN: ReadonlySet<string> = new Set<QuarantineReason>(["slot_lost", "publication_changed"])
 
 export interface QuarantineMonitorOptions {
   /** How often every ready engine is checked (the interface leaves the interval open). */
@@ -43,7 +47,19 @@ type EngineRow = MonitoredEngine
 interface MirrorFacts {
   readonly subscription: { readonly enabled: boolean; readonly worker: boolean; readonly apply_errors: string; readonly copying: number } | undefined
   readonly lastApplied: Date | null
+  /** The source oids of the tables the mirror follows (its `scion.mirror_tables`). */
+  readonly followed: ReadonlyArray<string>
 }
+
+/** What a round reads on the source; None where it could not be asked. */
+interface SourceFacts {
+  /** The slot's lag in bytes; Some(null) when the slot is gone or invalidated (SlotSql). */
+  readonly lag: Option.Option<number | null>
+  /** Whether the publication still publishes what the mirror follows (PublicationSql). */
+  readonly publication: Option.Option<PublicationCoverage>
+}
+
+const SOURCE_UNKNOWN: SourceFacts = { lag: Option.none(), publication: Option.none() }
 
 /**
  * The quarantine monitor (services/connector/README.md, "Quarantine"): every interval, each ready
@@ -122,15 +138,31 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       Effect.sync(() => (Option.isSome(lag) && lag.value !== null ? void measuredLags.set(connectorId, lag.value) : undefined))
 
     /**
-     * The slot's lag on the source in bytes: None when the source cannot be asked (an unreachable
-     * source is not a break of Scion's pipeline by itself: the subscription's errors say so),
-     * Some(null) when the slot is gone or invalidated (SlotSql).
+     * The slot's lag and the publication's coverage of the `followed` tables, on one short source
+     * session: unknown when the source cannot be asked (an unreachable source is not a break of
+     * Scion's pipeline by itself: the subscription's errors say so).
      */
-    const lagOf = (engine: EngineRow) =>
-      onSource(engine, 10_000, (source) => Effect.map(slotPosition(source, engine.slot_name), (slot) => slot.lag)).pipe(
-        Effect.tap((lag) => rememberLag(engine.connector_id, lag)),
-        Effect.catchAll(() => Effect.succeed(Option.none<number | null>()))
+    const askSource = (engine: EngineRow, followed: ReadonlyArray<string>) =>
+      onSource(engine, 10_000, (source) =>
+        Effect.all({ slot: slotPosition(source, engine.slot_name), publication: publicationCoverage(source, engine.publication_name, followed) })
+      ).pipe(
+        Effect.map(Option.match({ onNone: () => SOURCE_UNKNOWN, onSome: ({ slot, publication }): SourceFacts => ({ lag: Option.some(slot.lag), publication: Option.some(publication) }) })),
+        Effect.tap((source) => rememberLag(engine.connector_id, source.lag)),
+        Effect.catchAll(() => Effect.succeed(SOURCE_UNKNOWN))
       )
+
+    /**
+     * Why the mirror must be copied again from the source, if it must: its slot lost, or its
+     * publication changed (not judged while a rollout runs: it sets the publication to the new
+     * selection first and the mirror's tables after).
+     */
+    const copyNeeded = (engine: EngineRow, source: SourceFacts): Option.Option<{ readonly reason: "slot_lost" | "publication_changed"; readonly detail: string }> => {
+      if (Option.isSome(source.lag) && source.lag.value === null) return Option.some({ reason: "slot_lost", detail: slotLostDetail(engine.slot_name) })
+      if (!engine.rolling_out && Option.isSome(source.publication) && source.publication.value.state !== "complete") {
+        return Option.some({ reason: "publication_changed", detail: publicationChangedDetail(engine.publication_name, source.publication.value) })
+      }
+      return Option.none()
+    }
 
     /**
      * Before a restore's full copy: a slot the source invalidated is dropped, so that setup makes
@@ -144,11 +176,11 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       })
 
     /** The checks, in order; the first break found is the one recorded. */
-    const inspect = (engine: EngineRow, facts: MirrorFacts, lag: Option.Option<number | null>, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
+    const inspect = (engine: EngineRow, facts: MirrorFacts, source: SourceFacts, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
       Effect.gen(function* () {
-        if (Option.isSome(lag) && lag.value === null) {
-          return Option.some({ reason: "slot_lost" as const, detail: slotLostDetail(engine.slot_name) })
-        }
+        const copy = copyNeeded(engine, source)
+        if (Option.isSome(copy)) return copy
+        const lag = source.lag
         if (Option.isSome(lag) && lag.value !== null && lag.value > options.maxLagBytes) {
           return Option.some({ reason: "lag_exceeded" as const, detail: `The mirror is ${lag.value} bytes of WAL behind the source (bound ${options.maxLagBytes})` })
         }
@@ -184,27 +216,40 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       })
 
     /**
-     * An open entry whose slot is lost now says slot_lost, whatever opened it: only the slot's
-     * restore (a new slot and a full copy) brings such a pipeline back, and re-enabling the
-     * subscription would fail forever. Ways there: a lag entry pauses the subscription, its slot
-     * falls further behind and the source invalidates it (max_slot_wal_keep_size); a walsender
-     * terminated again and again (apply errors) before its slot is dropped.
+     * An open entry whose mirror must be copied again now says so (slot_lost or
+     * publication_changed), whatever opened it: only that restore can bring such a pipeline back,
+     * and re-enabling the subscription would fail, or skip changes, for ever. Ways there: a lag
+     * entry pauses the subscription, its slot falls further behind and the source invalidates it
+     * (max_slot_wal_keep_size); a walsender terminated again and again (apply errors) before its
+     * slot is dropped; an older source failing the stream once its publication was dropped.
      */
-    const supersedeWhenSlotLost = (engine: EngineRow, open: OpenEntry, lag: Option.Option<number | null>) =>
+    const supersedeWhenCopyNeeded = (engine: EngineRow, open: OpenEntry, source: SourceFacts) =>
       Effect.gen(function* () {
-        if (open.reason === "slot_lost" || !(Option.isSome(lag) && lag.value === null)) return open
-        const detail = `${slotLostDetail(engine.slot_name)} (the entry was opened as ${open.reason})`
-        if (yield* quarantines.markSlotLost(open.id, detail)) {
-          yield* Effect.logWarning("quarantined replication lost its slot too: the entry now says slot_lost").pipe(
+        const copy = copyNeeded(engine, source)
+        if (COPY_AGAIN.has(open.reason) || Option.isNone(copy)) return open
+        const { reason, detail } = copy.value
+        if (yield* quarantines.markCopyNeeded(open.id, reason, `${detail} (the entry was opened as ${open.reason})`)) {
+          yield* Effect.logWarning(`quarantined replication must be copied again: the entry now says ${reason}`).pipe(
             Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: open.id, was: open.reason })
           )
         }
-        return { ...open, reason: "slot_lost" } satisfies OpenEntry
+        return { ...open, reason } satisfies OpenEntry
       })
 
     /** A released entry: put the pipeline back, then delete the row (`lag` and `facts` as read this round). */
     const restore = (engine: EngineRow, running: Engine, entry: OpenEntry, lag: Option.Option<number | null>, facts: MirrorFacts) =>
       Effect.gen(function* () {
+        if (entry.reason === "publication_changed") {
+          // The slot went on past what the publication left out, and on sources before 18 it
+          // cannot decode past the drop at all: a reset, which drops the slot, empties the mirror
+          // and sets the pipeline up again (the publication as setup makes it, a new slot, a full copy).
+          yield* quarantines.deleteEntry(entry.id)
+          const started = yield* setup.restart(engine.connector_id, "reset")
+          yield* Effect.logInfo("quarantine released: the pipeline is reset to copy the mirror again").pipe(
+            Effect.annotateLogs({ connector_id: engine.connector_id, quarantine_id: entry.id, operation_id: started.operationId })
+          )
+          return
+        }
         if (entry.reason === "slot_lost" || facts.subscription === undefined) {
           // The slot's position is gone, or the subscription that kept the mirror's place in it:
           // the mirror starts over from a full copy (a new slot where it is gone, the subscription
@@ -263,11 +308,18 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
            from pg_subscription s where s.subname = $1`,
           [engine.subscription_name]
         )
-        const [present] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.heartbeat') is not null as present")
-        const [heartbeat] = present?.present === true ? yield* mirror.query<{ at: Date | null }>("select max(at) as at from scion.heartbeat where connector_id = $1", [engine.connector_id]) : []
+        const [present] = yield* mirror.query<{ heartbeat: boolean; followed: boolean }>(
+          "select to_regclass('scion.heartbeat') is not null as heartbeat, to_regclass('scion.mirror_tables') is not null as followed"
+        )
+        const followed = present?.followed === true ? yield* mirror.query<{ source_relid: string }>("select source_relid::text as source_relid from scion.mirror_tables") : []
+        const [heartbeat] = present?.heartbeat === true ? yield* mirror.query<{ at: Date | null }>("select max(at) as at from scion.heartbeat where connector_id = $1", [engine.connector_id]) : []
         const [reported] = heartbeat?.at ? [] : yield* mirror.query<{ at: Date | null }>("select max(latest_end_time) as at from pg_stat_subscription where subname = $1", [engine.subscription_name])
         const lastApplied = heartbeat?.at ?? reported?.at ?? null
-        return { subscription, lastApplied: lastApplied === null ? null : new Date(lastApplied) } satisfies MirrorFacts
+        return {
+          subscription,
+          lastApplied: lastApplied === null ? null : new Date(lastApplied),
+          followed: followed.map((table) => table.source_relid)
+        } satisfies MirrorFacts
       })
 
     /** The connector's replication block: status, lag, and the source time of the last heartbeat applied. */
@@ -286,11 +338,11 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      * mirror follows (`followed`, read with the round's other facts on one short mirror session).
      * Changes applied reset the apply-error baseline (the errors they caused are over); a change
      * that cannot be applied is answered for quarantine. The slot's lag comes from the same
-     * source session (None when the source could not be asked).
+     * source session, and so does the publication's coverage (unknown when the source could not be asked).
      */
     const reconcileDrift = (engine: EngineRow, running: Engine, facts: MirrorFacts, followed: ReadonlyArray<FollowedTable>) =>
       Effect.gen(function* () {
-        const unknown = { applied: 0, pending: 0, drift: Option.none<Drift>(), lag: Option.none<number | null>() }
+        const unknown = { applied: 0, pending: 0, drift: Option.none<Drift>(), source: SOURCE_UNKNOWN }
         const details = yield* sourceOf(engine.connector_id)
         if (Option.isNone(details)) return unknown
         const applyErrors = facts.subscription?.apply_errors ?? "0"
@@ -299,20 +351,23 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         if (engine.last_apply_error_count === null) yield* quarantines.baselineApplyErrors(engine.connector_id, applyErrors)
         const outcome = yield* Effect.scoped(
           Effect.flatMap(sourceSession(details.value, details.value.password, { ...connect, queryMillis: 30_000 }), (source) =>
-            reconcile({
-              connectorId: engine.connector_id,
-              slotName: engine.slot_name,
-              followed,
-              erroring,
-              source,
-              changes,
-              onMirror: (use) => onMirror(running, engine, use),
-              onMirrorUnderCopyLock: (use) => tryWithSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, use))
-            })
+            Effect.zip(
+              reconcile({
+                connectorId: engine.connector_id,
+                slotName: engine.slot_name,
+                followed,
+                erroring,
+                source,
+                changes,
+                onMirror: (use) => onMirror(running, engine, use),
+                onMirrorUnderCopyLock: (use) => tryWithSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, use))
+              }),
+              publicationCoverage(source, engine.publication_name, facts.followed)
+            )
           )
         ).pipe(
-          Effect.map((outcome) => ({ ...outcome, lag: Option.some(outcome.lag) })),
-          Effect.tap((outcome) => rememberLag(engine.connector_id, outcome.lag)),
+          Effect.map(([outcome, publication]) => ({ ...outcome, source: { lag: Option.some(outcome.lag), publication: Option.some(publication) } satisfies SourceFacts })),
+          Effect.tap((outcome) => rememberLag(engine.connector_id, outcome.source.lag)),
           Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as(unknown)))
         )
         if (outcome.applied > 0) {
@@ -340,13 +395,14 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         if (Option.isNone(running)) return
         const found = yield* quarantines.findOpen(engine.connector_id)
         if (Option.isSome(found)) {
-          // The source is asked while quarantined too: a slot lost since changes what the entry says.
-          const lag = yield* lagOf(engine)
-          const open = yield* supersedeWhenSlotLost(engine, found.value, lag)
+          // The source is asked while quarantined too: a slot lost or a publication changed since
+          // changes what the entry says.
           const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
-          if (open.status === "released") return yield* restore(engine, running.value, open, lag, facts)
+          const source = yield* askSource(engine, facts.followed)
+          const open = yield* supersedeWhenCopyNeeded(engine, found.value, source)
+          if (open.status === "released") return yield* restore(engine, running.value, open, source.lag, facts)
           yield* pause(engine, running.value, facts)
-          return yield* recordState(engine, facts, "quarantined", lag)
+          return yield* recordState(engine, facts, "quarantined", source.lag)
         }
         if (engine.schema_follow === "reconcile") {
           // One short session on the mirror for the round: its facts and the tables it follows,
@@ -363,22 +419,22 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               Option.none()
             )
           }
-          return yield* judge(engine, running.value, facts, outcome.lag, { pending: outcome.pending > 0, reconciled: outcome.applied > 0 })
+          return yield* judge(engine, running.value, facts, outcome.source, { pending: outcome.pending > 0, reconciled: outcome.applied > 0 })
         }
-        const lag = yield* lagOf(engine)
         const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
-        return yield* judge(engine, running.value, facts, lag, { pending: false, reconciled: false })
+        const source = yield* askSource(engine, facts.followed)
+        return yield* judge(engine, running.value, facts, source, { pending: false, reconciled: false })
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("quarantine check failed", cause).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))),
         Effect.withSpan("QuarantineMonitor.check", { attributes: { connectorId: engine.connector_id } })
       )
 
     /** The round's verdict from what it read: a quarantine for the first break found, or the replication's state. */
-    const judge = (engine: EngineRow, running: Engine, facts: MirrorFacts, lag: Option.Option<number | null>, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
+    const judge = (engine: EngineRow, running: Engine, facts: MirrorFacts, source: SourceFacts, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
       Effect.gen(function* () {
-        const broken = yield* inspect(engine, facts, lag, drift)
-        if (Option.isSome(broken)) return yield* quarantine(engine, running, broken.value.reason, broken.value.detail, lag)
-        yield* recordState(engine, facts, statusOf(facts, lag), lag)
+        const broken = yield* inspect(engine, facts, source, drift)
+        if (Option.isSome(broken)) return yield* quarantine(engine, running, broken.value.reason, broken.value.detail, source.lag)
+        yield* recordState(engine, facts, statusOf(facts, source.lag), source.lag)
       })
 
     /** Retired pipelines past their rollback grace: a cleanup operation each (once). */
@@ -392,7 +448,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("pipeline cleanups could not start", cause)))
 
-    /** One round over every ready engine (and the ones a released slot_lost entry left setting up). */
+    /** One round over every ready (or degraded) engine. */
     const round = Effect.gen(function* () {
       yield* startCleanups
       const engines = yield* quarantines.monitoredEngines

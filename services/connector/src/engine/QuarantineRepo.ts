@@ -14,6 +14,8 @@ export interface MonitoredEngine {
   readonly apply_errors_rose: boolean
   readonly publication_name: string
   readonly schema_follow: "capture" | "reconcile"
+  /** A rollout is running: it changes the publication and the mirror's tables in turn. */
+  readonly rolling_out: boolean
 }
 
 /** A quarantine entry as GET …/quarantine lists it. */
@@ -46,7 +48,7 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
     /** Engines of connectors that are set up (ready, or degraded while quarantined). */
     const monitoredEngines = orDie(sql<MonitoredEngine>`
       select e.connector_id, e.mirror_database, e.subscription_name, e.slot_name, e.mirrored_tables, e.last_apply_error_count::text as last_apply_error_count, e.apply_errors_rose,
-             e.publication_name, e.schema_follow
+             e.publication_name, e.schema_follow, c.indexing_status = 'indexing' as rolling_out
       from engines e join connectors c on c.id = e.connector_id
       where c.branching_engine_status in ('ready', 'degraded')`)
 
@@ -82,11 +84,14 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
       )
 
     /**
-     * The entry now says its slot is lost (a lost slot supersedes whatever opened it: only the
-     * slot's restore can bring the pipeline back); false when it said so already or is gone.
+     * The entry now says the mirror must be copied again (`slot_lost` or `publication_changed`
+     * supersede whatever opened it: only that restore can bring the pipeline back); false when it
+     * said one of them already or is gone.
      */
-    const markSlotLost = (id: string, detail: string) =>
-      orDie(sql`update quarantine_entries set reason = 'slot_lost', detail = ${detail} where id = ${id} and reason <> 'slot_lost' returning id`).pipe(
+    const markCopyNeeded = (id: string, reason: "slot_lost" | "publication_changed", detail: string) =>
+      orDie(
+        sql`update quarantine_entries set reason = ${reason}, detail = ${detail} where id = ${id} and reason not in ('slot_lost', 'publication_changed') returning id`
+      ).pipe(
         Effect.map((rows) => rows.length > 0)
       )
 
@@ -162,7 +167,7 @@ export class QuarantineRepo extends Effect.Service<QuarantineRepo>()("@scion/con
       takeLease,
       openEntry,
       findOpen,
-      markSlotLost,
+      markCopyNeeded,
       deleteEntry,
       markReady,
       recordApplyErrors,

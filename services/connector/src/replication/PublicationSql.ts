@@ -1,0 +1,55 @@
+import { Effect } from "effect"
+import type { PgSession } from "../engine/PgSession.js"
+
+/**
+ * Whether a pipeline's publication on the source still publishes what its mirror follows. A
+ * publication dropped, or altered to leave out a mirrored table or an action, does not fail the
+ * subscription on Postgres 18: the walsender skips what it no longer publishes ("skipped loading
+ * publication", a warning on the source only) and the mirror goes on reading as streaming while
+ * it misses changes; making the publication again does not bring back what was skipped. Older
+ * sources fail the stream instead, for good. Either way only a full copy from a new slot mends it.
+ */
+export type PublicationCoverage =
+  | { readonly state: "complete" }
+  | { readonly state: "missing" }
+  | {
+      readonly state: "incomplete"
+      /** Followed tables (as the source names them now) that it no longer publishes. */
+      readonly tables: ReadonlyArray<string>
+      /** insert, update, delete or truncate where it no longer publishes them. */
+      readonly actions: ReadonlyArray<string>
+    }
+
+/**
+ * `followedRelids`: the source oids the mirror follows (its `scion.mirror_tables`). One no longer on
+ * the source is a dropped table, which schema following handles, not a gap in the publication.
+ * `pg_get_publication_tables` answers every way a table can be published (by name, by schema, all
+ * tables; partitions through their root) on every supported version.
+ */
+export const publicationCoverage = (source: PgSession, publicationName: string, followedRelids: ReadonlyArray<string>) =>
+  source
+    .query<{ actions: ReadonlyArray<string>; tables: ReadonlyArray<string> }>(
+      `select array_remove(array[case when not p.pubinsert then 'insert' end, case when not p.pubupdate then 'update' end,
+                                 case when not p.pubdelete then 'delete' end, case when not p.pubtruncate then 'truncate' end], null) as actions,
+              array(select pg_catalog.format('%I.%I', n.nspname, c.relname) from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+                    where c.oid = any($2::oid[])
+                      and c.oid not in (select t.relid from pg_catalog.pg_get_publication_tables(p.pubname::text) t)
+                    order by 1) as tables
+       from pg_catalog.pg_publication p where p.pubname = $1`,
+      [publicationName, [...followedRelids]]
+    )
+    .pipe(
+      Effect.map(([row]): PublicationCoverage => {
+        if (row === undefined) return { state: "missing" }
+        return row.actions.length === 0 && row.tables.length === 0 ? { state: "complete" } : { state: "incomplete", tables: row.tables, actions: row.actions }
+      })
+    )
+
+/** The detail of a publication_changed quarantine. */
+export const publicationChangedDetail = (publicationName: string, coverage: Exclude<PublicationCoverage, { state: "complete" }>) => {
+  const what =
+    coverage.state === "missing"
+      ? `The publication ${publicationName} no longer exists on the source`
+      : `The publication ${publicationName} no longer publishes ${[...coverage.tables, ...coverage.actions.map((action) => `${action}s`)].join(", ")}`
+  return `${what}: the mirror missed the changes it skipped. A release copies the mirror again from a new slot (setup makes the publication again)`
+}
