@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engineCopyLockKey } from "@scion/kit"
 import pg from "pg"
 import { engineRecordOf, queryEngine, readyConnector } from "../support/engine.js"
-import { teamOrg } from "../support/flows.js"
+import { settleOperation, teamOrg } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { startScion, waitFor, type Scion } from "../support/system.js"
 
@@ -197,4 +197,22 @@ describe("schema changes without capture", () => {
     }, 90_000)
     expect((await source.query(`select count(*)::int as n from pg_publication where pubname = '${name}'`)).rows[0].n).toBe(1)
   }, 150_000)
+
+  it("a table renamed on the source is followed, and a reset afterwards empties and copies it under its new name", async () => {
+    await source.query("alter table public.orders rename to purchases")
+    await source.query("insert into public.purchases (user_id, amount) values (1, 42)")
+    await waitFor("the mirror to follow the table's rename and apply the row", async () => {
+      const rows = await onMirror("select count(*)::int as n from public.purchases where amount = 42").catch(() => [])
+      return rows[0]?.n === 1
+    }, 60_000)
+    // A row only the mirror has: the reset's copy must not keep it.
+    await onMirror("insert into public.purchases (id, amount) values (888888, 1)")
+    const started = await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: tokens.member })
+    expect(started.status, scion.explain(started)).toBe(202)
+    const operation = await settleOperation(scion, started.body.operation_id, tokens.member, 120_000)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    const count = "select count(*)::int as n, coalesce(max(id), 0)::int as last from public.purchases"
+    expect(await onMirror(count)).toEqual((await source.query(count)).rows)
+    expect((await connector()).branching_engine_status).toBe("ready")
+  }, 180_000)
 })

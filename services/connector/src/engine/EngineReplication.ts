@@ -2,7 +2,7 @@ import { Duration, Effect, Option } from "effect"
 import { quoteIdent } from "@scion/kit"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { engineRecord } from "./EngineSetupRepo.js"
-import { type EngineSessionOptions, onMirrorUnderLock } from "./PgSession.js"
+import { type EngineSessionOptions, onMirrorUnderLock, type PgSession } from "./PgSession.js"
 
 const connectorSession: EngineSessionOptions = { applicationName: "scion-connector", connectMillis: Duration.toMillis(Duration.seconds(10)) }
 
@@ -47,3 +47,31 @@ export const dropSubscriptionKeepingSlot = (engine: Engine, mirrorDatabase: stri
       yield* mirror.query(`drop subscription ${subscription}`)
     })
   )
+
+/**
+ * Empties the mirror's copies of the source's tables before a full copy (a reset, a restore): the
+ * tables as the mirror follows them now (`scion.mirror_tables`, which follows renames and moves)
+ * and as the last setup recorded them (`recordedPaths`, `database.schema.table`), those that exist;
+ * with `captureLog`, the capture log and heartbeat too. The recorded paths alone named a table
+ * renamed since by its old name, and the truncate failed the reset.
+ */
+export const emptyMirroredTables = (mirror: PgSession, recordedPaths: ReadonlyArray<string>, captureLog: boolean) =>
+  Effect.gen(function* () {
+    const recorded = recordedPaths.map((path) => {
+      const [, schema = "", name = ""] = path.split(".")
+      return `${quoteIdent(schema)}.${quoteIdent(name)}`
+    })
+    const [present] = yield* mirror.query<{ followed: boolean; log: boolean }>(
+      "select to_regclass('scion.mirror_tables') is not null as followed, to_regclass('scion.schema_log') is not null as log"
+    )
+    const followed =
+      present?.followed === true
+        ? yield* mirror.query<{ path: string }>("select pg_catalog.format('%I.%I', schema_name, table_name) as path from scion.mirror_tables")
+        : []
+    const [existing] = yield* mirror.query<{ tables: ReadonlyArray<string> }>(
+      "select array(select distinct pg_catalog.format('%I.%I', n.nspname, c.relname) from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace where c.oid in (select pg_catalog.to_regclass(p) from unnest($1::text[]) p)) as tables",
+      [[...recorded, ...followed.map((table) => table.path)]]
+    )
+    const tables = [...(existing?.tables ?? []), ...(captureLog && present?.log === true ? ["scion.schema_log", "scion.heartbeat"] : [])]
+    if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
+  })

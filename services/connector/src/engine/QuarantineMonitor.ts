@@ -7,7 +7,7 @@ import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { EngineSetup } from "./EngineSetup.js"
 import { onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession, tryWithSubscriptionLock } from "./PgSession.js"
-import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
+import { dropSubscriptionKeepingSlot, emptyMirroredTables } from "./EngineReplication.js"
 import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
 import { type Drift, type FollowedTable, followedTables, reconcile } from "../replication/Reconciler.js"
@@ -255,11 +255,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           // the mirror starts over from a full copy (a new slot where it is gone, the subscription
           // made again; setup makes only what is missing).
           yield* dropSubscriptionKeepingSlot(running, engine.mirror_database, engine.subscription_name, connect.applicationName)
-          const tables = engine.mirrored_tables.map((path) => {
-            const [, schema, name] = path.split(".")
-            return `${quoteIdent(schema!)}.${quoteIdent(name!)}`
-          })
-          if (tables.length > 0) yield* onMirror(running, engine, (mirror) => mirror.query(`truncate ${tables.join(", ")}`))
+          yield* onMirror(running, engine, (mirror) => emptyMirroredTables(mirror, engine.mirrored_tables, false))
           yield* dropSlotIfInvalidated(engine)
           yield* quarantines.deleteEntry(entry.id)
           const started = yield* setup.restart(engine.connector_id)

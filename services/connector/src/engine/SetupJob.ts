@@ -11,7 +11,7 @@ import type { Connector } from "../domain/models.js"
 import { SecretStore } from "../secrets/SecretStore.js"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { type MirrorDdl, qualified, readMirrorDdl, type TableRef, UnsupportedDdl } from "./MirrorSchema.js"
-import { dropSubscriptionKeepingSlot } from "./EngineReplication.js"
+import { dropSubscriptionKeepingSlot, emptyMirroredTables } from "./EngineReplication.js"
 import { type EngineSessionOptions, onEngineDatabase, onMirrorUnderLock, type PgSession, PgStepFailed, sourceSession, subscriptionConninfo, withoutStatementLog } from "./PgSession.js"
 import { activePipeline, type PipelineNames } from "../replication/PipelineNames.js"
 import { dropPipeline, namesOf, shadowPipeline, startPipelineOperation } from "../replication/Pipelines.js"
@@ -651,19 +651,7 @@ const resetPipeline = (run: SetupRun, { pipeline, details, sourceOptions }: Setu
     const mirroredTables = yield* EngineSetupRepo.mirroredTables(run.connectorId)
     const engine = yield* provisioner.start(run.connectorId).pipe(Effect.mapError((e) => failed(e.message)))
     yield* dropSubscriptionKeepingSlot(engine, pipeline.mirrorDatabase, pipeline.subscription, "scion-engine-setup").pipe(asStep("reset"))
-    yield* onEngineDatabase(engine, pipeline.mirrorDatabase, setupSession(run), (mirror) =>
-      Effect.gen(function* () {
-        const [log] = yield* mirror.query<{ present: boolean }>("select to_regclass('scion.schema_log') is not null as present")
-        const tables = [
-          ...mirroredTables.map((path) => {
-            const [, schema, name] = path.split(".")
-            return qualified({ schema: schema!, name: name! })
-          }),
-          ...(log?.present === true ? ["scion.schema_log", "scion.heartbeat"] : [])
-        ]
-        if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
-      })
-    ).pipe(asStep("reset"))
+    yield* onEngineDatabase(engine, pipeline.mirrorDatabase, setupSession(run), (mirror) => emptyMirroredTables(mirror, mirroredTables, true)).pipe(asStep("reset"))
     yield* Effect.scoped(
       Effect.gen(function* () {
         const source = yield* sourceSession(details, details.password, sourceOptions)
