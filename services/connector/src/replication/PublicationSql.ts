@@ -16,6 +16,8 @@ export type PublicationCoverage =
       readonly state: "incomplete"
       /** Followed tables (as the source names them now) that it no longer publishes. */
       readonly tables: ReadonlyArray<string>
+      /** Followed tables it publishes only in part (a row filter or a column list). */
+      readonly partial: ReadonlyArray<string>
       /** insert, update, delete or truncate where it no longer publishes them. */
       readonly actions: ReadonlyArray<string>
     }
@@ -24,24 +26,35 @@ export type PublicationCoverage =
  * `followedRelids`: the source oids the mirror follows (its `scion.mirror_tables`). One no longer on
  * the source is a dropped table, which schema following handles, not a gap in the publication.
  * `pg_get_publication_tables` answers every way a table can be published (by name, by schema, all
- * tables; partitions through their root) on every supported version.
+ * tables; partitions through their root) on every supported version; a row filter or column list
+ * (15+, read through `to_jsonb` so that older sources answer too) publishes a table only in part.
  */
 export const publicationCoverage = (source: PgSession, publicationName: string, followedRelids: ReadonlyArray<string>) =>
   source
-    .query<{ actions: ReadonlyArray<string>; tables: ReadonlyArray<string> }>(
-      `select array_remove(array[case when not p.pubinsert then 'insert' end, case when not p.pubupdate then 'update' end,
+    .query<{ actions: ReadonlyArray<string>; tables: ReadonlyArray<string>; partial: ReadonlyArray<string> }>(
+      `with followed as (
+         select c.oid, pg_catalog.format('%I.%I', n.nspname, c.relname) as name
+         from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+         where c.oid = any($2::oid[])
+       )
+       select array_remove(array[case when not p.pubinsert then 'insert' end, case when not p.pubupdate then 'update' end,
                                  case when not p.pubdelete then 'delete' end, case when not p.pubtruncate then 'truncate' end], null) as actions,
-              array(select pg_catalog.format('%I.%I', n.nspname, c.relname) from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
-                    where c.oid = any($2::oid[])
-                      and c.oid not in (select t.relid from pg_catalog.pg_get_publication_tables(p.pubname::text) t)
-                    order by 1) as tables
+              array(select f.name from followed f
+                    where f.oid not in (select t.relid from pg_catalog.pg_get_publication_tables(p.pubname::text) t) order by 1) as tables,
+              array(select f.name from followed f
+                    where exists (select 1 from pg_catalog.pg_publication_rel r
+                                  where r.prpubid = p.oid and r.prrelid = f.oid
+                                    and (pg_catalog.to_jsonb(r) ->> 'prqual' is not null or pg_catalog.to_jsonb(r) ->> 'prattrs' is not null))
+                    order by 1) as partial
        from pg_catalog.pg_publication p where p.pubname = $1`,
       [publicationName, [...followedRelids]]
     )
     .pipe(
       Effect.map(([row]): PublicationCoverage => {
         if (row === undefined) return { state: "missing" }
-        return row.actions.length === 0 && row.tables.length === 0 ? { state: "complete" } : { state: "incomplete", tables: row.tables, actions: row.actions }
+        return row.actions.length === 0 && row.tables.length === 0 && row.partial.length === 0
+          ? { state: "complete" }
+          : { state: "incomplete", tables: row.tables, partial: row.partial, actions: row.actions }
       })
     )
 
@@ -50,6 +63,16 @@ export const publicationChangedDetail = (publicationName: string, coverage: Excl
   const what =
     coverage.state === "missing"
       ? `The publication ${publicationName} no longer exists on the source`
-      : `The publication ${publicationName} no longer publishes ${[...coverage.tables, ...coverage.actions.map((action) => `${action}s`)].join(", ")}`
+      : [
+          `The publication ${publicationName}`,
+          [
+            coverage.tables.length + coverage.actions.length > 0
+              ? `no longer publishes ${[...coverage.tables, ...coverage.actions.map((action) => `${action}s`)].join(", ")}`
+              : undefined,
+            coverage.partial.length > 0 ? `publishes only some rows or columns of ${coverage.partial.join(", ")}` : undefined
+          ]
+            .filter((part) => part !== undefined)
+            .join(" and ")
+        ].join(" ")
   return `${what}: the mirror missed the changes it skipped. A release copies the mirror again from a new slot (setup makes the publication again)`
 }
