@@ -4,7 +4,6 @@
 // in the same run: a plain Node HTTP server doing the same key lookup in Postgres.
 import { spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
-import { createServer } from "node:net"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import autocannon from "autocannon"
@@ -13,20 +12,12 @@ import pg from "pg"
 import { UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs"
 import { measured, peakRssMb } from "./process-cpu.mjs"
 import { machineNow } from "./machine.mjs"
+import { freePorts } from "./ports.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -69,7 +60,7 @@ dbUrl.pathname = `/${dbName}`
 
 const children = []
 try {
-  const [identityPort, gatewayPort, healthPort, baselinePort] = [await freePort(), await freePort(), await freePort(), await freePort()]
+  const [identityPort, gatewayPort, healthPort, baselinePort] = await freePorts(4)
   const identity = start("services/identity/dist/server.mjs", {
     PORT: String(identityPort),
     DATABASE_URL: dbUrl.toString(),

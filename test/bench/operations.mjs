@@ -11,7 +11,6 @@
 import { healthServing, UNIT_NODE_FLAGS } from "../../deploy/local/production-shape.mjs"
 import { spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
-import { createServer } from "node:net"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { performance } from "node:perf_hooks"
@@ -24,6 +23,7 @@ import { OperationService, OperationStatus, OperationType } from "@scion/proto/s
 import pg from "pg"
 import { allProcesses, cpuInWindows, measured } from "./process-cpu.mjs"
 import { machineNow } from "./machine.mjs"
+import { freePorts } from "./ports.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const adminUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -34,14 +34,6 @@ const PARALLEL = Number(process.env.BENCH_PARALLEL ?? 8)
 const POLLED_OPERATIONS = Number(process.env.BENCH_POLLED_OPERATIONS ?? 40)
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32)
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const start = (script, env) =>
   spawn(process.execPath, [...UNIT_NODE_FLAGS, ...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), join(root, script)], { env: { ...process.env, LOG_LEVEL: "Warning", ...env }, stdio: ["ignore", "inherit", "inherit"] })
@@ -67,7 +59,7 @@ dbUrl.pathname = `/${dbName}`
 
 const children = []
 try {
-  const [identityPort, operationPort, gatewayPort, healthPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
+  const [identityPort, operationPort, gatewayPort, healthPort] = await freePorts(4)
   const credential = randomBytes(24).toString("base64url")
   const identityUrl = `http://127.0.0.1:${identityPort}`
   const operationUrl = `http://127.0.0.1:${operationPort}`
