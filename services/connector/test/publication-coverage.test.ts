@@ -35,12 +35,18 @@ describe("a publication's coverage of the tables a mirror follows", () => {
           create table app.accounts (id int primary key, email text);
           create table app.orders (id int primary key, amount int);
           create table app.gone (id int primary key);
-          create publication scion_p for table app.accounts, app.orders, app.gone`)
+          create schema scion;
+          create table scion.heartbeat (connector_id text primary key, at timestamptz);
+          create publication scion_p for table app.accounts, app.orders, app.gone, scion.heartbeat`)
         const oids = yield* source.query<{ oid: string }>("select oid::text as oid from pg_class where relnamespace = 'app'::regnamespace and relkind = 'r' order by relname")
         const followed = oids.map((row) => row.oid)
-        const coverage = () => publicationCoverage(source, "scion_p", followed)
+        // Scion's own tables the mirror receives: the heartbeat here; the source has no capture log.
+        const coverage = () => publicationCoverage(source, "scion_p", followed, ["scion.heartbeat", "scion.schema_log"])
 
         expect(yield* coverage()).toEqual({ state: "complete" })
+        yield* source.query("alter publication scion_p drop table scion.heartbeat")
+        expect(yield* coverage()).toEqual({ state: "incomplete", tables: ["scion.heartbeat"], partial: [], actions: [] })
+        yield* source.query("alter publication scion_p add table scion.heartbeat")
         expect(yield* publicationCoverage(source, "scion_other", followed)).toEqual({ state: "missing" })
 
         // A table the mirror follows, dropped on the source: schema following's, not the publication's.
@@ -56,14 +62,14 @@ describe("a publication's coverage of the tables a mirror follows", () => {
         )
 
         yield* source.query("alter publication scion_p set (publish = 'insert, update, delete, truncate')")
-        yield* source.query("alter publication scion_p set table app.accounts where (id > 10), app.orders (id)")
+        yield* source.query("alter publication scion_p set table app.accounts where (id > 10), app.orders (id), scion.heartbeat")
         const partial = yield* coverage()
         expect(partial).toEqual({ state: "incomplete", tables: [], partial: ["app.accounts", "app.orders"], actions: [] })
         expect(publicationChangedDetail("scion_p", partial as Exclude<typeof partial, { state: "complete" }>)).toContain("publishes only some rows or columns of app.accounts, app.orders")
 
         // Published through the schema instead of by name: still every row of every table.
         yield* source.query("drop publication scion_p")
-        yield* source.query("create publication scion_p for tables in schema app")
+        yield* source.query("create publication scion_p for tables in schema app, scion")
         expect(yield* coverage()).toEqual({ state: "complete" })
       })
     )

@@ -49,6 +49,8 @@ interface MirrorFacts {
   readonly lastApplied: Date | null
   /** The source oids of the tables the mirror follows (its `scion.mirror_tables`). */
   readonly followed: ReadonlyArray<string>
+  /** Scion's tables the mirror receives through the publication too (heartbeat, capture log). */
+  readonly scionTables: ReadonlyArray<string>
 }
 
 /** What a round reads on the source; None where it could not be asked. */
@@ -138,13 +140,13 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       Effect.sync(() => (Option.isSome(lag) && lag.value !== null ? void measuredLags.set(connectorId, lag.value) : undefined))
 
     /**
-     * The slot's lag and the publication's coverage of the `followed` tables, on one short source
+     * The slot's lag and the publication's coverage of what the mirror follows, on one short source
      * session: unknown when the source cannot be asked (an unreachable source is not a break of
      * Scion's pipeline by itself: the subscription's errors say so).
      */
-    const askSource = (engine: EngineRow, followed: ReadonlyArray<string>) =>
+    const askSource = (engine: EngineRow, facts: MirrorFacts) =>
       onSource(engine, 10_000, (source) =>
-        Effect.all({ slot: slotPosition(source, engine.slot_name), publication: publicationCoverage(source, engine.publication_name, followed) })
+        Effect.all({ slot: slotPosition(source, engine.slot_name), publication: publicationCoverage(source, engine.publication_name, facts.followed, facts.scionTables) })
       ).pipe(
         Effect.map(Option.match({ onNone: () => SOURCE_UNKNOWN, onSome: ({ slot, publication }): SourceFacts => ({ lag: Option.some(slot.lag), publication: Option.some(publication) }) })),
         Effect.tap((source) => rememberLag(engine.connector_id, source.lag)),
@@ -304,8 +306,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
            from pg_subscription s where s.subname = $1`,
           [engine.subscription_name]
         )
-        const [present] = yield* mirror.query<{ heartbeat: boolean; followed: boolean }>(
-          "select to_regclass('scion.heartbeat') is not null as heartbeat, to_regclass('scion.mirror_tables') is not null as followed"
+        const [present] = yield* mirror.query<{ heartbeat: boolean; followed: boolean; log: boolean }>(
+          "select to_regclass('scion.heartbeat') is not null as heartbeat, to_regclass('scion.mirror_tables') is not null as followed, to_regclass('scion.schema_log') is not null as log"
         )
         const followed = present?.followed === true ? yield* mirror.query<{ source_relid: string }>("select source_relid::text as source_relid from scion.mirror_tables") : []
         const [heartbeat] = present?.heartbeat === true ? yield* mirror.query<{ at: Date | null }>("select max(at) as at from scion.heartbeat where connector_id = $1", [engine.connector_id]) : []
@@ -314,7 +316,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         return {
           subscription,
           lastApplied: lastApplied === null ? null : new Date(lastApplied),
-          followed: followed.map((table) => table.source_relid)
+          followed: followed.map((table) => table.source_relid),
+          scionTables: [...(present?.heartbeat === true ? ["scion.heartbeat"] : []), ...(present?.log === true ? ["scion.schema_log"] : [])]
         } satisfies MirrorFacts
       })
 
@@ -358,7 +361,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
                 onMirror: (use) => onMirror(running, engine, use),
                 onMirrorUnderCopyLock: (use) => tryWithSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, use))
               }),
-              publicationCoverage(source, engine.publication_name, facts.followed)
+              publicationCoverage(source, engine.publication_name, facts.followed, facts.scionTables)
             )
           )
         ).pipe(
@@ -394,7 +397,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           // The source is asked while quarantined too: a slot lost or a publication changed since
           // changes what the entry says.
           const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
-          const source = yield* askSource(engine, facts.followed)
+          const source = yield* askSource(engine, facts)
           const open = yield* supersedeWhenCopyNeeded(engine, found.value, source)
           if (open.status === "released") return yield* restore(engine, running.value, open, source.lag, facts)
           yield* pause(engine, running.value, facts)
@@ -418,7 +421,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           return yield* judge(engine, running.value, facts, outcome.source, { pending: outcome.pending > 0, reconciled: outcome.applied > 0 })
         }
         const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
-        const source = yield* askSource(engine, facts.followed)
+        const source = yield* askSource(engine, facts)
         return yield* judge(engine, running.value, facts, source, { pending: false, reconciled: false })
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("quarantine check failed", cause).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))),

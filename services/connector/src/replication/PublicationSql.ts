@@ -25,17 +25,19 @@ export type PublicationCoverage =
 /**
  * `followedRelids`: the source oids the mirror follows (its `scion.mirror_tables`). One no longer on
  * the source is a dropped table, which schema following handles, not a gap in the publication.
+ * `scionTables`: Scion's own published tables the mirror has (`scion.heartbeat`, which freshness
+ * and read-your-writes branches wait on; `scion.schema_log`, captured DDL), where the source has them.
  * `pg_get_publication_tables` answers every way a table can be published (by name, by schema, all
  * tables; partitions through their root) on every supported version; a row filter or column list
  * (15+, read through `to_jsonb` so that older sources answer too) publishes a table only in part.
  */
-export const publicationCoverage = (source: PgSession, publicationName: string, followedRelids: ReadonlyArray<string>) =>
+export const publicationCoverage = (source: PgSession, publicationName: string, followedRelids: ReadonlyArray<string>, scionTables: ReadonlyArray<string> = []) =>
   source
     .query<{ actions: ReadonlyArray<string>; tables: ReadonlyArray<string>; partial: ReadonlyArray<string> }>(
       `with followed as (
          select c.oid, pg_catalog.format('%I.%I', n.nspname, c.relname) as name
          from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
-         where c.oid = any($2::oid[])
+         where c.oid = any($2::oid[]) or c.oid = any(array(select pg_catalog.to_regclass(t) from unnest($3::text[]) t))
        )
        select array_remove(array[case when not p.pubinsert then 'insert' end, case when not p.pubupdate then 'update' end,
                                  case when not p.pubdelete then 'delete' end, case when not p.pubtruncate then 'truncate' end], null) as actions,
@@ -47,7 +49,7 @@ export const publicationCoverage = (source: PgSession, publicationName: string, 
                                     and (pg_catalog.to_jsonb(r) ->> 'prqual' is not null or pg_catalog.to_jsonb(r) ->> 'prattrs' is not null))
                     order by 1) as partial
        from pg_catalog.pg_publication p where p.pubname = $1`,
-      [publicationName, [...followedRelids]]
+      [publicationName, [...followedRelids], [...scionTables]]
     )
     .pipe(
       Effect.map(([row]): PublicationCoverage => {
