@@ -200,11 +200,25 @@ describe("schema changes without capture", () => {
 
   it("a table renamed on the source is followed, and a reset afterwards empties and copies it under its new name", async () => {
     await source.query("alter table public.orders rename to purchases")
-    await source.query("insert into public.purchases (user_id, amount) values (1, 42)")
-    await waitFor("the mirror to follow the table's rename and apply the row", async () => {
-      const rows = await onMirror("select count(*)::int as n from public.purchases where amount = 42").catch(() => [])
+    // Followed once the mirror has applied the source past it (heartbeats move it on), then a row.
+    await waitFor("the mirror to follow the table's rename and apply a row written after it", async () => {
+      if ((await onMirror("select to_regclass('public.purchases') is not null as renamed"))[0]?.renamed !== true) return false
+      await source.query("insert into public.purchases (user_id, amount) select 1, 42 where not exists (select 1 from public.purchases where amount = 42)")
+      const rows = await onMirror("select count(*)::int as n from public.purchases where amount = 42")
       return rows[0]?.n === 1
-    }, 60_000)
+    }, 60_000).catch(async (error) => {
+      const state = {
+        quarantine: (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body,
+        replication: (await connector()).replication,
+        status: (await connector()).branching_engine_status,
+        changes: (await changes()).slice(0, 3),
+        subscription: await onMirror("select s.subenabled, st.apply_error_count, w.pid, w.received_lsn::text, w.latest_end_lsn::text from pg_subscription s left join pg_stat_subscription_stats st on st.subid = s.oid left join pg_stat_subscription w on w.subid = s.oid"),
+        followed: await onMirror("select source_relid, schema_name, table_name, reconcile_after::text from scion.mirror_tables"),
+        tables: await onMirror("select relname from pg_class where relnamespace = 'public'::regnamespace and relkind = 'r'"),
+        slot: (await source.query("select slot_name, active, confirmed_flush_lsn::text, pg_current_wal_lsn()::text as current from pg_replication_slots")).rows
+      }
+      throw new Error(`${error.message}: ${JSON.stringify(state)}`)
+    })
     // A row only the mirror has: the reset's copy must not keep it.
     await onMirror("insert into public.purchases (id, amount) values (888888, 1)")
     const started = await scion.request("POST", `/v1/connectors/${connectorId}/reset`, { token: tokens.member })

@@ -145,12 +145,17 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      * Scion's pipeline by itself: the subscription's errors say so).
      */
     const askSource = (engine: EngineRow, facts: MirrorFacts) =>
-      onSource(engine, 10_000, (source) =>
-        Effect.all({ slot: slotPosition(source, engine.slot_name), publication: publicationCoverage(source, engine.publication_name, facts.followed, facts.scionTables) })
-      ).pipe(
-        Effect.map(Option.match({ onNone: () => SOURCE_UNKNOWN, onSome: ({ slot, publication }): SourceFacts => ({ lag: Option.some(slot.lag), publication: Option.some(publication) }) })),
+      onSource(engine, 10_000, (source) => Effect.all({ slot: slotPosition(source, engine.slot_name), publication: coverageOf(engine, facts, source) })).pipe(
+        Effect.map(Option.match({ onNone: () => SOURCE_UNKNOWN, onSome: ({ slot, publication }): SourceFacts => ({ lag: Option.some(slot.lag), publication }) })),
         Effect.tap((source) => rememberLag(engine.connector_id, source.lag)),
         Effect.catchAll(() => Effect.succeed(SOURCE_UNKNOWN))
+      )
+
+    /** The publication's coverage, unknown where it could not be read (the slot's check goes on without it). */
+    const coverageOf = (engine: EngineRow, facts: MirrorFacts, source: PgSession) =>
+      publicationCoverage(source, engine.publication_name, facts.followed, facts.scionTables).pipe(
+        Effect.tapError((error) => Effect.logWarning("the publication's coverage could not be read", error)),
+        Effect.option
       )
 
     /**
@@ -361,11 +366,11 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
                 onMirror: (use) => onMirror(running, engine, use),
                 onMirrorUnderCopyLock: (use) => tryWithSubscriptionLock(running, engine.mirror_database, onMirror(running, engine, use))
               }),
-              publicationCoverage(source, engine.publication_name, facts.followed, facts.scionTables)
+              coverageOf(engine, facts, source)
             )
           )
         ).pipe(
-          Effect.map(([outcome, publication]) => ({ ...outcome, source: { lag: Option.some(outcome.lag), publication: Option.some(publication) } satisfies SourceFacts })),
+          Effect.map(([outcome, publication]) => ({ ...outcome, source: { lag: Option.some(outcome.lag), publication } satisfies SourceFacts })),
           Effect.tap((outcome) => rememberLag(engine.connector_id, outcome.source.lag)),
           Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as(unknown)))
         )
