@@ -1,20 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { freshDatabase } from "@scion/kit/testing"
 import { Effect } from "effect"
-import pg from "pg"
 import type { PgSession } from "../src/engine/PgSession.js"
 import { publicationChangedDetail, publicationCoverage } from "../src/replication/PublicationSql.js"
+import { pgClientSession } from "./pgClient.js"
 
 /** A real session on a fresh database of the machine's Postgres, shaped as the monitor's source session. */
 const sourceOn = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.end())
-  ).pipe(
+  pgClientSession(url).pipe(
     Effect.map(
       (client): PgSession => ({
         database: "source",

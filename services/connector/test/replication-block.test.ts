@@ -2,20 +2,12 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { freshDatabase, testServerUrl, withConfig } from "@scion/kit/testing"
 import { Context, Effect, Fiber, Layer } from "effect"
-import pg from "pg"
 import { QuarantineRepo } from "../src/engine/QuarantineRepo.js"
 import { ConnectorDatabase } from "../src/index.js"
+import { pgClientSession } from "./pgClient.js"
 
 /** A session of its own on the unit's database, closed with the scope. */
-const session = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.end())
-  )
+const session = pgClientSession
 
 describe("the connector's replication block", () => {
   it.live("a monitor round that waited for a cutover or rollback records the pipeline it switched to, not the one it replaced", () =>
