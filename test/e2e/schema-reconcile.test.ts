@@ -44,6 +44,15 @@ afterAll(async () => {
 
 const connector = async () => (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body
 const onMirror = async (sql: string) => (await queryEngine(scion, connectorId, sql)).rows
+/** The connector's first quarantined entry, once the monitor has opened one. */
+const quarantined = async (what: string) => {
+  let entry: Record<string, any> | undefined
+  await waitFor(what, async () => {
+    entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
+    return entry !== undefined
+  }, 30_000)
+  return entry!
+}
 const changes = async () => (await scion.request("GET", `/v1/connectors/${connectorId}/schema-changes`, { token: tokens.member })).body.changes as Array<Record<string, any>>
 
 describe("schema changes without capture", () => {
@@ -157,21 +166,17 @@ describe("schema changes without capture", () => {
     // A row only the mirror has, which the constraint the source adds rejects.
     await onMirror("insert into public.orders (id, amount) values (999999, -5)")
     await source.query("alter table public.orders add constraint orders_amount_positive check (amount >= 0)")
-    let entry: Record<string, any> | undefined
-    await waitFor("the drift to be quarantined", async () => {
-      entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
-      return entry !== undefined
-    }, 30_000)
+    const entry = await quarantined("the drift to be quarantined")
     expect(entry, JSON.stringify(entry)).toMatchObject({ reason: "schema_drift", status: "quarantined" })
-    expect(entry!.detail).toContain("public.orders")
-    expect(entry!.detail).toContain("orders_amount_positive")
-    expect(entry!.detail).toMatch(/release this entry/)
+    expect(entry.detail).toContain("public.orders")
+    expect(entry.detail).toContain("orders_amount_positive")
+    expect(entry.detail).toMatch(/release this entry/)
     expect((await connector()).branching_engine_status).toBe("degraded")
     expect((await changes()).find((c) => c.object_identity === "public.orders" && c.status === "failed")?.error).toMatch(/violated/)
 
     // Fixed on the mirror and released: the constraint follows, the engine is ready again.
     await onMirror("delete from public.orders where id = 999999")
-    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry!.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await waitFor("the constraint on the mirror and the engine ready", async () => {
       const present = await onMirror("select 1 from pg_constraint where conname = 'orders_amount_positive'")
       return present.length === 1 && (await connector()).branching_engine_status === "ready"
@@ -183,13 +188,9 @@ describe("schema changes without capture", () => {
     await source.query(`drop publication ${name}`)
     // Skipped by the source's walsender (Postgres 18): the mirror would never see it on its own.
     await source.query("insert into public.users (mail) values ('while-unpublished@example.com')")
-    let entry: Record<string, any> | undefined
-    await waitFor("the changed publication to be quarantined", async () => {
-      entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
-      return entry !== undefined
-    }, 30_000)
+    const entry = await quarantined("the changed publication to be quarantined")
     expect(entry, JSON.stringify(entry)).toMatchObject({ reason: "publication_changed", status: "quarantined", detail: expect.stringContaining(`${name} no longer exists`) })
-    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry!.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await waitFor("the mirror copied again, with the row, and the engine ready", async () => {
       const rows = await onMirror("select count(*)::int as n from public.users where mail = 'while-unpublished@example.com'")
       const current = await connector()

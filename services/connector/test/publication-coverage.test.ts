@@ -40,7 +40,7 @@ describe("a publication's coverage of the tables a mirror follows", () => {
         yield* source.query("alter publication scion_p drop table scion.heartbeat")
         expect(yield* coverage()).toEqual({ state: "incomplete", tables: ["scion.heartbeat"], partial: [], actions: [] })
         yield* source.query("alter publication scion_p add table scion.heartbeat")
-        expect(yield* publicationCoverage(source, "scion_other", followed)).toEqual({ state: "missing" })
+        expect(yield* publicationCoverage(source, "scion_other", followed, [])).toEqual({ state: "missing" })
 
         // A table the mirror follows, dropped on the source: schema following's, not the publication's.
         yield* source.query("drop table app.gone")

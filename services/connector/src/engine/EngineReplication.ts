@@ -2,6 +2,7 @@ import { Duration, Effect, Option } from "effect"
 import { quoteIdent } from "@scion/kit"
 import { type Engine, EngineProvisioner } from "./EngineProvisioner.js"
 import { engineRecord } from "./EngineSetupRepo.js"
+import { qualified } from "./MirrorSchema.js"
 import { type EngineSessionOptions, onMirrorUnderLock, type PgSession } from "./PgSession.js"
 
 const connectorSession: EngineSessionOptions = { applicationName: "scion-connector", connectMillis: Duration.toMillis(Duration.seconds(10)) }
@@ -59,7 +60,7 @@ export const emptyMirroredTables = (mirror: PgSession, recordedPaths: ReadonlyAr
   Effect.gen(function* () {
     const recorded = recordedPaths.map((path) => {
       const [, schema = "", name = ""] = path.split(".")
-      return `${quoteIdent(schema)}.${quoteIdent(name)}`
+      return qualified({ schema, name })
     })
     const [present] = yield* mirror.query<{ followed: boolean; log: boolean }>(
       "select to_regclass('scion.mirror_tables') is not null as followed, to_regclass('scion.schema_log') is not null as log"

@@ -31,7 +31,7 @@ export type PublicationCoverage =
  * tables; partitions through their root) on every supported version; a row filter or column list
  * (15+, read through `to_jsonb` so that older sources answer too) publishes a table only in part.
  */
-export const publicationCoverage = (source: PgSession, publicationName: string, followedRelids: ReadonlyArray<string>, scionTables: ReadonlyArray<string> = []) =>
+export const publicationCoverage = (source: PgSession, publicationName: string, followedRelids: ReadonlyArray<string>, scionTables: ReadonlyArray<string>) =>
   source
     .query<{ actions: ReadonlyArray<string>; tables: ReadonlyArray<string>; partial: ReadonlyArray<string> }>(
       `with followed as (
@@ -62,19 +62,13 @@ export const publicationCoverage = (source: PgSession, publicationName: string, 
 
 /** The detail of a publication_changed quarantine. */
 export const publicationChangedDetail = (publicationName: string, coverage: Exclude<PublicationCoverage, { state: "complete" }>) => {
+  const lost = coverage.state === "missing" ? [] : [...coverage.tables, ...coverage.actions.map((action) => `${action}s`)]
+  const partial = coverage.state === "missing" ? [] : coverage.partial
   const what =
     coverage.state === "missing"
-      ? `The publication ${publicationName} no longer exists on the source`
-      : [
-          `The publication ${publicationName}`,
-          [
-            coverage.tables.length + coverage.actions.length > 0
-              ? `no longer publishes ${[...coverage.tables, ...coverage.actions.map((action) => `${action}s`)].join(", ")}`
-              : undefined,
-            coverage.partial.length > 0 ? `publishes only some rows or columns of ${coverage.partial.join(", ")}` : undefined
-          ]
-            .filter((part) => part !== undefined)
-            .join(" and ")
-        ].join(" ")
-  return `${what}: the mirror missed the changes it skipped. A release copies the mirror again from a new slot (setup makes the publication again)`
+      ? "no longer exists on the source"
+      : [lost.length > 0 ? `no longer publishes ${lost.join(", ")}` : undefined, partial.length > 0 ? `publishes only some rows or columns of ${partial.join(", ")}` : undefined]
+          .filter((part) => part !== undefined)
+          .join(" and ")
+  return `The publication ${publicationName} ${what}: the mirror missed the changes it skipped. A release copies the mirror again from a new slot (setup makes the publication again)`
 }
