@@ -813,7 +813,12 @@ describe("branches of a ready engine", () => {
       await queryEngine(scion, connectorId, "insert into public.scratch_vacuumed select g, repeat('x', 100) from generate_series(1, 100000) g")
       const vacuuming = async () =>
         (await queryEngine(scion, connectorId, "select count(*)::int as n from pg_stat_activity where datname = 'mirror' and backend_type = 'autovacuum worker'", [], "postgres")).rows[0].n > 0
-      await waitFor("an autovacuum worker on the mirror", vacuuming, 60_000)
+      await waitFor("an autovacuum worker on the mirror", vacuuming, 120_000).catch(async (error: Error) => {
+        // What the launcher had to go on, for the failure's report.
+        const stats = await queryEngine(scion, connectorId, "select n_ins_since_vacuum, last_autovacuum, autovacuum_count from pg_stat_user_tables where relname = 'scratch_vacuumed'")
+        const workers = await queryEngine(scion, connectorId, "select datname, backend_type, state, query from pg_stat_activity where backend_type like 'autovacuum%'", [], "postgres")
+        throw new Error(`${error.message}: table ${JSON.stringify(stats.rows)}, autovacuum processes ${JSON.stringify(workers.rows)}`)
+      })
 
       const response = await create(member.token, { connector_id: connectorId, name: "past-autovacuum", service_type: "postgres" })
       expect(response.status, scion.explain(response)).toBe(202)
@@ -825,7 +830,7 @@ describe("branches of a ready engine", () => {
       await queryEngine(scion, connectorId, "alter system reset autovacuum_naptime", [], "postgres")
       await queryEngine(scion, connectorId, "select pg_reload_conf()", [], "postgres")
     }
-  }, 180_000)
+  }, 240_000)
 
   it("SIGTERM of the branch unit while its copy holds the mirror paused: the mirror runs again before the unit exits", async () => {
     // A session of our own on the mirror keeps it busy: the copy's pause waits for it to leave

@@ -281,7 +281,6 @@ describe("branches on a real engine", () => {
     // Two branch unit replicas, a Copier each, the advisory lock on the engine between them; each
     // keeps its resume's session on the mirror longer than the other may wait for the mirror.
     const replica = Copier.make({ templateWait: "3 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "off", spareCutDelay: "150 millis" })
-    const started = Date.now()
     const outcome = await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
@@ -296,10 +295,10 @@ describe("branches on a real engine", () => {
         })
       )
     )
-    const elapsed = Date.now() - started
+    // No batch was held up by the other replica's kept session: one that waited for it would have
+    // failed after its 3 s (the session is kept 10 s). Not a timing check: a loaded machine may
+    // take seconds over six copies without any batch waiting on the other.
     for (const result of outcome.results) expect(result._tag, JSON.stringify(result)).toBe("Right")
-    // No batch waited out the other replica's sessions (3 s, then a failure).
-    expect(elapsed).toBeLessThan(5_000)
     const made = await query(engine, "postgres", `select count(*)::int as n from pg_database where datname like 'scion_replicas_%'`)
     expect(made[0].n).toBe(6)
     for (const name of outcome.names) await query(engine, "postgres", `drop database "${name}"`)
