@@ -346,7 +346,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      */
     const reconcileDrift = (engine: EngineRow, running: Engine, facts: MirrorFacts, followed: ReadonlyArray<FollowedTable>) =>
       Effect.gen(function* () {
-        const unknown = { applied: 0, pending: 0, drift: Option.none<Drift>(), source: SOURCE_UNKNOWN }
+        const unknown = { applied: 0, pending: 0, drift: Option.none<Drift>(), mirroredTables: Option.none<ReadonlyArray<string>>(), source: SOURCE_UNKNOWN }
         const details = yield* sourceOf(engine.connector_id)
         if (Option.isNone(details)) return unknown
         const applyErrors = facts.subscription?.apply_errors ?? "0"
@@ -374,6 +374,9 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           Effect.tap((outcome) => rememberLag(engine.connector_id, outcome.source.lag)),
           Effect.catchTag("PgStepFailed", (e) => Effect.logWarning("drift reconciliation could not run", e).pipe(Effect.as(unknown)))
         )
+        if (Option.isSome(outcome.mirroredTables)) {
+          yield* changes.recordMirroredTables(engine.connector_id, outcome.mirroredTables.value.map((path) => `${details.value.database}.${path}`))
+        }
         if (outcome.applied > 0) {
           yield* quarantines.forgetApplyErrors(engine.connector_id)
           yield* refreshStructure(engine.connector_id).pipe(

@@ -40,6 +40,12 @@ export interface ReconcileOutcome {
   /** Changes seen that wait for the mirror to catch up (apply errors meanwhile are likely theirs). */
   readonly pending: number
   readonly drift: Option.Option<Drift>
+  /**
+   * The tables the mirror follows (`schema.table`) when a change applied renamed, moved or dropped
+   * one: the engine's record of its mirrored tables follows, as capture mode's follower does (a
+   * rollout drops the deselected tables by that record).
+   */
+  readonly mirroredTables: Option.Option<ReadonlyArray<string>>
 }
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
@@ -155,26 +161,33 @@ export const reconcile = (input: {
         mirror.query("update scion.mirror_tables set reconcile_after = $2::pg_lsn where source_relid = any($1::bigint[])", [marks.map((t) => t.source_relid), current])
       )
     }
-    if (toApply.length === 0) return { applied: 0, pending, drift: Option.none<Drift>(), lag }
+    const nothingMoved = Option.none<ReadonlyArray<string>>()
+    if (toApply.length === 0) return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
     // Each change in one transaction on the mirror: the table and the snapshot it follows move
     // together. The first that fails ends the pass (the lock's own failure, the engine
     // unreachable, ends the round: it is no drift).
     const done = yield* input.onMirrorUnderCopyLock((mirror) =>
       Effect.gen(function* () {
         const applied: Array<{ readonly change: Change; readonly actions: ReadonlyArray<string> }> = []
+        let failed = Option.none<{ readonly change: Change; readonly error: string }>()
         for (const change of toApply) {
           const outcome = yield* Effect.either(mirror.query("begin").pipe(Effect.zipRight(applyChange(mirror, change)), Effect.tap(() => mirror.query("commit"))))
           if (outcome._tag === "Left") {
             yield* mirror.query("rollback").pipe(Effect.ignore)
-            return { applied, failed: Option.some({ change, error: outcome.left.reason }) }
+            failed = Option.some({ change, error: outcome.left.reason })
+            break
           }
           applied.push({ change, actions: outcome.right })
         }
-        return { applied, failed: Option.none<{ readonly change: Change; readonly error: string }>() }
+        const mirroredTables = applied.some(({ change }) => movesTable(change))
+          ? Option.some((yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")).map((row) => row.path))
+          : nothingMoved
+        return { applied, failed, mirroredTables }
       })
     )
     // A branch batch is copying the mirror: the changes go in next round.
-    if (Option.isNone(done)) return { applied: 0, pending: pending + toApply.length, drift: Option.none<Drift>(), lag }
+    if (Option.isNone(done)) return { applied: 0, pending: pending + toApply.length, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
+    const { mirroredTables } = done.value
     for (const { change, actions } of done.value.applied) {
       yield* input.changes.recordReconciled(input.connectorId, {
         commandTag: change.next === null ? "DROP TABLE" : "ALTER TABLE",
@@ -186,11 +199,14 @@ export const reconcile = (input: {
       yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, table: change.label, change: change.change }))
     }
     const applied = done.value.applied.length
-    if (Option.isNone(done.value.failed)) return { applied, pending, drift: Option.none<Drift>(), lag }
+    if (Option.isNone(done.value.failed)) return { applied, pending, drift: Option.none<Drift>(), mirroredTables, lag }
     const { change, error } = done.value.failed.value
     yield* input.changes.recordReconciled(input.connectorId, { commandTag: "ALTER TABLE", objectIdentity: change.label, status: "failed", actions: [], error })
-    return { applied, pending, drift: Option.some({ table: change.label, change: change.change, error }), lag }
+    return { applied, pending, drift: Option.some({ table: change.label, change: change.change, error }), mirroredTables, lag }
   }).pipe(Effect.withSpan("Reconciler.reconcile", { attributes: { connectorId: input.connectorId } }))
+
+/** The change renames, moves or drops its table. */
+const movesTable = ({ table, next }: Change) => next === null || next.schema !== table.snapshot.schema || next.name !== table.snapshot.name
 
 /** One change on the mirror, inside the caller's transaction: the statements it ran. */
 const applyChange = (mirror: PgSession, { table, next }: Change) =>

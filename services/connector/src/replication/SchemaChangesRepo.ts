@@ -82,6 +82,10 @@ export class SchemaChangesRepo extends Effect.Service<SchemaChangesRepo>()("@sci
         Effect.orDie
       )
 
+    /** The tables the mirror holds (`database.schema.table`), after reconciliation renamed, moved or dropped one. */
+    const recordMirroredTables = (connectorId: string, mirroredTables: ReadonlyArray<string>) =>
+      sql`update engines set mirrored_tables = ${mirroredTables}, updated_at = now() where connector_id = ${connectorId}`.pipe(Effect.asVoid, Effect.orDie)
+
     /** Newest first. */
     const list = (connectorId: string, page: { readonly limit: number; readonly offset: number }) =>
       sql<SchemaChangeRow>`
@@ -103,6 +107,6 @@ export class SchemaChangesRepo extends Effect.Service<SchemaChangesRepo>()("@sci
       select e.connector_id from engines e join connectors c on c.id = e.connector_id
       where e.heartbeat and c.branching_engine_status in ('ready', 'degraded')`.pipe(Effect.orDie)
 
-    return { capturingEngines, heartbeatEngines, recordCaptured, recordReconciled, list, latestFailure } as const
+    return { capturingEngines, heartbeatEngines, recordCaptured, recordReconciled, recordMirroredTables, list, latestFailure } as const
   })
 }) {}
