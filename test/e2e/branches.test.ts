@@ -741,11 +741,9 @@ describe("branches of a ready engine", () => {
     const second = startUnit("branch-2", scion.branch.script, { ...scion.branch.env, PORT: String(port), METRICS_PORT: String(await freePort()) })
     try {
       await waitFor("the second branch replica", () => healthServing(`http://127.0.0.1:${port}`), 30_000)
-      const started = Date.now()
       const accepted = await Promise.all(Array.from({ length: 6 }, (_, i) => create(member.token, { connector_id: connectorId, name: `replicas-${i}`, service_type: "postgres" })))
       for (const response of accepted) expect(response.status, scion.explain(response)).toBe(202)
       const operations = await Promise.all(accepted.map((response) => settleOperation(scion, response.body.operation_id, member.token, 60_000)))
-      const elapsed = Date.now() - started
       for (const operation of operations) expect(operation.status, JSON.stringify(operation)).toBe("completed")
       // Both replicas ran jobs (the shared durable hands them to whichever asks), and no copy
       // waited out BRANCH_TEMPLATE_WAIT (10 s) for the other replica's session on the mirror.
@@ -753,7 +751,10 @@ describe("branches of a ready engine", () => {
       expect(ready(scion.branch) + ready(second)).toBe(6)
       expect(ready(second)).toBeGreaterThan(0)
       expect(ready(scion.branch)).toBeGreaterThan(0)
-      expect(elapsed).toBeLessThan(10_000)
+      // A copy that waited for the other replica's kept session would have failed its wait (the
+      // session outlives it) and logged so before a redelivery completed it: not a clock, which a
+      // loaded machine stretches without any wait.
+      for (const unit of [scion.branch, second]) expect(unit.output()).not.toContain("stayed connected to the mirror database")
       // Every branch answers with the mirror's rows (the source did not change meanwhile: the same in all).
       const counts = operations.map((operation) => Number(psql(operation.result.branch_url, "select count(*) from orders")))
       expect(counts[0]).toBeGreaterThanOrEqual(500)
