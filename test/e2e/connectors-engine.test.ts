@@ -422,7 +422,7 @@ describe("engine setup end to end", () => {
     expect(await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])).toEqual([])
   }, 180_000)
 
-  it("quarantine: a slot the source invalidated (its WAL removed past max_slot_wal_keep_size) is lost: its release drops it, makes a new one and copies again", async () => {
+  it("quarantine: a slot the source invalidated (its WAL removed past max_slot_wal_keep_size) is lost: a roll-out meanwhile fails saying how to copy again; the release drops it, makes a new one and copies again", async () => {
     const slot = `scion_${id.toLowerCase()}`
     const walStatus = async () => (await source.query(`select wal_status from pg_replication_slots where slot_name = '${slot}'`)).rows[0]?.wal_status as string | undefined
     await source.query("alter system set max_slot_wal_keep_size = '1MB'")
@@ -447,6 +447,18 @@ describe("engine setup end to end", () => {
       await source.query("alter system reset max_slot_wal_keep_size")
       await source.query("select pg_reload_conf()")
     }
+
+    // A roll-out meanwhile meets the invalidated slot: setup does not replace it under a mirror
+    // that missed changes; it fails, saying how to copy again, and leaves the slot as it was.
+    expect((await select(id, ["postgres.public.*"])).status).toBe(200)
+    const rollout = await scion.request("POST", `/v1/connectors/${id}/index`, { token: tokens.member })
+    expect(rollout.status, scion.explain(rollout)).toBe(202)
+    const refused = await settle(rollout.body.operation_id)
+    expect(refused, JSON.stringify(refused)).toMatchObject({ status: "failed", type: "connector_rollout" })
+    expect(refused.error).toMatch(new RegExp(`^slot: the source invalidated the replication slot ${slot} .*/v1/connectors/\\{connector_id\\}/reset`))
+    expect(await walStatus()).toBe("lost")
+    // The selection back as the mirror has it: the release below restores that mirror.
+    expect((await select(id, ["*"])).status).toBe(200)
 
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await source.query(`insert into public.accounts (id, email) values (900006, 'after-invalidation@example.com')`)
