@@ -344,6 +344,9 @@ describe("engine setup end to end", () => {
       }
     }, 30_000)
 
+  /** A row only the mirror has, written while quarantined: a restore that copies again does not keep it (restoredByCopy counts exactly). */
+  const mirrorOnlyRow = (rowId: number) => queryEngine(scion, id, "insert into public.accounts (id, email) values ($1, $2)", [rowId, `mirror-only-${rowId}@example.com`])
+
   /** A restore that copies again done: the slot there, the mirror copied again (`accounts` rows), ready and streaming. */
   const restoredByCopy = (slot: string, accounts: number) =>
     waitFor("the pipeline to be restored: the slot re-created, the mirror copied again and streaming", async () => {
@@ -364,6 +367,7 @@ describe("engine setup end to end", () => {
     expect(entry).toMatchObject({ status: "quarantined", detail: expect.stringContaining(slot) })
     await waitFor("the quarantined subscription to be paused", async () => (await queryEngine(scion, id, "select subenabled from pg_subscription")).rows[0].subenabled === false, 30_000)
 
+    await mirrorOnlyRow(777701)
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.viewer })).status).toBe(403)
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: strangerToken })).status).toBe(404)
     const released = await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })
@@ -395,6 +399,7 @@ describe("engine setup end to end", () => {
     expect(superseded).toMatchObject({ quarantine_id: opened.quarantine_id, status: "quarantined", detail: expect.stringContaining(slot), quarantined_at: opened.quarantined_at })
     expect(superseded.detail).toContain("subscription_error")
 
+    await mirrorOnlyRow(777702)
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${opened.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await source.query(`insert into public.accounts (id, email) values (900004, 'after-superseded@example.com')`)
     await restoredByCopy(slot, 2002)
@@ -415,6 +420,7 @@ describe("engine setup end to end", () => {
     expect((await getConnector(id)).body.branching_engine_status).toBe("degraded")
     await waitFor("the connector to say its replication is quarantined", async () => (await getConnector(id)).body.replication?.status === "quarantined", 30_000)
 
+    await mirrorOnlyRow(777703)
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await source.query(`insert into public.accounts (id, email) values (900005, 'after-resubscribe@example.com')`)
     await restoredByCopy(name, 2003)
@@ -460,6 +466,7 @@ describe("engine setup end to end", () => {
     // The selection back as the mirror has it: the release below restores that mirror.
     expect((await select(id, ["*"])).status).toBe(200)
 
+    await mirrorOnlyRow(777704)
     expect((await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await source.query(`insert into public.accounts (id, email) values (900006, 'after-invalidation@example.com')`)
     await restoredByCopy(slot, 2004)

@@ -109,6 +109,16 @@ const jobOf = (operationId: string, branchId: string, attempt = 1): Job<{ branch
 })
 
 /** The branch's URL as its creator reads it (GET: the operation's result never holds it). */
+/** A change on the source, once the mirror has applied it (`check` on the mirror answers `expected`). */
+const replicate = async (change: string, check: string, expected: unknown) => {
+  await query(source, "app", change)
+  const deadline = Date.now() + 30_000
+  while (JSON.stringify((await query(engine, "mirror", check))[0]) !== JSON.stringify(expected)) {
+    if (Date.now() > deadline) throw new Error(`the mirror did not apply: ${change}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
 const urlOf = (branchId: string) => runtime.runPromise(Effect.map(Effect.flatMap(Branches, (b) => b.get(user, branchId)), (view) => view.urls.branchUrl as string))
 
 /** Creates a branch through the service and runs its job: the completed operation's result, and the URL. */
@@ -378,8 +388,11 @@ describe("branches on a real engine", () => {
     await query(engine, "postgres", "select pg_terminate_backend(pid) from pg_stat_activity where datname = 'mirror' and application_name = 'scion-branch-mirror'")
     await new Promise((r) => setTimeout(r, 200))
     await query(engine, "postgres", `create database "${names.databaseName}" template mirror strategy file_copy`)
+    const copiedOid = (await query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${names.databaseName}'`))[0].oid
     const result = (await runtime.runPromise(createJob.run(jobOf(handle.operationId, handle.branchId, 2)))) as Record<string, any>
     expect(result.status).toBe("active")
+    // The copy the earlier attempt made is the branch's: not dropped and made again.
+    expect((await query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${names.databaseName}'`))[0]?.oid).toBe(copiedOid)
     const resumedUrl = await urlOf(handle.branchId)
     expect(psql(resumedUrl, "select count(*) from customers")).toBe("201")
     // No pause read the mirror for this copy: its stamp came from the copy itself.
@@ -426,9 +439,14 @@ describe("branches on a real engine", () => {
     expect(first.status).toBe("ready")
     const database = `scion_${handle.snapshotId}`
     expect((await query(engine, "postgres", `select datallowconn from pg_database where datname = '${database}'`))[0].datallowconn).toBe(false)
-    // The crash window: sealed on the engine, the row not yet ready.
+    // The crash window: sealed on the engine, the row not yet ready. The mirror moves on meanwhile
+    // (a later heartbeat applied), so a redelivery that read the mirror again would say so.
     await runtime.runPromise(Effect.flatMap(SnapshotsRepo, (r) => r.update(handle.snapshotId, { status: "creating" })))
-    const again = (await runtime.runPromise(snapshotCreateJob.run(snapshotJob(2)))) as Record<string, any>
+    const later = "2026-03-05T00:00:00.000Z"
+    await replicate(`update scion.heartbeat set at = '${later}'`, `select at = '${later}' as moved from scion.heartbeat`, { moved: true })
+    const again = (await runtime.runPromise(snapshotCreateJob.run(snapshotJob(2))).finally(() =>
+      replicate(`update scion.heartbeat set at = '${HEARTBEAT_AT}'`, `select at = '${HEARTBEAT_AT}' as back from scion.heartbeat`, { back: true })
+    )) as Record<string, any>
     expect(again).toMatchObject({ snapshot_id: handle.snapshotId, status: "ready" })
     // The redelivery keeps what the first attempt's pause read (its copy no longer holds the heartbeat).
     expect(first.data_as_of).toBe(new Date(HEARTBEAT_AT).toISOString())
@@ -441,14 +459,6 @@ describe("branches on a real engine", () => {
   it("hands the next copy a spare cut from an unchanged mirror, heartbeats aside; a changed mirror's spare is dropped and cut anew", async () => {
     const oidOf = async (database: string) => (await query(engine, "postgres", `select oid::text as oid from pg_database where datname = '${database}'`))[0]?.oid as string | undefined
     /** Runs `change` on the source and waits until the mirror answers `check` with `expected`. */
-    const replicate = async (change: string, check: string, expected: unknown) => {
-      await query(source, "app", change)
-      const deadline = Date.now() + 30_000
-      while (JSON.stringify((await query(engine, "mirror", check))[0]) !== JSON.stringify(expected)) {
-        if (Date.now() > deadline) throw new Error(`the mirror did not apply: ${change}`)
-        await new Promise((r) => setTimeout(r, 100))
-      }
-    }
     const names = Array.from({ length: 6 }, (_, i) => `scion_withspare_${i}_${randomBytes(3).toString("hex")}`)
     /** The spares once the batch that answered a copy has finished with them (it cuts and drops after answering). */
     const sparesWhen = async (count: number, without: ReadonlyArray<string> = []) => {
