@@ -451,7 +451,7 @@ export class ConnectorsGroup extends HttpApiGroup.make("connectors")
       .annotate(OpenApi.Summary, "Discover the source's schema in the background (connectors.update)")
       .annotate(
         OpenApi.Description,
-        "202 with the operation handle (type connector_discovery, resource_id the connector) and the prerequisite checks. Prerequisites run first: the connector must be postgresql, its stored credentials must decrypt and the source must accept them; otherwise 422 {detail, prerequisites} and nothing is started. A discovery still pending or running for the connector is joined (same operation_id, joined true). The job reads every database of connection_details, reports progress per schema, writes schema_structure and bumps schema_version only when the structure changed (row estimates and sizes do not count). 403 without connectors.update; 404 for another org's connector; 503 when the work could not start (safe to retry)."
+        "202 with the operation handle (type connector_discovery, resource_id the connector) and the prerequisite checks. Prerequisites run first: the connector must be postgresql, its stored credentials must decrypt and the source must accept them; otherwise 422 {detail, prerequisites} and nothing is started. A discovery still pending or running for the connector is joined (same operation_id, joined true). The job reads every database of connection_details, reports progress per schema, writes schema_structure and bumps schema_version only when the structure changed (row estimates and sizes do not count). 400 while the connector is being deleted (not discoverable); 403 without connectors.update; 404 for another org's connector; 503 when the work could not start (safe to retry)."
       )
   )
   .add(

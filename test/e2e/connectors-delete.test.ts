@@ -92,7 +92,7 @@ describe("connector deletion", () => {
     expect((await unlock(id)).status).toBe(404)
   })
 
-  it("permissions: members 403 (viewers for the lock), other orgs 404; while a delete runs, delete, lock and unlock are 409", async () => {
+  it("permissions: members 403 (viewers for the lock), other orgs 404; while a delete runs, delete, lock and unlock are 409 and discover is 400", async () => {
     const id = await createConnector()
     expect((await remove(id, tokens.member)).status).toBe(403)
     expect((await remove(id, tokens.viewer)).status).toBe(403)
@@ -124,6 +124,10 @@ describe("connector deletion", () => {
       expect(again.body.detail).toMatch(/is being deleted/)
       expect((await lock(id)).status).toBe(409)
       expect((await unlock(id)).status).toBe(409)
+      // Nor is it discoverable (the interface's 400): the delete purges the credentials discovery reads.
+      const discover = await scion.request("POST", `/v1/connectors/${id}/discover`, { token: tokens.owner })
+      expect(discover.status, scion.explain(discover)).toBe(400)
+      expect(discover.body.detail).toMatch(/being deleted/)
       expect((await getConnector(id)).status).toBe(200)
       await holder.query("rollback")
       const operation = await settle(started.body.operation_id)

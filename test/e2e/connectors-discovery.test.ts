@@ -214,6 +214,10 @@ describe("PUT /v1/connectors/{id}/replica-identity-decisions and POST /v1/connec
     expect(typeof unknown.body.detail).toBe("string")
     expect((await decide({ "postgres.public.events": "maybe" })).status).toBe(400)
     expect((await decide({ "postgres.public.events": 1 })).status).toBe(400)
+    // Not an object at all: the body's shape, the edge's 422.
+    const notAnObject = await decide("exclude")
+    expect(notAnObject.status).toBe(422)
+    expect(notAnObject.body.detail[0]).toMatchObject({ loc: ["body", "decisions"], msg: expect.any(String), type: expect.any(String) })
 
     const decided = await decide({ "postgres.public.events": "replica_identity_full" })
     expect(decided.status, scion.explain(decided)).toBe(200)

@@ -142,6 +142,21 @@ describe("connectors", () => {
     expect(list.body.connectors.map((c: { name: string }) => c.name)).not.toContain("refused")
   })
 
+  it("POST with a malformed body is 422 with {loc, msg, type} per fault (missing connection_details 400), before any gate, and nothing is stored", async () => {
+    const before = await metadata("select count(*)::int as n from connector.connectors")
+    const wrongType = await create(tokens.member, pgBody(logical, { name: 5 }))
+    expect(wrongType.status, scion.explain(wrongType)).toBe(422)
+    expect(wrongType.body.detail).toEqual(expect.arrayContaining([expect.objectContaining({ loc: ["body", "name"], msg: expect.any(String), type: expect.any(String) })]))
+    const wrongOrg = await create(tokens.member, pgBody(logical, { org_id: 42 }))
+    expect(wrongOrg.status).toBe(422)
+    expect(wrongOrg.body.detail.map((d: { loc: Array<string> }) => d.loc.join("."))).toContain("body.org_id")
+    // connection_details are checked per service_name, past the edge: missing, they are a 400 that names them.
+    const missing = await create(tokens.member, { service_name: "postgresql" })
+    expect(missing.status).toBe(400)
+    expect(missing.body.detail).toMatch(/connection_details/)
+    expect(await metadata("select count(*)::int as n from connector.connectors")).toEqual(before)
+  })
+
   it("POST creates a PostgreSQL connector behind a passing gate: the row, no schema_structure, no secrets", async () => {
     const response = await create(tokens.member, pgBody(logical, { name: "  primary  " }))
     expect(response.status, scion.explain(response)).toBe(200)
@@ -300,6 +315,9 @@ describe("connectors", () => {
     await metadata("update connector.connectors set indexing_status = 'indexed' where id = $1", [id])
     const put = (token: string, body: Record<string, unknown>) => scion.request("PUT", `/v1/connectors/${id}`, { token, body })
 
+    const malformed = await put(tokens.member, { name: ["renamed"] })
+    expect(malformed.status).toBe(422)
+    expect(malformed.body.detail[0]).toMatchObject({ loc: ["body", "name"], msg: expect.any(String), type: expect.any(String) })
     const renamed = await put(tokens.member, { name: "renamed" })
     expect(renamed.status, scion.explain(renamed)).toBe(200)
     expect(renamed.body).toMatchObject({ name: "renamed", indexing_status: "indexed", schema_structure: null })

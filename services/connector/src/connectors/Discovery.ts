@@ -20,6 +20,7 @@ import {
 import { Context, Effect, Either, Layer, Option, Schema } from "effect"
 import {
   ConnectorNotFound,
+  ConnectorStateInvalid,
   DecisionsConflict,
   DiscoveryPrerequisitesFailed,
   GrantScriptUnavailable,
@@ -158,6 +159,13 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
      */
     const discover = tracedFn("Discovery.discover")(function* (principal: Principal, connectorId: string) {
       const connector = yield* visible(principal, connectorId, "connectors.update")
+      // Not discoverable while it is being deleted: the delete purges the credentials a discovery reads.
+      if (connector.deleteOperationId !== null) {
+        const deleting = yield* operations.status(connector.deleteOperationId)
+        if (Option.isSome(deleting) && (deleting.value === "pending" || deleting.value === "running")) {
+          return yield* new ConnectorStateInvalid({ connectorId: connector.id, reason: `it is being deleted (operation ${connector.deleteOperationId})` })
+        }
+      }
       const checked = yield* prerequisites(connector)
       if (Option.isNone(checked.details)) return yield* new DiscoveryPrerequisitesFailed({ checks: checked.checks })
       const details = checked.details.value
