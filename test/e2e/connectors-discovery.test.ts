@@ -7,9 +7,10 @@
  * failing prerequisites start nothing; 403/404; selection rules and counters.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import pg from "pg"
 import { queryMetadata, type RoleKey, settleOperation, teamOrg, createPostgresConnector } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
-import { startScion, type Scion } from "../support/system.js"
+import { startScion, waitFor, type Scion } from "../support/system.js"
 
 let scion: Scion
 let source: SourceCluster
@@ -193,7 +194,7 @@ describe("POST /v1/connectors/{id}/selection", () => {
 })
 
 describe("PUT /v1/connectors/{id}/replica-identity-decisions and POST /v1/connectors/{id}/grant-script", () => {
-  it("decisions: 400 before discovery and for unknown keys or values, 403 for members, 404 for other orgs, 200 with the refreshed preflight; the grant script follows the selection", async () => {
+  it("decisions: 400 before discovery and for unknown keys or values, 403 for members, 404 for other orgs, 200 with the refreshed preflight, 409 for a write that lost a race; the grant script follows the selection", async () => {
     const id = await createConnector()
     const decide = (decisions: unknown, token = tokens.admin) => scion.request("PUT", `/v1/connectors/${id}/replica-identity-decisions`, { token, body: { decisions } })
     const script = (token = tokens.viewer, connectorId = id) => scion.request("POST", `/v1/connectors/${connectorId}/grant-script`, { token })
@@ -229,6 +230,30 @@ describe("PUT /v1/connectors/{id}/replica-identity-decisions and POST /v1/connec
       decisions_version: 1
     })
     expect((await decide({})).body.replica_identity_preflight).toMatchObject({ decisions: { "postgres.public.events": "exclude" }, decisions_version: 2 })
+
+    // Writes that read the same version race: the first to write wins, the others are 409 (retry)
+    // and change nothing — never a merge.
+    const holder = new pg.Client({ connectionString: scion.databaseUrl })
+    await holder.connect()
+    try {
+      await holder.query("begin")
+      await holder.query("select 1 from connector.connectors where id = $1 for update", [id])
+      const racing = ["exclude", "add_pk", "replica_identity_full"].map((choice) => decide({ "postgres.public.events": choice }))
+      // All three waiting on the held row with their writes (each read version 2 before it).
+      await waitFor("the three writes waiting on the held row", async () =>
+        (await queryMetadata(scion, "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%replica_identity_decisions_version =%'"))[0].n === 3
+      )
+      await holder.query("rollback")
+      const answers = await Promise.all(racing)
+      expect(answers.map((a) => a.status).sort()).toEqual([200, 409, 409])
+      for (const refused of answers.filter((a) => a.status === 409)) expect(typeof refused.body.detail).toBe("string")
+      const winner = answers.find((a) => a.status === 200)!
+      expect(winner.body.replica_identity_preflight.decisions_version).toBe(3)
+      expect((await getConnector(id)).body.replica_identity_preflight).toEqual(winner.body.replica_identity_preflight)
+    } finally {
+      await holder.end()
+    }
+    expect((await decide({})).status).toBe(200)
 
     const unselected = await script()
     expect(unselected.status).toBe(422)
