@@ -269,5 +269,19 @@ describe("PUT /v1/connectors/{id}/replica-identity-decisions and POST /v1/connec
     expect(written.body.sql).toMatch(/ALTER PUBLICATION "scion_[a-z0-9_]+" OWNER TO "postgres";/)
     expect(written.body.sql).not.toContain(source.password)
     expect((await script(strangerToken)).status).toBe(404)
+
+    // Credentials that no longer decrypt (the envelope's tag damaged at rest): the interface's 500,
+    // saying what failed and nothing of the secret; the script again once the envelope is whole.
+    const [{ envelope }] = await queryMetadata(scion, "select envelope::text as envelope from connector.secrets where owner_id = $1 and name = 'connection_details'", [id])
+    await queryMetadata(scion, "update connector.secrets set envelope = jsonb_set(envelope::jsonb, '{tag}', to_jsonb('AAAAAAAAAAAAAAAAAAAAAA=='::text)) where owner_id = $1 and name = 'connection_details'", [id])
+    try {
+      const undecryptable = await script()
+      expect(undecryptable.status, scion.explain(undecryptable)).toBe(500)
+      expect(typeof undecryptable.body.detail).toBe("string")
+      expect(JSON.stringify(undecryptable.body)).not.toContain(source.password)
+    } finally {
+      await queryMetadata(scion, "update connector.secrets set envelope = $2::jsonb where owner_id = $1 and name = 'connection_details'", [id, envelope])
+    }
+    expect((await script()).status).toBe(200)
   })
 })
