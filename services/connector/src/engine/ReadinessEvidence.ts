@@ -88,9 +88,10 @@ export const recordReadiness = (input: {
             : { check_name: "initial_copy_complete", table_path: table.path, status: "fail", message: `The table's subscription state is ${state ?? "absent"}, not ready` }
         )
         const [identity] = yield* source
-          .query<{ ok: boolean }>(
+          .query<{ ok: boolean; partitioned: boolean }>(
             `select c.relreplident = 'f' or (c.relreplident = 'i' and exists (select 1 from pg_index where indrelid = c.oid and indisreplident))
-                    or (c.relreplident = 'd' and exists (select 1 from pg_constraint where conrelid = c.oid and contype = 'p')) as ok
+                    or (c.relreplident = 'd' and exists (select 1 from pg_constraint where conrelid = c.oid and contype = 'p')) as ok,
+                    c.relkind = 'p' as partitioned
              from pg_class c where c.oid = $1::regclass`,
             [name]
           )
@@ -103,12 +104,16 @@ export const recordReadiness = (input: {
         if (oid !== null) {
           // Both sides count at once: on large tables these scans are most of the readiness time,
           // and a quiet table answers equal here.
-          const countOn = (session: typeof source) =>
-            session.query<{ n: string }>(`select count(*)::text as n from ${name}`).pipe(
+          // A table's own rows, as replication carries them: an inheritance parent publishes its own
+          // rows only (its children are tables of their own), a partitioned table (published via its
+          // root) every partition's. The mirror's tables inherit from nothing.
+          const sourceRows = identity?.partitioned === true ? name : `only ${name}`
+          const countOn = (session: typeof source, rows = name) =>
+            session.query<{ n: string }>(`select count(*)::text as n from ${rows}`).pipe(
               Effect.mapError(sessionFailure),
               Effect.map(([row]) => BigInt(row?.n ?? "0"))
             )
-          const [first, firstMirror] = yield* Effect.all([countOn(source), countOn(mirror)], { concurrency: 2 })
+          const [first, firstMirror] = yield* Effect.all([countOn(source, sourceRows), countOn(mirror)], { concurrency: 2 })
           let equal = first === firstMirror
           let mirrorCount = firstMirror
           let low = first
@@ -116,10 +121,10 @@ export const recordReadiness = (input: {
           // A source being written to moves under the counts: bracket the mirror between a source
           // count taken before it caught up and one taken after it was counted.
           for (let round = 0; round < 2 && !equal; round++) {
-            const before = yield* countOn(source)
+            const before = yield* countOn(source, sourceRows)
             lag = yield* catchUp
             mirrorCount = yield* countOn(mirror)
-            const after = yield* countOn(source)
+            const after = yield* countOn(source, sourceRows)
             low = before < after ? before : after
             high = before < after ? after : before
             equal = before === mirrorCount && mirrorCount === after

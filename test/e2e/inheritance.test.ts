@@ -1,0 +1,62 @@
+/**
+ * A source that uses table inheritance (the partitioning of Postgres before 10, still common): a
+ * parent and a child are two tables to logical replication — the parent publishes its own rows
+ * only, the child its own — and the mirror holds them as two tables. Readiness compares each
+ * table's own rows; a count of the parent that took in the child's rows failed every such setup
+ * as failed_validation. A declaratively partitioned table, beside it, is one table to the mirror
+ * (published via its root): its count is every partition's rows.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { queryEngine, readyConnector } from "../support/engine.js"
+import { teamOrg } from "../support/flows.js"
+import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
+import { startScion, waitFor, type Scion } from "../support/system.js"
+
+let scion: Scion
+let source: SourceCluster
+let tokens: Record<"viewer" | "member" | "admin" | "owner", string>
+let connectorId: string
+
+beforeAll(async () => {
+  ;[scion, source] = await Promise.all([startScion(), startSourceCluster({ logical: true })])
+  await source.query(`
+    create table public.events (id bigint primary key, kind text not null);
+    create table public.events_archive () inherits (public.events);
+    alter table public.events_archive add primary key (id);
+    insert into public.events select g, 'live' from generate_series(1, 10) g;
+    insert into public.events_archive select g, 'archived' from generate_series(101, 105) g;
+    create table public.readings (id bigint, taken date, primary key (id, taken)) partition by range (taken);
+    create table public.readings_2026 partition of public.readings for values from ('2026-01-01') to ('2027-01-01');
+    create table public.readings_2027 partition of public.readings for values from ('2027-01-01') to ('2028-01-01');
+    insert into public.readings select g, date '2026-10-01' + g * 30 from generate_series(1, 7) g;`)
+  const org = await teamOrg(scion, "Inheritance Org")
+  tokens = org.tokens
+  connectorId = (await readyConnector(scion, { orgId: org.orgId, memberToken: tokens.member, adminToken: tokens.admin, source })).connectorId
+}, 300_000)
+
+afterAll(async () => {
+  await Promise.all([scion?.stop(), source?.stop()])
+})
+
+describe("a source with table inheritance", () => {
+  it("sets up ready: readiness counts each table's own rows, as the mirror holds them", async () => {
+    const connector = (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body
+    expect(connector.branching_engine_status).toBe("ready")
+    const checks = (await scion.request("GET", `/v1/connectors/${connectorId}/readiness-checks?check_name=row_count_matches`, { token: tokens.member })).body.checks
+    expect(checks.map((c: Record<string, string>) => [c.table_path, c.status, c.message]).sort()).toEqual([
+      ["postgres.public.events", "pass", "10 rows on both sides"],
+      ["postgres.public.events_archive", "pass", "5 rows on both sides"],
+      ["postgres.public.readings", "pass", "7 rows on both sides"]
+    ])
+    const counts = "select (select count(*) from public.events)::int as events, (select count(*) from public.events_archive)::int as archive, (select count(*) from public.readings)::int as readings"
+    expect((await queryEngine(scion, connectorId, counts)).rows).toEqual([{ events: 10, archive: 5, readings: 7 }])
+  })
+
+  it("a row written into the child reaches the mirror's child, not its parent", async () => {
+    await source.query("insert into public.events_archive values (106, 'archived')")
+    await waitFor("the child's row on the mirror", async () =>
+      (await queryEngine(scion, connectorId, "select count(*)::int as n from public.events_archive where id = 106")).rows[0].n === 1
+    )
+    expect((await queryEngine(scion, connectorId, "select count(*)::int as n from public.events where id = 106")).rows[0].n).toBe(0)
+  })
+})
