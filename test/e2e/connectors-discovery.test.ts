@@ -265,7 +265,7 @@ describe("PUT /v1/connectors/{id}/replica-identity-decisions and POST /v1/connec
     expect(written.body.sql).toContain('GRANT USAGE ON SCHEMA "public" TO "postgres";')
     // events is excluded: it stays out of the publication.
     // The capture log and heartbeat travel with the selected tables.
-    expect(written.body.sql).toMatch(/CREATE PUBLICATION "scion_[a-z0-9_]+" FOR TABLE "public"."accounts", "public"."invoices", scion.schema_log, scion.heartbeat WITH \(publish_via_partition_root = true\);/)
+    expect(written.body.sql).toMatch(/CREATE PUBLICATION "scion_[a-z0-9_]+" FOR TABLE ONLY "public"."accounts", ONLY "public"."invoices", ONLY scion.schema_log, ONLY scion.heartbeat WITH \(publish_via_partition_root = true\);/)
     expect(written.body.sql).toMatch(/ALTER PUBLICATION "scion_[a-z0-9_]+" OWNER TO "postgres";/)
     expect(written.body.sql).not.toContain(source.password)
     expect((await script(strangerToken)).status).toBe(404)

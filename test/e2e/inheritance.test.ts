@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
-import { teamOrg } from "../support/flows.js"
+import { settleOperation, teamOrg } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
 import { startScion, waitFor, type Scion } from "../support/system.js"
 
@@ -59,4 +59,27 @@ describe("a source with table inheritance", () => {
     )
     expect((await queryEngine(scion, connectorId, "select count(*)::int as n from public.events where id = 106")).rows[0].n).toBe(0)
   })
+
+  it("the parent selected without its child: the child's rows are not published, and the mirror streams on", async () => {
+    const selected = await scion.request("POST", `/v1/connectors/${connectorId}/selection`, {
+      token: tokens.admin,
+      body: { selected_paths: ["postgres.public.events", "postgres.public.readings"] }
+    })
+    expect(selected.status, scion.explain(selected)).toBe(200)
+    const started = await scion.request("POST", `/v1/connectors/${connectorId}/index`, { token: tokens.member })
+    expect(started.status, scion.explain(started)).toBe(202)
+    expect(await settleOperation(scion, started.body.operation_id, tokens.member, 120_000)).toMatchObject({ status: "completed", type: "connector_rollout" })
+    // The publication names the parent alone (a table added without ONLY brings its children).
+    const published = await source.query("select tablename from pg_publication_tables where schemaname = 'public' order by 1")
+    expect(published.rows.map((r) => r.tablename)).toEqual(["events", "readings"])
+    // A child's row, then a parent's: the mirror has no table for the first, and takes the second.
+    await source.query("insert into public.events_archive values (107, 'archived')")
+    await source.query("insert into public.events values (11, 'live')")
+    await waitFor("the parent's row on the mirror", async () =>
+      (await queryEngine(scion, connectorId, "select count(*)::int as n from public.events where id = 11")).rows[0].n === 1
+    )
+    expect((await queryEngine(scion, connectorId, "select to_regclass('public.events_archive') is null as gone")).rows).toEqual([{ gone: true }])
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status).toBe("ready")
+  }, 180_000)
 })

@@ -415,7 +415,7 @@ describe("discovery and selection", () => {
       expect(vanilla.sql).toContain('ALTER ROLE "repl" WITH REPLICATION;')
       expect(vanilla.sql).toContain('GRANT USAGE ON SCHEMA "Odd""Schema" TO "repl";')
       expect(vanilla.sql).toContain('ALTER TABLE "Odd""Schema"."b" REPLICA IDENTITY FULL;')
-      expect(vanilla.sql).toContain('CREATE PUBLICATION "scion_con_x1" FOR TABLE "Odd""Schema"."a", "Odd""Schema"."b", scion.schema_log, scion.heartbeat WITH (publish_via_partition_root = true);')
+      expect(vanilla.sql).toContain('CREATE PUBLICATION "scion_con_x1" FOR TABLE ONLY "Odd""Schema"."a", ONLY "Odd""Schema"."b", ONLY scion.schema_log, ONLY scion.heartbeat WITH (publish_via_partition_root = true);')
       // The role owns it, so setup leaves it alone and a delete may drop it.
       expect(vanilla.sql).toContain('ALTER PUBLICATION "scion_con_x1" OWNER TO "repl";')
       expect(vanilla.schemasPerDatabase).toEqual({ app: ['Odd"Schema'] })

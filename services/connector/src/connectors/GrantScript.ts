@@ -104,7 +104,8 @@ export const grantScript = (input: GrantScriptInput): GrantScript => {
     )
     if (published.length > 0) published.push(...CAPTURE_PUBLISHED_TABLES)
     if (published.length > 0) {
-      const list = published.join(", ")
+      // ONLY: an inheritance parent's children are tables of their own, published when selected.
+      const list = published.map((table) => `ONLY ${table}`).join(", ")
       lines.push(
         `DO $$ BEGIN`,
         `  IF EXISTS (SELECT FROM pg_publication WHERE pubname = ${quoteLiteral(publicationName(input.connectorId))}) THEN`,

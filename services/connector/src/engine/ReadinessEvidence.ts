@@ -88,10 +88,9 @@ export const recordReadiness = (input: {
             : { check_name: "initial_copy_complete", table_path: table.path, status: "fail", message: `The table's subscription state is ${state ?? "absent"}, not ready` }
         )
         const [identity] = yield* source
-          .query<{ ok: boolean; partitioned: boolean }>(
+          .query<{ ok: boolean }>(
             `select c.relreplident = 'f' or (c.relreplident = 'i' and exists (select 1 from pg_index where indrelid = c.oid and indisreplident))
-                    or (c.relreplident = 'd' and exists (select 1 from pg_constraint where conrelid = c.oid and contype = 'p')) as ok,
-                    c.relkind = 'p' as partitioned
+                    or (c.relreplident = 'd' and exists (select 1 from pg_constraint where conrelid = c.oid and contype = 'p')) as ok
              from pg_class c where c.oid = $1::regclass`,
             [name]
           )
@@ -102,18 +101,24 @@ export const recordReadiness = (input: {
             : { check_name: "replica_identity", table_path: table.path, status: "fail", message: "The source table has no replica identity: its updates and deletes cannot replicate" }
         )
         if (oid !== null) {
-          // Both sides count at once: on large tables these scans are most of the readiness time,
-          // and a quiet table answers equal here.
           // A table's own rows, as replication carries them: an inheritance parent publishes its own
           // rows only (its children are tables of their own), a partitioned table (published via its
-          // root) every partition's. The mirror's tables inherit from nothing.
-          const sourceRows = identity?.partitioned === true ? name : `only ${name}`
-          const countOn = (session: typeof source, rows = name) =>
-            session.query<{ n: string }>(`select count(*)::text as n from ${rows}`).pipe(
+          // root) every partition's. Either side may hold either kind (captured DDL is replayed):
+          // the count each side's kind asks for, the other subquery never run.
+          const countOn = (session: typeof source) =>
+            session
+              .query<{ n: string }>(
+                `select (case when (select relkind from pg_class where oid = $1::regclass) = 'p' then (select count(*) from ${name})
+                              else (select count(*) from only ${name}) end)::text as n`,
+                [name]
+              )
+              .pipe(
               Effect.mapError(sessionFailure),
               Effect.map(([row]) => BigInt(row?.n ?? "0"))
             )
-          const [first, firstMirror] = yield* Effect.all([countOn(source, sourceRows), countOn(mirror)], { concurrency: 2 })
+          // Both sides count at once: on large tables these scans are most of the readiness time,
+          // and a quiet table answers equal here.
+          const [first, firstMirror] = yield* Effect.all([countOn(source), countOn(mirror)], { concurrency: 2 })
           let equal = first === firstMirror
           let mirrorCount = firstMirror
           let low = first
@@ -121,10 +126,10 @@ export const recordReadiness = (input: {
           // A source being written to moves under the counts: bracket the mirror between a source
           // count taken before it caught up and one taken after it was counted.
           for (let round = 0; round < 2 && !equal; round++) {
-            const before = yield* countOn(source, sourceRows)
+            const before = yield* countOn(source)
             lag = yield* catchUp
             mirrorCount = yield* countOn(mirror)
-            const after = yield* countOn(source, sourceRows)
+            const after = yield* countOn(source)
             low = before < after ? before : after
             high = before < after ? after : before
             equal = before === mirrorCount && mirrorCount === after

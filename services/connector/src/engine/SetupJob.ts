@@ -309,7 +309,9 @@ const publish = (source: PgSession, pipeline: PipelineNames, tables: ReadonlyArr
       Effect.mapError((e) => stepFailed("publication", e))
     )
     if (publication?.as_wanted === true) return
-    const list = tables.join(", ")
+    // Each table ONLY: an inheritance parent named without it brings its children, which are
+    // tables of their own (selected or not; the mirror has none it was not asked for).
+    const list = tables.map((table) => `only ${table}`).join(", ")
     const statement =
       publication === undefined
         ? `create publication ${quoteIdent(pipeline.publication)} for table ${list} with (publish_via_partition_root = true)`

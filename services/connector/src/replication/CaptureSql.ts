@@ -163,7 +163,7 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
                 or (c.relreplident = 'd' and exists (select 1 from pg_constraint k where k.conrelid = rel and k.contype = 'p')))
        loop
          begin
-           execute format('alter publication %I add table %s', scope.publication, rel::regclass);
+           execute format('alter publication %I add table only %s', scope.publication, rel::regclass);
          exception when others then
            raise warning 'scion: % could not join publication %: %', rel::regclass, scope.publication, sqlerrm;
          end;
