@@ -303,7 +303,7 @@ describe("engine setup end to end", () => {
     expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })).body).toEqual({ entries: [] })
   })
 
-  it("quarantine: a stopped subscription is quarantined; release resumes it and the monitor deletes the released row", async () => {
+  it("quarantine: a stopped subscription is quarantined; release resumes it (the released row not listed) and the monitor deletes the released row", async () => {
     await queryEngine(scion, id, `alter subscription "scion_${id.toLowerCase()}" disable`)
     const entry = await eventually("the monitor to quarantine the stopped subscription", async () => {
       const list = await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })
@@ -317,9 +317,16 @@ describe("engine setup end to end", () => {
       return connector.branching_engine_status === "degraded" && connector.replication?.status === "quarantined"
     }, 30_000)
 
+    // The monitor held off (its lease taken, as another replica would hold it, and a round in
+    // flight let finish): the released row stands, and is not listed.
+    await queryMetadata(scion, "update connector.engines set monitor_lease_until = now() + interval '1 hour' where connector_id = $1", [id])
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
     const released = await scion.request("POST", `/v1/connectors/${id}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })
     expect(released.status, scion.explain(released)).toBe(200)
     expect(released.body).toMatchObject({ quarantine_id: entry.quarantine_id, status: "released" })
+    expect((await scion.request("GET", `/v1/connectors/${id}/quarantine`, { token: tokens.viewer })).body).toEqual({ entries: [] })
+    expect(await queryMetadata(scion, "select status from connector.quarantine_entries where id = $1", [entry.quarantine_id])).toEqual([{ status: "released" }])
+    await queryMetadata(scion, "update connector.engines set monitor_lease_until = null where connector_id = $1", [id])
     await waitFor("the monitor to resume replication and delete the released row", async () => {
       const rows = await queryMetadata(scion, "select 1 from connector.quarantine_entries where connector_id = $1", [id])
       const subscription = await queryEngine(scion, id, "select subenabled from pg_subscription")

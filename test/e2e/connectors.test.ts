@@ -352,4 +352,26 @@ describe("connectors", () => {
     expect(refused.status).toBe(403)
     expect(refused.body.detail).toMatch(/free plan allows 3 connectors/)
   })
+
+  it("readiness evidence pages by default: 500 checks and 50 attempts, newest first", async () => {
+    // Evidence of 60 attempts of 10 checks each, a minute apart, recorded as setups record it.
+    const [{ id }] = await metadata("select id from connector.connectors where org_id = $1 and name = 'renamed'", [orgId])
+    await metadata(
+      `insert into connector.readiness_checks (connector_id, attempt_id, check_name, table_path, status, message, pod_name, checked_at)
+       select $1, 'att_paged_' || lpad(a::text, 2, '0'), 'row_count_matches', 'postgres.public.t' || c, 'pass', c || ' rows on both sides', 'local-engine-paged',
+              timestamptz '2026-01-01' + a * interval '1 minute'
+       from generate_series(1, 60) a, generate_series(1, 10) c`,
+      [id]
+    )
+    const checks = await scion.request("GET", `/v1/connectors/${id}/readiness-checks`, { token: tokens.viewer })
+    expect(checks.status, scion.explain(checks)).toBe(200)
+    expect(checks.body.checks).toHaveLength(500)
+    expect(checks.body.checks[0].attempt_id).toBe("att_paged_60")
+    expect(checks.body.checks.at(-1).attempt_id).toBe("att_paged_11")
+    const attempts = await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.viewer })
+    expect(attempts.status).toBe(200)
+    expect(attempts.body.attempts).toHaveLength(50)
+    expect(attempts.body.attempts.map((a: { attempt_id: string }) => a.attempt_id)).toEqual(Array.from({ length: 50 }, (_, i) => `att_paged_${60 - i}`))
+    expect(attempts.body.attempts[0]).toMatchObject({ total_checks: 10, passed_checks: 10, failed_checks: 0, pod_name: "local-engine-paged" })
+  })
 })
