@@ -4,7 +4,8 @@
  * only, the child its own — and the mirror holds them as two tables. Readiness compares each
  * table's own rows; a count of the parent that took in the child's rows failed every such setup
  * as failed_validation. A declaratively partitioned table, beside it, is one table to the mirror
- * (published via its root): its count is every partition's rows.
+ * (published via its root): its count is every partition's rows. And a source table that lost its
+ * key after discovery: setup fails validation, and the evidence says which check.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
@@ -16,6 +17,7 @@ let scion: Scion
 let source: SourceCluster
 let tokens: Record<"viewer" | "member" | "admin" | "owner", string>
 let connectorId: string
+let orgId: string
 
 beforeAll(async () => {
   ;[scion, source] = await Promise.all([startScion(), startSourceCluster({ logical: true })])
@@ -29,8 +31,9 @@ beforeAll(async () => {
     create table public.readings_2026 partition of public.readings for values from ('2026-01-01') to ('2027-01-01');
     create table public.readings_2027 partition of public.readings for values from ('2027-01-01') to ('2028-01-01');
     insert into public.readings select g, date '2026-10-01' + g * 30 from generate_series(1, 7) g;`)
-  const org = await teamOrg(scion, "Inheritance Org")
+  const org = await teamOrg(scion, "Source Shapes Org")
   tokens = org.tokens
+  orgId = org.orgId
   connectorId = (await readyConnector(scion, { orgId: org.orgId, memberToken: tokens.member, adminToken: tokens.admin, source })).connectorId
 }, 300_000)
 
@@ -81,5 +84,33 @@ describe("a source with table inheritance", () => {
     expect((await queryEngine(scion, connectorId, "select to_regclass('public.events_archive') is null as gone")).rows).toEqual([{ gone: true }])
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
     expect((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status).toBe("ready")
+  }, 180_000)
+})
+
+describe("a table that lost its key after discovery", () => {
+  it("fails validation: the operation fails naming the check, the engine says failed_validation, only_failed lists the failing evidence", async () => {
+    await source.query("create database shifting")
+    await source.query("create table public.ledger (id bigint primary key, note text); insert into public.ledger select g, 'n' from generate_series(1, 20) g;", "shifting")
+    const created = await scion.request("POST", "/v1/connectors", {
+      token: tokens.member,
+      body: { org_id: orgId, service_name: "postgresql", name: "shifting", connection_details: source.details({ database: "shifting" }) }
+    })
+    expect(created.status, scion.explain(created)).toBe(200)
+    const id = created.body.connector_id as string
+    const discovered = await scion.request("POST", `/v1/connectors/${id}/discover`, { token: tokens.member })
+    expect((await settleOperation(scion, discovered.body.operation_id, tokens.member)).status).toBe("completed")
+    expect((await scion.request("POST", `/v1/connectors/${id}/selection`, { token: tokens.admin, body: { selected_paths: ["*"] } })).status).toBe(200)
+    // Discovered with its primary key, so no decision was asked for; dropped before the setup.
+    await source.query("alter table public.ledger drop constraint ledger_pkey", "shifting")
+    const started = await scion.request("POST", `/v1/connectors/${id}/engine-setup`, { token: tokens.member })
+    expect(started.status, scion.explain(started)).toBe(202)
+    const operation = await settleOperation(scion, started.body.operation_id, tokens.member, 120_000)
+    expect(operation).toMatchObject({ status: "failed", stage: "readiness" })
+    expect(operation.error).toMatch(/^Engine validation failed: 1 of \d+ readiness checks failed \(attempt att_\w+: replica_identity on shifting\.public\.ledger\)/)
+    expect((await scion.request("GET", `/v1/connectors/${id}`, { token: tokens.member })).body.branching_engine_status).toBe("failed_validation")
+    const failing = (await scion.request("GET", `/v1/connectors/${id}/readiness-checks?only_failed=true`, { token: tokens.viewer })).body.checks
+    expect(failing).toEqual([expect.objectContaining({ check_name: "replica_identity", table_path: "shifting.public.ledger", status: "fail" })])
+    const [attempt] = (await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.viewer })).body.attempts
+    expect(attempt).toMatchObject({ failed_checks: 1, passed_checks: attempt.total_checks - 1 })
   }, 180_000)
 })
