@@ -82,6 +82,8 @@ const eventually = async <A>(what: string, probe: () => Promise<A | undefined>, 
   return value as A
 }
 
+/** The setup's readiness evidence as first read (the index test reads it again after later attempts). */
+let setupEvidence: { readonly attemptId: string; readonly checks: ReadonlyArray<unknown> }
 const DECISIONS = { "postgres.public.events": "replica_identity_full", "postgres.public.notes": "add_pk", "postgres.public.scratch": "exclude" }
 const MIRRORED = ["postgres.audit.log", "postgres.public.accounts", "postgres.public.events", "postgres.public.invoices", "postgres.public.notes"]
 
@@ -256,6 +258,7 @@ describe("engine setup end to end", () => {
     const all = await scion.request("GET", `/v1/connectors/${id}/readiness-checks`, { token: tokens.viewer })
     expect(all.status).toBe(200)
     expect(all.body.checks).toHaveLength(20)
+    setupEvidence = { attemptId: attempt.attempt_id, checks: all.body.checks }
     expect(new Set(all.body.checks.map((c: { check_name: string }) => c.check_name))).toEqual(new Set(["mirror_table_present", "initial_copy_complete", "replica_identity", "row_count_matches"]))
     expect(all.body.checks.every((c: { attempt_id: string; status: string; pod_name: string }) => c.attempt_id === attempt.attempt_id && c.status === "pass" && c.pod_name === `local-engine-${id}`)).toBe(true)
     const rowCount = all.body.checks.find((c: { check_name: string; table_path: string }) => c.check_name === "row_count_matches" && c.table_path === "postgres.public.invoices")
@@ -599,6 +602,10 @@ describe("engine setup end to end", () => {
     // publication before the mirror dropped it: not a changed publication).
     expect(attempts.body.attempts).toHaveLength(7)
     expect(attempts.body.attempts[0].total_checks).toBe(16)
+    // Evidence is append-only: the setup's attempt, the oldest, holds the rows it held then.
+    expect(attempts.body.attempts.at(-1).attempt_id).toBe(setupEvidence.attemptId)
+    const setupRows = await scion.request("GET", `/v1/connectors/${id}/readiness-checks?attempt_id=${setupEvidence.attemptId}`, { token: tokens.member })
+    expect(setupRows.body.checks).toEqual(setupEvidence.checks)
   }, 300_000)
 
   it("a branch is cut while a roll-out's new table is still copying: the roll-out holds no session on the mirror through its copy", async () => {
