@@ -15,7 +15,7 @@ import { engineRecordOf, hasPgbouncer, readyConnector, queryEngine } from "../su
 import { addMember, createOrg, queryMetadata, settleOperation } from "../support/flows.js"
 import { type OtlpReceiver, startOtlpReceiver } from "../support/otlp.js"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
-import { freePort, healthServing, respawn, signUp, type Scion, startScion, startUnit, type UnitProcess, waitFor } from "../support/system.js"
+import { freePort, healthServing, respawn, signUp, type Scion, startScion, startUnit, type UnitProcess, waitFor, psql } from "../support/system.js"
 
 let scion: Scion
 let otlp: OtlpReceiver
@@ -140,7 +140,6 @@ const SEQUENCE_TABLES = ["seq_serial", "seq_always", "seq_by_default", "seq_shar
 /** Connects with node-postgres or postgres.js as an application would (test/support/driver-probe.mjs). */
 const DRIVER_PROBE = fileURLToPath(new URL("../support/driver-probe.mjs", import.meta.url))
 
-const psql = (url: string, sql: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], { encoding: "utf8", timeout: 30_000 }).trim()
 
 describe("branches of a ready engine", () => {
   let source: SourceCluster

@@ -13,7 +13,7 @@ import { FetchHttpClient } from "@effect/platform"
 import { Effect, Exit, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
-import { healthServing, respawn, type Scion, startScion, type UnitProcess, waitFor } from "../support/system.js"
+import { healthServing, respawn, type Scion, startScion, type UnitProcess, waitFor, psql } from "../support/system.js"
 
 /**
  * The package users install (services/cli/scripts/package.mjs, made once before the suite): one
@@ -54,7 +54,6 @@ const ok = async (args: ReadonlyArray<string>, env: Record<string, string> = {})
 
 const json = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) => JSON.parse((await ok([...args, "--json"], env)).stdout)
 
-const psql = (url: string, sql: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], { encoding: "utf8", timeout: 30_000 }).trim()
 
 let orgId: string
 let connectorId: string

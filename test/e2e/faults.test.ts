@@ -7,13 +7,12 @@
  * ended (completed, or failed with a message), nothing is orphaned, the gateway answered 503
  * rather than 500 while something was down, and the system recovered by itself.
  */
-import { execFileSync } from "node:child_process"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
 import { createOrg, queryMetadata, settleOperation } from "../support/flows.js"
 import { type NatsServer, startNatsServer } from "../support/nats.js"
 import { type SourceCluster, startSourceCluster } from "../support/sourceCluster.js"
-import { healthServing, respawn, type Scion, signUp, startScion, type UnitProcess, waitFor } from "../support/system.js"
+import { healthServing, respawn, type Scion, signUp, startScion, type UnitProcess, waitFor, psql } from "../support/system.js"
 
 let nats: NatsServer
 let metadata: SourceCluster
@@ -24,7 +23,6 @@ let connectorId: string
 /** Units started again after a SIGKILL, by name: the latest process of each. */
 const current = new Map<string, UnitProcess>()
 
-const psql = (url: string, sql: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], { encoding: "utf8", timeout: 30_000 }).trim()
 
 const unitNamed = (name: string): UnitProcess =>
   current.get(name) ?? (name.startsWith("operation-") ? scion.operations[Number(name.split("-")[1]) - 1]! : (scion as unknown as Record<string, UnitProcess>)[name]!)

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { queryEngine, readyConnector } from "../support/engine.js"
 import { settleOperation, teamOrg } from "../support/flows.js"
 import { startSourceCluster, type SourceCluster } from "../support/sourceCluster.js"
-import { startScion, waitFor, type Scion } from "../support/system.js"
+import { psql, startScion, waitFor, type Scion } from "../support/system.js"
 
 let scion: Scion
 let source: SourceCluster
@@ -112,5 +112,38 @@ describe("a table that lost its key after discovery", () => {
     expect(failing).toEqual([expect.objectContaining({ check_name: "replica_identity", table_path: "shifting.public.ledger", status: "fail" })])
     const [attempt] = (await scion.request("GET", `/v1/connectors/${id}/readiness-attempts`, { token: tokens.viewer })).body.attempts
     expect(attempt).toMatchObject({ failed_checks: 1, passed_checks: attempt.total_checks - 1 })
+  }, 180_000)
+})
+
+describe("a source whose tables use extensions", () => {
+  it("sets up: the mirror makes the source's extensions, in their schemas; a branch's insert takes the defaults they provide", async () => {
+    await source.query("create database extended")
+    await source.query(
+      `create extension "uuid-ossp"; create extension citext; create extension pg_trgm;
+       create schema extensions; create extension pgcrypto with schema extensions;
+       create table public.members (
+         id uuid primary key default uuid_generate_v4(),
+         email citext not null unique,
+         token text not null default encode(extensions.gen_random_bytes(8), 'hex'));
+       create index members_email_trgm on public.members using gin ((email::text) gin_trgm_ops);
+       insert into public.members (email) values ('Ada@Example.com'), ('grace@example.com');`,
+      "extended"
+    )
+    const { connectorId: id } = await readyConnector(scion, { orgId, memberToken: tokens.member, adminToken: tokens.admin, source, database: "extended", name: "extended" })
+    const made = await queryEngine(scion, id, "select e.extname as name, n.nspname as schema from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname <> 'plpgsql' order by 1")
+    expect(made.rows).toEqual([
+      { name: "citext", schema: "public" },
+      { name: "pg_trgm", schema: "public" },
+      { name: "pgcrypto", schema: "extensions" },
+      { name: "uuid-ossp", schema: "public" }
+    ])
+    // citext compares as the source does.
+    expect((await queryEngine(scion, id, "select count(*)::int as n from public.members where email = 'ADA@example.com'")).rows).toEqual([{ n: 1 }])
+    // A branch writes with the defaults the extensions give.
+    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: id, name: "extended-branch", service_type: "postgres" } })
+    expect(created.status, scion.explain(created)).toBe(202)
+    const operation = await settleOperation(scion, created.body.operation_id, tokens.member, 120_000)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    expect(psql(operation.result.branch_url, "insert into public.members (email) values ('new@example.com') returning id is not null and length(token) = 16")).toBe("t\nINSERT 0 1")
   }, 180_000)
 })

@@ -3,7 +3,7 @@
  * (built output under dist/), they talk HTTP/2 gRPC, metadata lives in a fresh database on the
  * machine's Postgres, and tests drive the gateway's REST API with fetch.
  */
-import { spawn, type ChildProcess } from "node:child_process"
+import { execFileSync, spawn, type ChildProcess } from "node:child_process"
 import { randomBytes, randomInt } from "node:crypto"
 import { appendFileSync, mkdirSync } from "node:fs"
 import { mkdir, readdir, readFile, rm } from "node:fs/promises"
@@ -421,3 +421,6 @@ const processesUnder = async (dir: string): Promise<Array<number>> => {
   }
   return found.filter((pid) => pid !== process.pid)
 }
+
+/** Runs one statement with psql against a URL as a user would (errors stop it), answering its unaligned output. */
+export const psql = (url: string, sql: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql], { encoding: "utf8", timeout: 30_000 }).trim()

@@ -3,7 +3,7 @@ import { quoteIdent, quoteLiteral } from "@scion/kit"
 
 /**
  * The mirror's DDL, read from the source's catalog (ARCHITECTURE.md, "The branching engine"):
- * schemas, enum and domain types, sequences named by column defaults, columns with types,
+ * the source database's extensions, schemas, enum and domain types, sequences named by column defaults, columns with types,
  * defaults, identity and generated expressions, primary/unique/check/exclusion constraints,
  * indexes, and foreign keys among the mirrored tables only. The source session runs with
  * `search_path = pg_catalog`, so every name Postgres prints is schema-qualified.
@@ -23,6 +23,8 @@ export interface TableDdl {
 
 export interface MirrorDdl {
   readonly schemas: ReadonlyArray<string>
+  /** The source database's extensions (plpgsql aside): made first on the mirror, where the engine has them. */
+  readonly extensions: ReadonlyArray<{ readonly name: string; readonly schema: string }>
   /** Types and sequences, in dependency order, each guarded so a rerun changes nothing. */
   readonly prelude: ReadonlyArray<string>
   readonly tables: ReadonlyArray<TableDdl>
@@ -114,6 +116,20 @@ export const readMirrorDdl = (query: SourceQuery, tables: ReadonlyArray<TableRef
     }
 
     const prelude: Array<string> = []
+    // Extensions first, in the schemas the source has them in: a table's types (citext), defaults
+    // (uuid_generate_v4()) and operator classes (gin_trgm_ops) may be theirs, and branches need
+    // them to write. One the engine cannot make is left out with a warning on the mirror; a table
+    // that needs it then fails, and the schema step names what the engine lacks.
+    const extensions = yield* query<{ name: string; schema: string }>(
+      "select e.extname as name, n.nspname as schema from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname <> 'plpgsql' order by e.extname"
+    )
+    for (const extension of extensions) {
+      prelude.push(`create schema if not exists ${quoteIdent(extension.schema)}`)
+      prelude.push(
+        `do $scion$ begin create extension if not exists ${quoteIdent(extension.name)} with schema ${quoteIdent(extension.schema)};
+         exception when others then raise warning 'scion: the source''s extension % could not be made on the mirror: %', ${quoteLiteral(extension.name)}, sqlerrm; end $scion$`
+      )
+    }
     const madeTypes = new Set<number>()
     const ensureType = (oid: number): Effect.Effect<void, unknown> =>
       Effect.gen(function* () {
@@ -195,6 +211,7 @@ export const readMirrorDdl = (query: SourceQuery, tables: ReadonlyArray<TableRef
     }
     return {
       schemas: [...schemas],
+      extensions,
       prelude: [...new Set(prelude)],
       tables: ddl
     } satisfies MirrorDdl

@@ -517,7 +517,16 @@ const recordFailure = (run: SetupRun): Effect.Effect<void, never, EngineSetupRep
         yield* EngineSetupRepo.markIndexingFailed(run.connectorId)
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("a failed setup could not be recorded", cause)))
 
-/** The schema step: schemas, types and sequences, then each table in one transaction, then the foreign keys. */
+/** The source's extensions the mirror does not have (the prelude could not make them). */
+const missingExtensions = (mirror: PgSession, ddl: MirrorDdl) =>
+  mirror
+    .query<{ name: string }>("select name from unnest($1::text[]) as name where not exists (select from pg_extension where extname = name) order by 1", [ddl.extensions.map((e) => e.name)])
+    .pipe(
+      Effect.map((rows) => rows.map((row) => row.name)),
+      Effect.orElseSucceed(() => [] as ReadonlyArray<string>)
+    )
+
+/** The schema step: extensions, schemas, types and sequences, then each table in one transaction, then the foreign keys. */
 const createMirrorTables = (mirror: PgSession, ddl: MirrorDdl) =>
   Effect.gen(function* () {
     const onMirror = (text: string, values: ReadonlyArray<unknown> = []) => mirror.query(text, values).pipe(Effect.mapError((e) => stepFailed("schema", e)))
@@ -527,7 +536,10 @@ const createMirrorTables = (mirror: PgSession, ddl: MirrorDdl) =>
       const [present] = yield* onMirror("select to_regclass($1) is not null as present", [qualified(table.table)])
       if ((present as { present?: boolean } | undefined)?.present === true) continue
       // One transaction per table: a crash leaves it wholly made or not at all.
-      yield* onMirror(`begin; ${table.create.join("; ")}; commit`).pipe(Effect.tapError(() => mirror.query("rollback").pipe(Effect.ignore)))
+      yield* mirror.query(`begin; ${table.create.join("; ")}; commit`).pipe(
+        Effect.tapError(() => mirror.query("rollback").pipe(Effect.ignore)),
+        Effect.catchAll((e) => Effect.flatMap(missingExtensions(mirror, ddl), (missing) => Effect.fail(stepFailed("schema", missing.length === 0 ? e : `${e.reason}; the engine could not make the source's extension(s) ${missing.join(", ")}, which the table may need`))))
+      )
     }
     for (const table of ddl.tables) {
       for (const key of table.foreignKeys) {
