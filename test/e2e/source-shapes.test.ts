@@ -147,3 +147,34 @@ describe("a source whose tables use extensions", () => {
     expect(psql(operation.result.branch_url, "insert into public.members (email) values ('new@example.com') returning id is not null and length(token) = 16")).toBe("t\nINSERT 0 1")
   }, 180_000)
 })
+
+describe("a source with computed and typed columns", () => {
+  it("mirrors identity, stored and virtual generated columns, an enum array, a domain and jsonb; rows stream, a branch computes as the source does", async () => {
+    await source.query("create database typed")
+    await source.query(
+      `create type mood as enum ('low', 'mid', 'high');
+       create domain positive_cents as bigint check (value > 0);
+       create table public.orders (
+         id bigint generated always as identity primary key,
+         price positive_cents not null,
+         quantity int not null,
+         total bigint generated always as (price * quantity) stored,
+         doubled bigint generated always as (quantity * 2) virtual,
+         moods mood[] not null default '{}',
+         attrs jsonb);
+       insert into public.orders (price, quantity, moods, attrs) values (250, 3, '{low,high}', '{"gift": true}');`,
+      "typed"
+    )
+    const { connectorId: id } = await readyConnector(scion, { orgId, memberToken: tokens.member, adminToken: tokens.admin, source, database: "typed", name: "typed" })
+    await source.query("insert into public.orders (price, quantity, moods) values (100, 5, '{mid}')", "typed")
+    const rows = "select id::int, total::int, doubled::int, moods::text, attrs->>'gift' as gift from public.orders order by id"
+    await waitFor("the second row on the mirror", async () => (await queryEngine(scion, id, rows)).rows.length === 2)
+    expect((await queryEngine(scion, id, rows)).rows).toEqual((await source.query(rows, "typed")).rows)
+    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: id, name: "typed-branch", service_type: "postgres" } })
+    expect(created.status, scion.explain(created)).toBe(202)
+    const operation = await settleOperation(scion, created.body.operation_id, tokens.member, 120_000)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    expect(psql(operation.result.branch_url, "insert into public.orders (price, quantity) values (7, 6) returning id, total, doubled").split("\n")[0]).toBe("3|42|12")
+    expect(() => psql(operation.result.branch_url, "insert into public.orders (price, quantity) values (-1, 1)")).toThrow(/positive_cents_check/)
+  }, 180_000)
+})
