@@ -296,6 +296,23 @@ describe("captured schema changes", () => {
 
   it("a migration with every DDL kind, run under continuous writes, is followed: a new branch equals the source", () => migrateAndCompare(source, connectorId))
 
+  it("an extension made on the source, then a column of its type, is followed: the mirror makes the extension first", async () => {
+    await source.query("create extension hstore")
+    await source.query("alter table public.vouchers add column meta hstore")
+    await source.query("insert into public.vouchers values ('HSTORE-1', 3, 'tier=>gold')")
+    await waitFor("the row with its hstore on the mirror", async () =>
+      (await queryEngine(scion, connectorId, "select meta -> 'tier' as tier from public.vouchers where code = 'HSTORE-1'").catch(() => ({ rows: [] }))).rows[0]?.tier === "gold"
+    , 30_000)
+    // Listed once the follower has read the mirror's results.
+    let made: Record<string, any> | undefined
+    await waitFor("the extension listed among the schema changes", async () => {
+      const listed = (await scion.request("GET", `/v1/connectors/${connectorId}/schema-changes`, { token: tokens.viewer })).body.changes as Array<Record<string, any>>
+      made = listed.find((c) => c.command_tag === "CREATE EXTENSION")
+      return made !== undefined
+    }, 30_000)
+    expect(made).toMatchObject({ mode: "captured", status: "applied", actions: ["create extension if not exists hstore with schema public"] })
+  })
+
   it("schema-changes: limit and offset, 422 outside their bounds, 404 for other orgs, readable by viewers", async () => {
     const all = (await schemaChanges("?limit=5000")).body.changes
     expect(all.length).toBeGreaterThan(3)

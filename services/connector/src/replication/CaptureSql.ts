@@ -126,11 +126,20 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
      rel oid;
      tables jsonb := '[]';
      types jsonb := '[]';
+     extensions jsonb := '[]';
      seen oid[] := '{}';
      identity text;
      scope record;
    begin
      for command in select * from pg_event_trigger_ddl_commands() loop
+       -- An extension made (it has no schema of its own): the mirror makes it too, where the
+       -- source has it, before a table uses its types or functions.
+       if command.classid = 'pg_extension'::regclass and not command.in_extension then
+         extensions := extensions || coalesce((select jsonb_build_array(jsonb_build_object('name', e.extname, 'schema', n.nspname))
+                                               from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.oid = command.objid), '[]');
+         identity := coalesce(identity, command.object_identity);
+         continue;
+       end if;
        continue when command.in_extension or command.schema_name is null
          or command.schema_name in ('scion', 'pg_catalog', 'information_schema')
          or command.schema_name like 'pg\\_temp%' or command.schema_name like 'pg\\_toast%';
@@ -169,11 +178,11 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
          end;
        end loop;
      end loop;
-     if jsonb_array_length(tables) = 0 and jsonb_array_length(types) = 0 then
+     if jsonb_array_length(tables) = 0 and jsonb_array_length(types) = 0 and jsonb_array_length(extensions) = 0 then
        return;
      end if;
      insert into scion.schema_log (command_tag, object_identity, statement, change)
-     values (tg_tag, identity, left(current_query(), 4000), jsonb_build_object('tables', tables, 'types', types, 'dropped', '[]'::jsonb));
+     values (tg_tag, identity, left(current_query(), 4000), jsonb_build_object('tables', tables, 'types', types, 'extensions', extensions, 'dropped', '[]'::jsonb));
    exception when others then
      raise warning 'scion: schema change not captured (%): %', tg_tag, sqlerrm;
    end
@@ -525,6 +534,13 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
        return null;
      end if;
      begin
+       for item in select * from jsonb_array_elements(coalesce(change->'extensions', '[]')) loop
+         touched := true;
+         execute format('create schema if not exists %I', item->>'schema');
+         stmt := format('create extension if not exists %I with schema %I', item->>'name', item->>'schema');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end loop;
        for item in select * from jsonb_array_elements(coalesce(change->'types', '[]')) loop
          if exists (select 1 from scion.selection s where s.schema_name in ('*', item->>'schema'))
             or exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = item->>'schema' and t.typname = item->>'name') then
