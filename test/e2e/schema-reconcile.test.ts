@@ -253,4 +253,15 @@ describe("schema changes without capture", () => {
     ])
     expect((await connector()).branching_engine_status).toBe("ready")
   }, 180_000)
+
+  it("an extension made on the source, then a column of its type: the mirror makes the extension, then follows the column", async () => {
+    await source.query("create extension citext")
+    await source.query("alter table public.users add column nick citext")
+    await source.query("insert into public.users (mail, nick) values ('nick@example.com', 'Nick')")
+    await waitFor("the column and the row on the mirror", async () =>
+      (await onMirror("select count(*)::int as n from public.users where nick = 'NICK'").catch(() => []))[0]?.n === 1
+    , 60_000)
+    expect(await onMirror("select extname from pg_extension where extname = 'citext'")).toEqual([{ extname: "citext" }])
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 90_000)
 })

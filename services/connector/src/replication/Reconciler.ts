@@ -1,5 +1,5 @@
 import { Effect, Option } from "effect"
-import { quoteIdent } from "@scion/kit"
+import { quoteIdent, quoteLiteral } from "@scion/kit"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
 import { slotPosition } from "./SlotSql.js"
@@ -95,6 +95,10 @@ export interface FollowedTable extends Record<string, unknown> {
   readonly reconcile_after: string | null
 }
 
+/** The extensions the mirror has, read on the caller's short session with the tables it follows. */
+export const mirrorExtensions = (mirror: PgSession) =>
+  Effect.map(mirror.query<{ name: string }>("select extname as name from pg_extension order by 1"), (rows) => rows.map((row) => row.name))
+
 /** The tables the mirror follows (its `scion.mirror_tables`), read on the caller's short session. */
 export const followedTables = (mirror: PgSession) =>
   mirror.query<FollowedTable>("select source_relid::text as source_relid, snapshot, reconcile_after::text as reconcile_after from scion.mirror_tables order by source_relid")
@@ -128,6 +132,8 @@ export const reconcile = (input: {
   readonly connectorId: string
   readonly slotName: string
   readonly followed: ReadonlyArray<FollowedTable>
+  /** The mirror's extensions (`mirrorExtensions`): a change applied makes the source's missing ones first. */
+  readonly mirrorExtensions: ReadonlyArray<string>
   readonly erroring: boolean
   readonly source: PgSession
   readonly changes: SchemaChangesRepo
@@ -163,11 +169,26 @@ export const reconcile = (input: {
     }
     const nothingMoved = Option.none<ReadonlyArray<string>>()
     if (toApply.length === 0) return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
+    // Extensions the source has and the mirror lacks (one made since setup): a change may use
+    // their types or functions, so they are made first. Only when changes apply: a round that
+    // changes nothing does not open the mirror for them.
+    const sourceExtensions = yield* source.query<{ name: string; schema: string }>(
+      "select e.extname as name, n.nspname as schema from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname <> 'plpgsql' order by 1"
+    )
+    const missingExtensions = sourceExtensions.filter((extension) => !input.mirrorExtensions.includes(extension.name))
     // Each change in one transaction on the mirror: the table and the snapshot it follows move
     // together. The first that fails ends the pass (the lock's own failure, the engine
     // unreachable, ends the round: it is no drift).
     const done = yield* input.onMirrorUnderCopyLock((mirror) =>
       Effect.gen(function* () {
+        for (const extension of missingExtensions) {
+          yield* mirror.query(`create schema if not exists ${quoteIdent(extension.schema)}`)
+          // One the engine cannot make is left out (a change that needs it fails, naming it).
+          yield* mirror.query(
+            `do $scion$ begin create extension if not exists ${quoteIdent(extension.name)} with schema ${quoteIdent(extension.schema)};
+             exception when others then raise warning 'scion: the source''s extension % could not be made on the mirror: %', ${quoteLiteral(extension.name)}, sqlerrm; end $scion$`
+          )
+        }
         const applied: Array<{ readonly change: Change; readonly actions: ReadonlyArray<string> }> = []
         let failed = Option.none<{ readonly change: Change; readonly error: string }>()
         for (const change of toApply) {
