@@ -40,6 +40,27 @@ export type SourceQuery = <R extends Record<string, unknown>>(text: string, valu
 
 export const qualified = (table: TableRef) => `${quoteIdent(table.schema)}.${quoteIdent(table.name)}`
 
+/** An extension of the source database, and the schema it is in there. */
+export interface SourceExtension extends Record<string, unknown> {
+  readonly name: string
+  readonly schema: string
+}
+
+/** The source database's extensions (plpgsql aside, which every database has). */
+export const SOURCE_EXTENSIONS_SQL =
+  "select e.extname as name, n.nspname as schema from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname <> 'plpgsql' order by e.extname"
+
+/**
+ * The statements that make a source extension on the mirror, in the schema the source has it in.
+ * One the engine cannot make is left out with a warning on the mirror (a table or change that
+ * needs it then fails, naming what is missing), so it never fails the rest.
+ */
+export const makeExtension = (extension: SourceExtension): ReadonlyArray<string> => [
+  `create schema if not exists ${quoteIdent(extension.schema)}`,
+  `do $scion$ begin create extension if not exists ${quoteIdent(extension.name)} with schema ${quoteIdent(extension.schema)};
+   exception when others then raise warning 'scion: the source''s extension % could not be made on the mirror: %', ${quoteLiteral(extension.name)}, sqlerrm; end $scion$`
+]
+
 interface ColumnRow extends Record<string, unknown> {
   readonly name: string
   readonly type: string
@@ -120,16 +141,8 @@ export const readMirrorDdl = (query: SourceQuery, tables: ReadonlyArray<TableRef
     // (uuid_generate_v4()) and operator classes (gin_trgm_ops) may be theirs, and branches need
     // them to write. One the engine cannot make is left out with a warning on the mirror; a table
     // that needs it then fails, and the schema step names what the engine lacks.
-    const extensions = yield* query<{ name: string; schema: string }>(
-      "select e.extname as name, n.nspname as schema from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname <> 'plpgsql' order by e.extname"
-    )
-    for (const extension of extensions) {
-      prelude.push(`create schema if not exists ${quoteIdent(extension.schema)}`)
-      prelude.push(
-        `do $scion$ begin create extension if not exists ${quoteIdent(extension.name)} with schema ${quoteIdent(extension.schema)};
-         exception when others then raise warning 'scion: the source''s extension % could not be made on the mirror: %', ${quoteLiteral(extension.name)}, sqlerrm; end $scion$`
-      )
-    }
+    const extensions = yield* query<SourceExtension>(SOURCE_EXTENSIONS_SQL)
+    for (const extension of extensions) prelude.push(...makeExtension(extension))
     const madeTypes = new Set<number>()
     const ensureType = (oid: number): Effect.Effect<void, unknown> =>
       Effect.gen(function* () {

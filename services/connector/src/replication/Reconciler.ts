@@ -1,5 +1,6 @@
 import { Effect, Option } from "effect"
-import { quoteIdent, quoteLiteral } from "@scion/kit"
+import { quoteIdent } from "@scion/kit"
+import { makeExtension, SOURCE_EXTENSIONS_SQL, type SourceExtension } from "../engine/MirrorSchema.js"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
 import { slotPosition } from "./SlotSql.js"
@@ -172,23 +173,14 @@ export const reconcile = (input: {
     // Extensions the source has and the mirror lacks (one made since setup): a change may use
     // their types or functions, so they are made first. Only when changes apply: a round that
     // changes nothing does not open the mirror for them.
-    const sourceExtensions = yield* source.query<{ name: string; schema: string }>(
-      "select e.extname as name, n.nspname as schema from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname <> 'plpgsql' order by 1"
-    )
+    const sourceExtensions = yield* source.query<SourceExtension>(SOURCE_EXTENSIONS_SQL)
     const missingExtensions = sourceExtensions.filter((extension) => !input.mirrorExtensions.includes(extension.name))
     // Each change in one transaction on the mirror: the table and the snapshot it follows move
     // together. The first that fails ends the pass (the lock's own failure, the engine
     // unreachable, ends the round: it is no drift).
     const done = yield* input.onMirrorUnderCopyLock((mirror) =>
       Effect.gen(function* () {
-        for (const extension of missingExtensions) {
-          yield* mirror.query(`create schema if not exists ${quoteIdent(extension.schema)}`)
-          // One the engine cannot make is left out (a change that needs it fails, naming it).
-          yield* mirror.query(
-            `do $scion$ begin create extension if not exists ${quoteIdent(extension.name)} with schema ${quoteIdent(extension.schema)};
-             exception when others then raise warning 'scion: the source''s extension % could not be made on the mirror: %', ${quoteLiteral(extension.name)}, sqlerrm; end $scion$`
-          )
-        }
+        for (const statement of missingExtensions.flatMap(makeExtension)) yield* mirror.query(statement)
         const applied: Array<{ readonly change: Change; readonly actions: ReadonlyArray<string> }> = []
         let failed = Option.none<{ readonly change: Change; readonly error: string }>()
         for (const change of toApply) {
