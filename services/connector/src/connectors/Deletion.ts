@@ -13,7 +13,7 @@ import { Connectors } from "./Connectors.js"
 import { ConnectorsRepo } from "./ConnectorsRepo.js"
 import { DeletionRepo } from "./DeletionRepo.js"
 import { storedPostgresDetails } from "./StoredDetails.js"
-import { ConnectorOperations } from "./Discovery.js"
+import { activeOperation, ConnectorOperations } from "./Discovery.js"
 import { publicationName } from "./GrantScript.js"
 import { type CaptureRelease, releaseCapture } from "../replication/SourceCapture.js"
 import { SourceUnavailable } from "./SchemaIntrospection.js"
@@ -123,12 +123,7 @@ export class Deletion extends Effect.Service<Deletion>()("@scion/connector/Delet
         const found = yield* deletions.lockForDelete(connectorId)
         if (Option.isNone(found)) return yield* new ConnectorNotFound({ connectorId })
         const row = found.value
-        let active = Option.none<string>()
-        if (row.delete_operation_id !== null) {
-          const status = yield* operations.status(row.delete_operation_id)
-          if (Option.isSome(status) && (status.value === "pending" || status.value === "running")) active = Option.some(row.delete_operation_id)
-        }
-        return { locked: row.deletion_locked, active }
+        return { locked: row.deletion_locked, active: yield* activeOperation(operations, row.delete_operation_id) }
       })
 
     const setLock = (locked: boolean) =>

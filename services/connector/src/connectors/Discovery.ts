@@ -84,6 +84,14 @@ export class ConnectorOperations extends Context.Tag("@scion/connector/Connector
   )
 }
 
+/** The operation while it is still pending or running at the operation unit; none once it ended, or when there is none. */
+export const activeOperation = (operations: Context.Tag.Service<ConnectorOperations>, operationId: string | null) =>
+  Effect.gen(function* () {
+    if (operationId === null) return Option.none<string>()
+    const status = yield* operations.status(operationId)
+    return Option.isSome(status) && (status.value === "pending" || status.value === "running") ? Option.some(operationId) : Option.none<string>()
+  })
+
 /** The 202's body: the operation (joined or new) and the prerequisite checks that let it start. */
 export interface DiscoveryStarted {
   readonly operationId: string
@@ -160,12 +168,8 @@ export class Discovery extends Effect.Service<Discovery>()("@scion/connector/Dis
     const discover = tracedFn("Discovery.discover")(function* (principal: Principal, connectorId: string) {
       const connector = yield* visible(principal, connectorId, "connectors.update")
       // Not discoverable while it is being deleted: the delete purges the credentials a discovery reads.
-      if (connector.deleteOperationId !== null) {
-        const deleting = yield* operations.status(connector.deleteOperationId)
-        if (Option.isSome(deleting) && (deleting.value === "pending" || deleting.value === "running")) {
-          return yield* new ConnectorStateInvalid({ connectorId: connector.id, reason: `it is being deleted (operation ${connector.deleteOperationId})` })
-        }
-      }
+      const deleting = yield* activeOperation(operations, connector.deleteOperationId)
+      if (Option.isSome(deleting)) return yield* new ConnectorStateInvalid({ connectorId: connector.id, reason: `it is being deleted (operation ${deleting.value})` })
       const checked = yield* prerequisites(connector)
       if (Option.isNone(checked.details)) return yield* new DiscoveryPrerequisitesFailed({ checks: checked.checks })
       const details = checked.details.value

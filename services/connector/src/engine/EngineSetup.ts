@@ -4,7 +4,7 @@ import { Effect, Either, Option } from "effect"
 import { Connectors, type ConnectorView } from "../connectors/Connectors.js"
 import { ConnectorsRepo } from "../connectors/ConnectorsRepo.js"
 import { storedPostgresDetails } from "../connectors/StoredDetails.js"
-import { type ConnectorOperationType, ConnectorOperations, type StartedStatus } from "../connectors/Discovery.js"
+import { activeOperation as activeOperationOf, type ConnectorOperationType, ConnectorOperations, type StartedStatus } from "../connectors/Discovery.js"
 
 import { isStructure } from "../connectors/SchemaIntrospection.js"
 import { ConnectorStateInvalid, DeleteInProgress, EngineNotSetUp, EngineSetupInProgress, EngineSetupPrerequisitesFailed, RollbackUnavailable } from "../domain/errors.js"
@@ -71,12 +71,7 @@ export class EngineSetup extends Effect.Service<EngineSetup>()("@scion/connector
         Effect.either
       )
 
-    const activeOperation = (operationId: string | null) =>
-      Effect.gen(function* () {
-        if (operationId === null) return Option.none<string>()
-        const status = yield* operations.status(operationId)
-        return Option.isSome(status) && (status.value === "pending" || status.value === "running") ? Option.some(operationId) : Option.none<string>()
-      })
+    const activeOperation = (operationId: string | null) => activeOperationOf(operations, operationId)
 
     /**
      * Inside a transaction: locks the connector row and refuses while a delete or another of its

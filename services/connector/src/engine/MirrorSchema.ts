@@ -24,7 +24,7 @@ export interface TableDdl {
 export interface MirrorDdl {
   readonly schemas: ReadonlyArray<string>
   /** The source database's extensions (plpgsql aside): made first on the mirror, where the engine has them. */
-  readonly extensions: ReadonlyArray<{ readonly name: string; readonly schema: string }>
+  readonly extensions: ReadonlyArray<SourceExtension>
   /** Types and sequences, in dependency order, each guarded so a rerun changes nothing. */
   readonly prelude: ReadonlyArray<string>
   readonly tables: ReadonlyArray<TableDdl>
