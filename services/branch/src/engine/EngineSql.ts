@@ -233,7 +233,8 @@ type OwnedKind = (typeof OWNED_KINDS)[number]
 /**
  * The objects a branch's role is made the owner of: listed on the paused mirror for every copy of
  * the pause, or walked by ownershipBlock in a copy (Scion's own `scion` schema left out: a copy
- * drops it first). Names are quoted and schema-qualified by the
+ * drops it first). Types: enums, domains, ranges (a range's multirange follows it; it cannot be
+ * altered alone) and standalone composites. Names are quoted and schema-qualified by the
  * engine (format %I); a function's by its identity arguments, printed for the default search_path,
  * which the copy's session has too.
  */
@@ -248,7 +249,8 @@ where n.nspname not like 'pg\\_%' and n.nspname not in ('information_schema', 's
   and not (c.relkind = 'S' and exists (select 1 from pg_depend d where d.objid = c.oid and d.classid = 'pg_class'::regclass and d.deptype in ('a', 'i')))
 union all
 select 'type', format('%I.%I', n.nspname, t.typname), 2 from pg_type t join pg_namespace n on n.oid = t.typnamespace
-where n.nspname not like 'pg\\_%' and n.nspname not in ('information_schema', 'scion') and t.typtype in ('e', 'd', 'r', 'm')
+where n.nspname not like 'pg\\_%' and n.nspname not in ('information_schema', 'scion')
+  and (t.typtype in ('e', 'd', 'r') or (t.typtype = 'c' and exists (select 1 from pg_class c where c.oid = t.typrelid and c.relkind = 'c')))
 union all
 select case p.prokind when 'p' then 'procedure' when 'a' then 'aggregate' else 'function' end,
        format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)), 3
