@@ -313,6 +313,54 @@ describe("captured schema changes", () => {
     expect(made).toMatchObject({ mode: "captured", status: "applied", actions: ["create extension if not exists hstore with schema public"] })
   })
 
+  it("types made on the source travel with the tables that use them: a domain, a composite, a range, one in a schema outside the selection", async () => {
+    // Made after setup; `kinds` is not mirrored, so only a table's use brings its type along.
+    await source.query(`
+      create schema kinds;
+      create domain kinds.email as text check (value like '%@%');
+      create domain public.positive_amount as numeric(10, 2) default 1 not null check (value > 0);
+      create type public.address as (street text, city kinds.email);
+      create type public.float_span as range (subtype = float8)`)
+    await source.query("alter table public.users add column contact kinds.email, add column cap public.positive_amount, add column ship_to public.address, add column valid public.float_span")
+    await source.query("insert into public.users (email, contact, cap, ship_to, valid) values ('typed-1@example.com', 'ops@example.com', 12.5, row('1 Main St', 'city@example.com'), '[0.5,2.5)')")
+    const typed = "select contact::text, cap::text, (ship_to).street, valid::text from public.users where email = 'typed-1@example.com'"
+    await waitFor("the typed row on the mirror", async () => (await queryEngine(scion, connectorId, typed).catch(() => ({ rows: [] }))).rows.length === 1, 30_000)
+    expect((await queryEngine(scion, connectorId, typed)).rows).toEqual([{ contact: "ops@example.com", cap: "12.50", street: "1 Main St", valid: "[0.5,2.5)" }])
+
+    // Their definitions are the source's, so a branch refuses what the source refuses.
+    const definitions = `select n.nspname || '.' || t.typname as type, t.typtype::text as kind, format_type(t.typbasetype, t.typtypmod) as base, t.typnotnull as not_null, t.typdefault as "default",
+                                (select string_agg(conname || ' ' || pg_get_constraintdef(c.oid), '; ' order by conname) from pg_constraint c where c.contypid = t.oid and c.contype = 'c') as checks,
+                                (select string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' order by attnum) from pg_attribute where attrelid = t.typrelid and attnum > 0) as attributes,
+                                (select format_type(rngsubtype, null) from pg_range where rngtypid = t.oid) as subtype
+                         from pg_type t join pg_namespace n on n.oid = t.typnamespace
+                         where (n.nspname, t.typname) in (('kinds', 'email'), ('public', 'positive_amount'), ('public', 'address'), ('public', 'float_span')) order by 1`
+    const onSource = (await source.query(definitions)).rows
+    expect(onSource).toHaveLength(4)
+    expect((await queryEngine(scion, connectorId, definitions)).rows).toEqual(onSource)
+
+    // A change of a type alone follows too: a domain's check added, a composite's attribute added.
+    await source.query("alter domain public.positive_amount add constraint below_cap check (value < 1000)")
+    await source.query("alter type public.address add attribute zip text")
+    await source.query("insert into public.users (email, ship_to) values ('typed-2@example.com', row('2 Side St', 'c@example.com', '12345'))")
+    await waitFor("the composite's new attribute on the mirror", async () =>
+      (await queryEngine(scion, connectorId, "select (ship_to).zip from public.users where email = 'typed-2@example.com'").catch(() => ({ rows: [] }))).rows[0]?.zip === "12345"
+    , 30_000)
+    expect((await queryEngine(scion, connectorId, definitions)).rows).toEqual((await source.query(definitions)).rows)
+    // A renamed attribute keeps the values the mirror holds for it.
+    await source.query("alter type public.address rename attribute street to road")
+    await source.query("insert into public.users (email, ship_to) values ('typed-3@example.com', row('3 Road', 'r@example.com', null))")
+    const roads = "select email, (ship_to).road from public.users where email like 'typed-_@example.com' order by 1"
+    await waitFor("the renamed attribute on the mirror", async () => (await queryEngine(scion, connectorId, roads).catch(() => ({ rows: [] }))).rows.length === 3, 30_000)
+    expect((await queryEngine(scion, connectorId, roads)).rows).toEqual([
+      { email: "typed-1@example.com", road: "1 Main St" },
+      { email: "typed-2@example.com", road: "2 Side St" },
+      { email: "typed-3@example.com", road: "3 Road" }
+    ])
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+    const listed = (await scion.request("GET", `/v1/connectors/${connectorId}/schema-changes?limit=20`, { token: tokens.member })).body.changes as Array<Record<string, any>>
+    expect(listed.filter((c) => c.status === "failed")).toEqual([])
+  }, 90_000)
+
   it("schema-changes: limit and offset, 422 outside their bounds, 404 for other orgs, readable by viewers", async () => {
     const all = (await schemaChanges("?limit=5000")).body.changes
     expect(all.length).toBeGreaterThan(3)

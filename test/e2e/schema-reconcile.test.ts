@@ -264,4 +264,30 @@ describe("schema changes without capture", () => {
     expect(await onMirror("select extname from pg_extension where extname = 'citext'")).toEqual([{ extname: "citext" }])
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 90_000)
+
+  it("types follow without capture: a new enum and a domain with the columns that use them, then a label added to the enum", async () => {
+    await source.query(`
+      set role app_owner;
+      create type public.tier as enum ('bronze', 'silver');
+      create domain public.handle as text check (value ~ '^@');
+      alter table public.users add column tier public.tier, add column handle public.handle;
+      update public.users set tier = 'silver', handle = '@tiered' where id = 7;
+      reset role;`)
+    await waitFor("the enum and the domain's row on the mirror", async () =>
+      (await onMirror("select tier::text, handle::text from public.users where id = 7").catch(() => []))[0]?.handle === "@tiered"
+    , 60_000)
+    // A label added changes no table: the rows that use it need it all the same.
+    await source.query("alter type public.tier add value 'gold'")
+    await source.query("update public.users set tier = 'gold' where id = 7")
+    await waitFor("the new label's row on the mirror", async () =>
+      (await onMirror("select tier::text from public.users where id = 7").catch(() => []))[0]?.tier === "gold"
+    , 60_000)
+    const definitions = `select t.typname, (select string_agg(enumlabel, ',' order by enumsortorder) from pg_enum where enumtypid = t.oid) as labels,
+                                (select string_agg(pg_get_constraintdef(c.oid), '; ') from pg_constraint c where c.contypid = t.oid) as checks
+                         from pg_type t where t.typnamespace = 'public'::regnamespace and t.typname in ('tier', 'handle') order by 1`
+    expect(await onMirror(definitions)).toEqual((await source.query(definitions)).rows)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+    const listed = await changes()
+    expect(listed.find((c) => c.object_identity === "public.tier" && c.status === "reconciled")?.actions).toContain("alter type public.tier add value if not exists 'gold' after 'silver'")
+  }, 150_000)
 })

@@ -149,11 +149,15 @@ describe("a source whose tables use extensions", () => {
 })
 
 describe("a source with computed and typed columns", () => {
-  it("mirrors identity, stored and virtual generated columns, an enum array, a domain and jsonb; rows stream, a branch computes as the source does", async () => {
+  it("mirrors identity, stored and virtual generated columns, an enum array, a domain, a composite, a range and jsonb; rows stream, a branch computes as the source does", async () => {
     await source.query("create database typed")
     await source.query(
       `create type mood as enum ('low', 'mid', 'high');
        create domain positive_cents as bigint check (value > 0);
+       create schema kinds;
+       create domain kinds.unit_code as text check (value ~ '^[A-Z]+$');
+       create type dimensions as (width int, height int, unit kinds.unit_code);
+       create type price_band as range (subtype = numeric);
        create table public.orders (
          id bigint generated always as identity primary key,
          price positive_cents not null,
@@ -161,13 +165,15 @@ describe("a source with computed and typed columns", () => {
          total bigint generated always as (price * quantity) stored,
          doubled bigint generated always as (quantity * 2) virtual,
          moods mood[] not null default '{}',
-         attrs jsonb);
-       insert into public.orders (price, quantity, moods, attrs) values (250, 3, '{low,high}', '{"gift": true}');`,
+         attrs jsonb,
+         size dimensions,
+         band price_band);
+       insert into public.orders (price, quantity, moods, attrs, size, band) values (250, 3, '{low,high}', '{"gift": true}', row(20, 30, 'CM'), '[100,200)');`,
       "typed"
     )
     const { connectorId: id } = await readyConnector(scion, { orgId, memberToken: tokens.member, adminToken: tokens.admin, source, database: "typed", name: "typed" })
     await source.query("insert into public.orders (price, quantity, moods) values (100, 5, '{mid}')", "typed")
-    const rows = "select id::int, total::int, doubled::int, moods::text, attrs->>'gift' as gift from public.orders order by id"
+    const rows = "select id::int, total::int, doubled::int, moods::text, attrs->>'gift' as gift, size::text, band::text from public.orders order by id"
     await waitFor("the second row on the mirror", async () => (await queryEngine(scion, id, rows)).rows.length === 2)
     expect((await queryEngine(scion, id, rows)).rows).toEqual((await source.query(rows, "typed")).rows)
     const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: id, name: "typed-branch", service_type: "postgres" } })
@@ -176,5 +182,10 @@ describe("a source with computed and typed columns", () => {
     expect(operation.status, JSON.stringify(operation)).toBe("completed")
     expect(psql(operation.result.branch_url, "insert into public.orders (price, quantity) values (7, 6) returning id, total, doubled").split("\n")[0]).toBe("3|42|12")
     expect(() => psql(operation.result.branch_url, "insert into public.orders (price, quantity) values (-1, 1)")).toThrow(/positive_cents_check/)
+    // The composite's domain (in a schema the selection does not hold) checks as on the source.
+    expect(psql(operation.result.branch_url, "insert into public.orders (price, quantity, size, band) values (1, 1, row(1, 2, 'MM'), '[1,2]') returning (size).unit, band").split("\n")[0]).toBe("MM|[1,2]")
+    expect(() => psql(operation.result.branch_url, "insert into public.orders (price, quantity, size) values (1, 1, row(1, 2, 'mm'))")).toThrow(/unit_code_check/)
+    // The branch's role owns the types, so a migration can change them.
+    expect(psql(operation.result.branch_url, "alter type public.dimensions add attribute depth int; alter type public.price_band rename to band_range; select 'migrated'")).toContain("migrated")
   }, 180_000)
 })

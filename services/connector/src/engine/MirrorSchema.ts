@@ -1,9 +1,11 @@
 import { Effect } from "effect"
 import { quoteIdent, quoteLiteral } from "@scion/kit"
+import { TABLE_TYPES_SQL } from "../replication/CaptureSql.js"
 
 /**
  * The mirror's DDL, read from the source's catalog (ARCHITECTURE.md, "The branching engine"):
- * the source database's extensions, schemas, enum and domain types, sequences named by column defaults, columns with types,
+ * the source database's extensions, schemas, the user-defined types the tables use (enums, domains,
+ * composites, ranges), sequences named by column defaults, columns with types,
  * defaults, identity and generated expressions, primary/unique/check/exclusion constraints,
  * indexes, and foreign keys among the mirrored tables only. The source session runs with
  * `search_path = pg_catalog`, so every name Postgres prints is schema-qualified.
@@ -25,7 +27,7 @@ export interface MirrorDdl {
   readonly schemas: ReadonlyArray<string>
   /** The source database's extensions (plpgsql aside): made first on the mirror, where the engine has them. */
   readonly extensions: ReadonlyArray<SourceExtension>
-  /** Types and sequences, in dependency order, each guarded so a rerun changes nothing. */
+  /** Types (through the mirror's `scion.ensure_type`) and sequences, in dependency order, each guarded so a rerun changes nothing. */
   readonly prelude: ReadonlyArray<string>
   readonly tables: ReadonlyArray<TableDdl>
 }
@@ -68,26 +70,12 @@ interface ColumnRow extends Record<string, unknown> {
   readonly default_expr: string | null
   readonly identity: string
   readonly generated: string
-  readonly type_oid: number
-  readonly elem_oid: number
   readonly collation: string | null
-}
-
-interface UserTypeRow extends Record<string, unknown> {
-  readonly oid: number
-  readonly schema: string
-  readonly name: string
-  readonly typtype: string
-  readonly base_oid: number
-  readonly base_type: string | null
-  readonly not_null: boolean
-  readonly elem_oid: number
 }
 
 const COLUMNS_SQL = `
   select a.attname as name, format_type(a.atttypid, a.atttypmod) as type, a.attnotnull as not_null,
          pg_get_expr(d.adbin, d.adrelid) as default_expr, a.attidentity as identity, a.attgenerated as generated,
-         a.atttypid::int as type_oid, t.typelem::int as elem_oid,
          case when a.attcollation <> t.typcollation and a.attcollation <> 0
               then (select quote_ident(n.nspname) || '.' || quote_ident(c.collname) from pg_collation c join pg_namespace n on n.oid = c.collnamespace where c.oid = a.attcollation)
          end as collation
@@ -110,13 +98,6 @@ const INDEXES_SQL = `
   where i.indrelid = $1::regclass
     and not exists (select 1 from pg_constraint c where c.conindid = i.indexrelid and c.conrelid = i.indrelid)
   order by i.indexrelid`
-
-const TYPE_SQL = `
-  select t.oid::int as oid, n.nspname as schema, t.typname as name, t.typtype, t.typbasetype::int as base_oid,
-         case when t.typtype = 'd' then format_type(t.typbasetype, t.typtypmod) end as base_type,
-         t.typnotnull as not_null, t.typelem::int as elem_oid
-  from pg_type t join pg_namespace n on n.oid = t.typnamespace
-  where t.oid = $1 and n.nspname not in ('pg_catalog', 'information_schema')`
 
 /** The regclass text Postgres prints for `nextval('…'::regclass)` defaults. */
 const sequencesIn = (expression: string): ReadonlyArray<string> =>
@@ -143,42 +124,11 @@ export const readMirrorDdl = (query: SourceQuery, tables: ReadonlyArray<TableRef
     // that needs it then fails, and the schema step names what the engine lacks.
     const extensions = yield* query<SourceExtension>(SOURCE_EXTENSIONS_SQL)
     for (const extension of extensions) prelude.push(...makeExtension(extension))
-    const madeTypes = new Set<number>()
-    const ensureType = (oid: number): Effect.Effect<void, unknown> =>
-      Effect.gen(function* () {
-        if (oid === 0 || madeTypes.has(oid)) return
-        madeTypes.add(oid)
-        const [type] = yield* query<UserTypeRow>(TYPE_SQL, [oid])
-        if (type === undefined) return // built in
-        const name = `${quoteIdent(type.schema)}.${quoteIdent(type.name)}`
-        const guard = (statement: string) =>
-          `do $scion$ begin if not exists (select from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = ${quoteLiteral(type.schema)} and t.typname = ${quoteLiteral(type.name)}) then ${statement}; end if; end $scion$`
-        switch (type.typtype) {
-          case "e": {
-            const labels = yield* query<{ label: string }>("select enumlabel as label from pg_enum where enumtypid = $1 order by enumsortorder", [oid])
-            prelude.push(`create schema if not exists ${quoteIdent(type.schema)}`)
-            prelude.push(guard(`create type ${name} as enum (${labels.map((l) => quoteLiteral(l.label)).join(", ")})`))
-            return
-          }
-          case "d": {
-            yield* ensureType(type.base_oid)
-            const checks = yield* query<{ definition: string; name: string }>(
-              "select conname as name, pg_get_constraintdef(oid) as definition from pg_constraint where contypid = $1 order by conname",
-              [oid]
-            )
-            const parts = [`create domain ${name} as ${type.base_type}`, ...(type.not_null ? ["not null"] : []), ...checks.map((c) => `constraint ${quoteIdent(c.name)} ${c.definition}`)]
-            prelude.push(`create schema if not exists ${quoteIdent(type.schema)}`)
-            prelude.push(guard(parts.join(" ")))
-            return
-          }
-          case "b":
-            // An array of a user type: make its element type.
-            if (type.elem_oid !== 0) yield* ensureType(type.elem_oid)
-            return
-          default:
-            return yield* Effect.fail(new UnsupportedDdl(`type ${type.schema}.${type.name} (${type.typtype === "c" ? "composite" : type.typtype === "r" ? "range" : type.typtype}) cannot be mirrored yet`))
-        }
-      })
+    // The user-defined types the tables use, in the order they must be made, as the same
+    // snapshots captured and reconciled changes carry; the mirror's `scion.ensure_type` (installed
+    // before the schema step's DDL) makes each, so setup and every later change agree on a type.
+    const [used] = yield* query<{ types: ReadonlyArray<Record<string, unknown>> }>(TABLE_TYPES_SQL, [[...selectedOids.keys()]])
+    for (const type of used?.types ?? []) prelude.push(`select scion.ensure_type(${quoteLiteral(JSON.stringify(type))}::jsonb)`)
 
     const ddl: Array<TableDdl> = []
     const schemas = new Set<string>()
@@ -189,8 +139,6 @@ export const readMirrorDdl = (query: SourceQuery, tables: ReadonlyArray<TableRef
       if (columns.length === 0) return yield* Effect.fail(new UnsupportedDdl(`table ${table.schema}.${table.name} no longer exists on the source (run discovery again)`))
       const definitions: Array<string> = []
       for (const column of columns) {
-        yield* ensureType(column.type_oid)
-        if (column.elem_oid !== 0) yield* ensureType(column.elem_oid)
         let definition = `${quoteIdent(column.name)} ${column.type}`
         if (column.collation !== null) definition += ` collate ${column.collation}`
         if (column.generated === "s" || column.generated === "v") {

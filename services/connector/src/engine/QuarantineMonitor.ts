@@ -10,7 +10,7 @@ import { onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession, try
 import { dropSubscriptionKeepingSlot, emptyMirroredTables } from "./EngineReplication.js"
 import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
-import { type Drift, type FollowedTable, followedTables, mirrorExtensions, reconcile } from "../replication/Reconciler.js"
+import { type Drift, type FollowedTable, followedTables, mirrorExtensions, mirrorTypes, reconcile, type TypeSnapshot } from "../replication/Reconciler.js"
 import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
 import { ConnectorOperations } from "../connectors/Discovery.js"
 import { startPipelineOperation } from "../replication/Pipelines.js"
@@ -344,7 +344,12 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
      * that cannot be applied is answered for quarantine. The slot's lag comes from the same
      * source session, and so does the publication's coverage (unknown when the source could not be asked).
      */
-    const reconcileDrift = (engine: EngineRow, running: Engine, facts: MirrorFacts, followed: ReadonlyArray<FollowedTable>, extensions: ReadonlyArray<string>) =>
+    const reconcileDrift = (
+      engine: EngineRow,
+      running: Engine,
+      facts: MirrorFacts,
+      mirror: { readonly followed: ReadonlyArray<FollowedTable>; readonly extensions: ReadonlyArray<string>; readonly types: ReadonlyArray<TypeSnapshot> }
+    ) =>
       Effect.gen(function* () {
         const unknown = { applied: 0, pending: 0, drift: Option.none<Drift>(), mirroredTables: Option.none<ReadonlyArray<string>>(), source: SOURCE_UNKNOWN }
         const details = yield* sourceOf(engine.connector_id)
@@ -359,8 +364,9 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               reconcile({
                 connectorId: engine.connector_id,
                 slotName: engine.slot_name,
-                followed,
-                mirrorExtensions: extensions,
+                followed: mirror.followed,
+                mirrorExtensions: mirror.extensions,
+                mirrorTypes: mirror.types,
                 erroring,
                 source,
                 changes,
@@ -415,10 +421,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         if (engine.schema_follow === "reconcile") {
           // One short session on the mirror for the round: its facts and the tables it follows,
           // read before the source is compared (the mirror is not held meanwhile).
-          const { facts, followed, extensions } = yield* onMirror(running.value, engine, (mirror) =>
-            Effect.all({ facts: readMirror(engine, mirror), followed: followedTables(mirror), extensions: mirrorExtensions(mirror) })
+          const { facts, ...mirrored } = yield* onMirror(running.value, engine, (mirror) =>
+            Effect.all({ facts: readMirror(engine, mirror), followed: followedTables(mirror), extensions: mirrorExtensions(mirror), types: mirrorTypes(mirror) })
           )
-          const outcome = yield* reconcileDrift(engine, running.value, facts, followed, extensions)
+          const outcome = yield* reconcileDrift(engine, running.value, facts, mirrored)
           if (Option.isSome(outcome.drift)) {
             const d = outcome.drift.value
             return yield* quarantine(

@@ -19,7 +19,7 @@ import { PipelinesRepo } from "../replication/PipelinesRepo.js"
 import { EngineSetupRepo } from "./EngineSetupRepo.js"
 import type { ReadinessRepo } from "./ReadinessRepo.js"
 import { wholeSchemasOf } from "../replication/CaptureSql.js"
-import { prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
+import { installMirrorFollowing, prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
 import { ENGINE_SETUP_JOB, EngineSetupPayload, type MirrorPlan, setupPrerequisites, stepFailed } from "./SetupPlan.js"
 import { recordReadiness } from "./ReadinessEvidence.js"
 import { slotPosition } from "../replication/SlotSql.js"
@@ -378,8 +378,11 @@ const buildMirror = (run: SetupRun, basis: SetupBasis, engine: Engine, prepared:
     // mirror's objects once for all its copies (a roll-out runs on an engine that was ready).
     yield* onSetupMirrorUnderLock(run, engine, database, "schema", (mirror) =>
       Effect.gen(function* () {
+        // Scion's objects first (the capture log's apply trigger, in both modes): the schema's
+        // types are made by the same function that follows them later.
+        yield* installMirrorFollowing(mirror).pipe(Effect.mapError((e) => stepFailed("schema", e)))
         yield* createMirrorTables(mirror, prepared)
-        // The mirror's bookkeeping (and the capture log's apply trigger) in both modes.
+        // The mirror's bookkeeping.
         yield* prepareMirror(mirror, { ...prepared.capture, tables: basis.refs.map(qualified) }).pipe(Effect.mapError((e) => stepFailed("schema", e)))
       })
     )

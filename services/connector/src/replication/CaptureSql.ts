@@ -5,7 +5,8 @@
  *
  * On the source, event triggers record each DDL command that touches a user schema into
  * `scion.schema_log` — not the statement to replay but the state it left: a snapshot of every
- * table it touched (columns by attnum, constraints, indexes) and of every enum type. The log
+ * table it touched (columns by attnum, constraints, indexes) with the types its columns use, and
+ * of every user-defined type made or changed (enum, domain, composite, range). The log
  * table is in the connector's publication. On the mirror, a trigger enabled ALWAYS on the
  * replicated log table diffs each snapshot against what the mirror holds and alters the mirror,
  * inside the apply worker's transaction: a row that needs a new column arrives after the column
@@ -83,17 +84,105 @@ export const TABLE_SNAPSHOT_SQL = `
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
   where c.oid = $1::oid and c.relkind in ('r', 'p')`
 
+/**
+ * The user-defined types that `roots` (an expression of type oid[]) need, as snapshots in the
+ * order they must be made: enums, domains, standalone composites and ranges, followed through
+ * domain bases, arrays' elements, composites' attributes and ranges' subtypes, each after every
+ * type it uses. Types of extensions are the extension's to make. Run with search_path =
+ * pg_catalog, so the names printed are schema-qualified on either side and compare as text.
+ */
+const typeSnapshotsSql = (roots: string) => `
+  with recursive walk(oid, depth, path) as (
+    select r.oid, 0, array[r.oid] from unnest(${roots}) as r(oid)
+    union all
+    select d.dep, w.depth + 1, w.path || d.dep
+    from walk w
+    cross join lateral (
+      select t.typbasetype as dep from pg_type t where t.oid = w.oid and t.typtype = 'd'
+      union all
+      select t.typelem from pg_type t join pg_type e on e.oid = t.typelem and e.typarray = t.oid where t.oid = w.oid
+      union all
+      select a.atttypid from pg_type t join pg_class c on c.oid = t.typrelid and c.relkind = 'c'
+        join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped where t.oid = w.oid
+      union all
+      select r.rngsubtype from pg_range r where r.rngtypid = w.oid
+    ) d
+    where d.dep <> 0 and not d.dep = any(w.path)
+  ), ranked as (select oid, max(depth) as depth from walk group by oid)
+  select coalesce(jsonb_agg(
+    jsonb_build_object('schema', n.nspname, 'name', t.typname, 'kind', t.typtype::text) || case t.typtype
+      when 'e' then jsonb_build_object('labels', (select jsonb_agg(e.enumlabel order by e.enumsortorder) from pg_enum e where e.enumtypid = t.oid))
+      when 'd' then jsonb_build_object(
+        'base_type', format_type(t.typbasetype, t.typtypmod),
+        'not_null', t.typnotnull,
+        'default', pg_get_expr(t.typdefaultbin, 0),
+        'collation', (select quote_ident(cn.nspname) || '.' || quote_ident(co.collname) from pg_collation co join pg_namespace cn on cn.oid = co.collnamespace
+                      where co.oid = t.typcollation and t.typcollation <> (select b.typcollation from pg_type b where b.oid = t.typbasetype)),
+        'checks', coalesce((select jsonb_agg(jsonb_build_object('name', k.conname, 'definition', pg_get_constraintdef(k.oid)) order by k.conname)
+                            from pg_constraint k where k.contypid = t.oid and k.contype = 'c'), '[]'::jsonb))
+      when 'c' then jsonb_build_object('attributes', coalesce((
+        select jsonb_agg(jsonb_build_object(
+                 'name', a.attname,
+                 'type', format_type(a.atttypid, a.atttypmod),
+                 'collation', (select quote_ident(cn.nspname) || '.' || quote_ident(co.collname) from pg_collation co join pg_namespace cn on cn.oid = co.collnamespace
+                               where co.oid = a.attcollation and a.attcollation <> (select b.typcollation from pg_type b where b.oid = a.atttypid))
+               ) order by a.attnum)
+        from pg_attribute a where a.attrelid = t.typrelid and a.attnum > 0 and not a.attisdropped), '[]'::jsonb))
+      when 'r' then (
+        select jsonb_build_object(
+                 'subtype', format_type(r.rngsubtype, null),
+                 'collation', (select quote_ident(cn.nspname) || '.' || quote_ident(co.collname) from pg_collation co join pg_namespace cn on cn.oid = co.collnamespace
+                               where co.oid = r.rngcollation and r.rngcollation <> (select b.typcollation from pg_type b where b.oid = r.rngsubtype)),
+                 -- Only a built-in difference function can be named on the mirror (it only speeds up GiST).
+                 'subtype_diff', (select 'pg_catalog.' || quote_ident(f.proname) from pg_proc f where f.oid = r.rngsubdiff and f.pronamespace = 'pg_catalog'::regnamespace))
+        from pg_range r where r.rngtypid = t.oid)
+    end
+    order by ranked.depth desc, n.nspname, t.typname), '[]'::jsonb) as types
+  from ranked join pg_type t on t.oid = ranked.oid join pg_namespace n on n.oid = t.typnamespace
+  where t.typtype in ('e', 'd', 'c', 'r') and n.nspname not in ('pg_catalog', 'information_schema')
+    and (t.typtype <> 'c' or exists (select from pg_class c where c.oid = t.typrelid and c.relkind = 'c'))
+    and not exists (select from pg_depend x where x.classid = 'pg_type'::regclass and x.objid = t.oid and x.deptype = 'e')`
+
+/** The columns' types of the tables $1 (oid[]) as `typeSnapshotsSql` answers them. */
+const columnTypesOf = (relids: string) =>
+  `array(select a.atttypid from pg_attribute a where a.attrelid = any(${relids}) and a.attnum > 0 and not a.attisdropped)`
+
+/**
+ * The user-defined types the tables $1 (oid[]) use, in the order they must be made (one row,
+ * `types`): what the capture sends with a table's snapshot, what reconciliation compares on
+ * both sides and what setup makes before the tables. Run with search_path = pg_catalog.
+ */
+export const TABLE_TYPES_SQL = typeSnapshotsSql(columnTypesOf("$1::oid[]"))
+
+/** `TABLE_TYPES_SQL` for the tables the mirror follows, read on the mirror (its own oids for the same tables). */
+export const MIRROR_TABLE_TYPES_SQL = typeSnapshotsSql(
+  columnTypesOf("array(select to_regclass(format('%I.%I', m.schema_name, m.table_name))::oid from scion.mirror_tables m)")
+)
+
 const SNAPSHOT_FUNCTIONS = `
 create or replace function scion.table_snapshot(rel oid) returns jsonb
 language sql stable set search_path = pg_catalog as $fn$
 ${TABLE_SNAPSHOT_SQL.replace("$1::oid", "rel")}
 $fn$;
 
+create or replace function scion.type_snapshots(roots oid[]) returns jsonb
+language sql stable set search_path = pg_catalog as $fn$
+${typeSnapshotsSql("roots")}
+$fn$;
+
+create or replace function scion.column_types(rel oid) returns jsonb
+language sql stable set search_path = pg_catalog as $fn$
+${typeSnapshotsSql(columnTypesOf("array[rel]"))}
+$fn$;
+
+-- A type made or changed (null unless user-defined), with the types it needs ('requires', in
+-- order): the mirror makes those too, though they may live in a schema it does not mirror.
 create or replace function scion.type_snapshot(typ oid) returns jsonb
 language sql stable set search_path = pg_catalog as $fn$
-  select jsonb_build_object('schema', n.nspname, 'name', t.typname, 'kind', t.typtype::text,
-           'labels', (select jsonb_agg(e.enumlabel order by e.enumsortorder) from pg_enum e where e.enumtypid = t.oid))
-  from pg_type t join pg_namespace n on n.oid = t.typnamespace where t.oid = typ
+  select (s.types -> -1) || jsonb_build_object('requires', s.types - (-1))
+  from (select scion.type_snapshots(array[typ]) as types) s
+  join pg_type t on t.oid = typ join pg_namespace n on n.oid = t.typnamespace
+  where s.types -> -1 ->> 'schema' = n.nspname and s.types -> -1 ->> 'name' = t.typname
 $fn$;`
 
 /**
@@ -126,6 +215,9 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
      rel oid;
      tables jsonb := '[]';
      types jsonb := '[]';
+     table_types jsonb := '[]';
+     typ oid;
+     snap jsonb;
      extensions jsonb := '[]';
      seen oid[] := '{}';
      identity text;
@@ -149,18 +241,29 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
          select case when c.relkind in ('r', 'p') then c.oid
                      when c.relkind in ('i', 'I') then (select x.indrelid from pg_index x where x.indexrelid = c.oid) end
            into rel from pg_class c where c.oid = command.objid;
+         -- A composite type's attributes live in pg_class (ALTER TYPE … ADD ATTRIBUTE).
+         typ := (select c.reltype from pg_class c where c.oid = command.objid and c.relkind = 'c');
        elsif command.classid = 'pg_constraint'::regclass then
-         select nullif(k.conrelid, 0) into rel from pg_constraint k where k.oid = command.objid;
+         -- A table's constraint, or a domain's check (ALTER DOMAIN … ADD CONSTRAINT).
+         select nullif(k.conrelid, 0), nullif(k.contypid, 0) into rel, typ from pg_constraint k where k.oid = command.objid;
        elsif command.classid = 'pg_type'::regclass then
-         if exists (select 1 from pg_type t where t.oid = command.objid and t.typtype = 'e') then
-           types := types || jsonb_build_array(scion.type_snapshot(command.objid));
+         typ := command.objid;
+       end if;
+       if typ is not null then
+         snap := scion.type_snapshot(typ);
+         if snap is not null then
+           types := types || jsonb_build_array(snap);
          end if;
+         typ := null;
        end if;
        continue when rel is null or rel = any(seen);
        seen := seen || rel;
        -- Partitions replicate through their root.
        continue when not exists (select 1 from pg_class c where c.oid = rel and c.relkind in ('r', 'p') and not c.relispartition);
        tables := tables || jsonb_build_array(scion.table_snapshot(rel));
+       -- The types its columns use travel with it: the mirror may lack one made before setup
+       -- that no mirrored table used then, or one in a schema it does not mirror whole.
+       table_types := table_types || jsonb_build_array(jsonb_build_object('relid', rel::bigint, 'types', scion.column_types(rel)));
        -- A table in a schema a publication mirrors whole joins it once it can replicate updates and
        -- deletes (adding one without a replica identity would make the source refuse them).
        for scope in
@@ -182,7 +285,7 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
        return;
      end if;
      insert into scion.schema_log (command_tag, object_identity, statement, change)
-     values (tg_tag, identity, left(current_query(), 4000), jsonb_build_object('tables', tables, 'types', types, 'extensions', extensions, 'dropped', '[]'::jsonb));
+     values (tg_tag, identity, left(current_query(), 4000), jsonb_build_object('tables', tables, 'table_types', table_types, 'types', types, 'extensions', extensions, 'dropped', '[]'::jsonb));
    exception when others then
      raise warning 'scion: schema change not captured (%): %', tg_tag, sqlerrm;
    end
@@ -306,41 +409,139 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      return done;
    end
    $fn$`,
-  `create or replace function scion.ensure_enum(typ jsonb) returns jsonb
+  // A type as the source's snapshot has it (typeSnapshotsSql): made when missing; an enum gains
+  // its new labels in place, a domain its default, not-null and checks, a composite its
+  // attributes. Ranges are made only (their definition cannot change).
+  `create or replace function scion.ensure_type(typ jsonb) returns jsonb
    language plpgsql set search_path = pg_catalog as $fn$
    declare
      done jsonb := '[]';
      stmt text;
      label text;
      previous text;
-     position int;
+     present record;
+     item jsonb;
+     wanted jsonb;
+     target text := format('%I.%I', typ->>'schema', typ->>'name');
    begin
-     if typ->>'kind' <> 'e' then
-       return done;
-     end if;
-     if not exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = typ->>'schema' and t.typname = typ->>'name') then
+     select t.oid, t.typrelid, t.typnotnull, pg_get_expr(t.typdefaultbin, 0) as default_expr into present
+       from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = typ->>'schema' and t.typname = typ->>'name';
+     if not found then
+       stmt := case typ->>'kind'
+         when 'e' then format('create type %s as enum (%s)', target,
+                              (select coalesce(string_agg(quote_literal(l), ', ' order by o), '') from jsonb_array_elements_text(typ->'labels') with ordinality as x(l, o)))
+         when 'd' then format('create domain %s as %s', target, typ->>'base_type')
+                       || coalesce(' collate ' || (typ->>'collation'), '')
+                       || coalesce(' default ' || (typ->>'default'), '')
+                       || case when (typ->>'not_null')::boolean then ' not null' else '' end
+                       || coalesce((select string_agg(format(' constraint %I %s', k->>'name', k->>'definition'), '' order by k->>'name') from jsonb_array_elements(typ->'checks') k), '')
+         when 'c' then format('create type %s as (%s)', target,
+                              (select coalesce(string_agg(format('%I %s', a->>'name', a->>'type') || coalesce(' collate ' || (a->>'collation'), ''), ', ' order by o), '')
+                               from jsonb_array_elements(typ->'attributes') with ordinality as x(a, o)))
+         when 'r' then format('create type %s as range (subtype = %s', target, typ->>'subtype')
+                       || coalesce(', collation = ' || (typ->>'collation'), '')
+                       || coalesce(', subtype_diff = ' || (typ->>'subtype_diff'), '') || ')'
+       end;
+       if stmt is null then
+         return done;
+       end if;
        execute format('create schema if not exists %I', typ->>'schema');
-       stmt := format('create type %I.%I as enum (%s)', typ->>'schema', typ->>'name',
-                      (select coalesce(string_agg(quote_literal(l), ', ' order by o), '') from jsonb_array_elements_text(typ->'labels') with ordinality as x(l, o)));
        execute stmt;
        return done || to_jsonb(stmt);
      end if;
-     for label, position in select l, o from jsonb_array_elements_text(typ->'labels') with ordinality as x(l, o) order by o loop
-       if not exists (select 1 from pg_enum e join pg_type t on t.oid = e.enumtypid join pg_namespace n on n.oid = t.typnamespace
-                      where n.nspname = typ->>'schema' and t.typname = typ->>'name' and e.enumlabel = label) then
-         if previous is null then
-           stmt := format('alter type %I.%I add value if not exists %L before %L', typ->>'schema', typ->>'name', label, typ->'labels'->>1);
-         else
-           stmt := format('alter type %I.%I add value if not exists %L after %L', typ->>'schema', typ->>'name', label, previous);
+     if typ->>'kind' = 'e' then
+       for label in select l from jsonb_array_elements_text(typ->'labels') with ordinality as x(l, o) order by o loop
+         if not exists (select 1 from pg_enum e where e.enumtypid = present.oid and e.enumlabel = label) then
+           if previous is null then
+             stmt := format('alter type %s add value if not exists %L before %L', target, label, typ->'labels'->>1);
+           else
+             stmt := format('alter type %s add value if not exists %L after %L', target, label, previous);
+           end if;
+           execute stmt;
+           done := done || to_jsonb(stmt);
          end if;
+         previous := label;
+       end loop;
+     elsif typ->>'kind' = 'd' then
+       if present.default_expr is distinct from typ->>'default' then
+         stmt := case when typ->>'default' is null then format('alter domain %s drop default', target) else format('alter domain %s set default %s', target, typ->>'default') end;
          execute stmt;
          done := done || to_jsonb(stmt);
        end if;
-       previous := label;
+       if present.typnotnull is distinct from (typ->>'not_null')::boolean then
+         stmt := format('alter domain %s %s not null', target, case when (typ->>'not_null')::boolean then 'set' else 'drop' end);
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+       -- Checks by name: one gone or changed on the source is dropped, then the missing are added.
+       for item in select jsonb_build_object('name', k.conname, 'definition', pg_get_constraintdef(k.oid)) from pg_constraint k where k.contypid = present.oid and k.contype = 'c' loop
+         if not (typ->'checks') @> jsonb_build_array(item) then
+           stmt := format('alter domain %s drop constraint %I', target, item->>'name');
+           execute stmt;
+           done := done || to_jsonb(stmt);
+         end if;
+       end loop;
+       for item in select * from jsonb_array_elements(typ->'checks') loop
+         if not exists (select 1 from pg_constraint k where k.contypid = present.oid and k.contype = 'c' and k.conname = item->>'name') then
+           stmt := format('alter domain %s add constraint %I %s', target, item->>'name', item->>'definition');
+           execute stmt;
+           done := done || to_jsonb(stmt);
+         end if;
+       end loop;
+     elsif typ->>'kind' = 'c' then
+       -- A renamed attribute (the snapshot has no attnums): one the source no longer names whose
+       -- place, among the live attributes, holds a name the mirror lacks, of the same type. A drop
+       -- and an add instead would empty it in every row the mirror holds.
+       for item in select jsonb_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), 'position', row_number() over (order by a.attnum))
+                   from pg_attribute a where a.attrelid = present.typrelid and a.attnum > 0 and not a.attisdropped order by a.attnum loop
+         wanted := typ->'attributes'->((item->>'position')::int - 1);
+         if wanted is not null and wanted->>'type' = item->>'type'
+            and not exists (select 1 from jsonb_array_elements(typ->'attributes') a where a->>'name' = item->>'name')
+            and not exists (select 1 from pg_attribute a where a.attrelid = present.typrelid and a.attnum > 0 and not a.attisdropped and a.attname = wanted->>'name') then
+           stmt := format('alter type %s rename attribute %I to %I', target, item->>'name', wanted->>'name');
+           execute stmt;
+           done := done || to_jsonb(stmt);
+         end if;
+       end loop;
+       -- Then by name: dropped, retyped, then added in the source's order.
+       for item in select jsonb_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod)) from pg_attribute a
+                   where a.attrelid = present.typrelid and a.attnum > 0 and not a.attisdropped order by a.attnum loop
+         wanted := (select a from jsonb_array_elements(typ->'attributes') a where a->>'name' = item->>'name');
+         if wanted is null then
+           stmt := format('alter type %s drop attribute %I', target, item->>'name');
+         elsif wanted->>'type' <> item->>'type' then
+           stmt := format('alter type %s alter attribute %I type %s', target, item->>'name', wanted->>'type');
+         else
+           continue;
+         end if;
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end loop;
+       for item in select a from jsonb_array_elements(typ->'attributes') with ordinality as x(a, o) order by o loop
+         if not exists (select 1 from pg_attribute a where a.attrelid = present.typrelid and a.attnum > 0 and not a.attisdropped and a.attname = item->>'name') then
+           stmt := format('alter type %s add attribute %I %s', target, item->>'name', item->>'type') || coalesce(' collate ' || (item->>'collation'), '');
+           execute stmt;
+           done := done || to_jsonb(stmt);
+         end if;
+       end loop;
+     end if;
+     return done;
+   end
+   $fn$`,
+  // The types a table of a captured change uses, made before the table is (they travel with it).
+  `create or replace function scion.ensure_table_types(change jsonb, relid text) returns jsonb
+   language plpgsql set search_path = pg_catalog as $fn$
+   declare
+     done jsonb := '[]';
+     typ jsonb;
+   begin
+     for typ in select jsonb_array_elements(t->'types') from jsonb_array_elements(coalesce(change->'table_types', '[]')) t where t->>'relid' = relid loop
+       done := done || scion.ensure_type(typ);
      end loop;
      return done;
    end
    $fn$`,
+  "drop function if exists scion.ensure_enum(jsonb)",
   `create or replace function scion.create_table(snap jsonb) returns jsonb
    language plpgsql set search_path = pg_catalog as $fn$
    declare
@@ -520,6 +721,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      outcome text;
      failure text;
      item jsonb;
+     required jsonb;
      mapped record;
      stmt text;
      watermark bigint;
@@ -545,7 +747,10 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
          if exists (select 1 from scion.selection s where s.schema_name in ('*', item->>'schema'))
             or exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = item->>'schema' and t.typname = item->>'name') then
            touched := true;
-           done := done || scion.ensure_enum(item);
+           for required in select jsonb_array_elements(coalesce(item->'requires', '[]')) loop
+             done := done || scion.ensure_type(required);
+           end loop;
+           done := done || scion.ensure_type(item - 'requires');
          end if;
        end loop;
        for item in select * from jsonb_array_elements(coalesce(change->'dropped', '[]')) loop
@@ -571,6 +776,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
          if found then
            continue when NEW.id <= mapped.log_id;
            touched := true;
+           done := done || scion.ensure_table_types(change, item->>'relid');
            done := done || scion.alter_table(mapped.snapshot, item);
            update scion.mirror_tables m set schema_name = item->>'schema', table_name = item->>'name', snapshot = item, log_id = NEW.id
              where m.source_relid = mapped.source_relid;
@@ -581,6 +787,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
            touched := true;
            insert into scion.mirror_tables (source_relid, schema_name, table_name, snapshot, log_id)
              values ((item->>'relid')::bigint, item->>'schema', item->>'name', item, NEW.id);
+           done := done || scion.ensure_table_types(change, item->>'relid');
            done := done || scion.create_table(item);
            added := added || to_jsonb((item->>'schema') || '.' || (item->>'name'));
          end if;

@@ -3,6 +3,7 @@ import { quoteIdent } from "@scion/kit"
 import { makeExtension, SOURCE_EXTENSIONS_SQL, type SourceExtension } from "../engine/MirrorSchema.js"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
+import { MIRROR_TABLE_TYPES_SQL, TABLE_TYPES_SQL } from "./CaptureSql.js"
 import { slotPosition } from "./SlotSql.js"
 import { snapshotOf } from "./SourceCapture.js"
 
@@ -89,6 +90,30 @@ export const describeChange = (prev: Snapshot, next: Snapshot | null) => {
   return parts.length === 0 ? "definition changed" : parts.join(", ")
 }
 
+/** A user-defined type a followed table uses, as `TABLE_TYPES_SQL` reads it on either side. */
+export interface TypeSnapshot extends Record<string, unknown> {
+  readonly schema: string
+  readonly name: string
+  readonly kind: string
+}
+
+/**
+ * The types the mirror's followed tables use, read on the caller's short session with the tables
+ * (names printed as on the source: search_path is pg_catalog for the read only).
+ */
+export const mirrorTypes = (mirror: PgSession) =>
+  Effect.gen(function* () {
+    yield* mirror.query("set search_path = pg_catalog")
+    const [row] = yield* mirror.query<{ types: ReadonlyArray<TypeSnapshot> }>(MIRROR_TABLE_TYPES_SQL)
+    yield* mirror.query("reset search_path")
+    return row?.types ?? []
+  })
+
+const typeLabel = (type: TypeSnapshot) => `${type.schema}.${type.name}`
+
+/** What the mirror does to a type, in words (the schema-changes list's command tag). */
+const typeCommand = (type: TypeSnapshot, present: boolean) => `${present ? "ALTER" : "CREATE"} ${type.kind === "d" ? "DOMAIN" : "TYPE"}`
+
 /** A table the mirror follows: the source's table by oid, the snapshot the mirror was last altered to. */
 export interface FollowedTable extends Record<string, unknown> {
   readonly source_relid: string
@@ -135,6 +160,8 @@ export const reconcile = (input: {
   readonly followed: ReadonlyArray<FollowedTable>
   /** The mirror's extensions (`mirrorExtensions`): a change applied makes the source's missing ones first. */
   readonly mirrorExtensions: ReadonlyArray<string>
+  /** The types the mirror's tables use (`mirrorTypes`): one the source made or changed is made or changed first. */
+  readonly mirrorTypes: ReadonlyArray<TypeSnapshot>
   readonly erroring: boolean
   readonly source: PgSession
   readonly changes: SchemaChangesRepo
@@ -168,8 +195,13 @@ export const reconcile = (input: {
         mirror.query("update scion.mirror_tables set reconcile_after = $2::pg_lsn where source_relid = any($1::bigint[])", [marks.map((t) => t.source_relid), current])
       )
     }
+    // Types are compared whole, every round: an enum's new label changes no table, yet the rows
+    // that use it need it. Making or extending a type never breaks an older row, so they apply at once.
+    const [sourceTypes] = yield* source.query<{ types: ReadonlyArray<TypeSnapshot> }>(TABLE_TYPES_SQL, [input.followed.map((t) => t.source_relid)])
+    const onMirrorTypes = new Map(input.mirrorTypes.map((type) => [typeLabel(type), type]))
+    const typesToApply = (sourceTypes?.types ?? []).filter((type) => !same(onMirrorTypes.get(typeLabel(type)), type))
     const nothingMoved = Option.none<ReadonlyArray<string>>()
-    if (toApply.length === 0) return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
+    if (toApply.length === 0 && typesToApply.length === 0) return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
     // Extensions the source has and the mirror lacks (one made since setup): a change may use
     // their types or functions, so they are made first. Only when changes apply: a round that
     // changes nothing does not open the mirror for them.
@@ -181,13 +213,23 @@ export const reconcile = (input: {
     const done = yield* input.onMirrorUnderCopyLock((mirror) =>
       Effect.gen(function* () {
         for (const statement of missingExtensions.flatMap(makeExtension)) yield* mirror.query(statement)
+        const typesApplied: Array<{ readonly type: TypeSnapshot; readonly actions: ReadonlyArray<string> }> = []
+        let failed = Option.none<{ readonly change: { readonly _tag: "table"; readonly change: Change } | { readonly _tag: "type"; readonly type: TypeSnapshot }; readonly error: string }>()
+        // Each type in a transaction of its own: an enum's new label is usable once committed.
+        for (const type of typesToApply) {
+          const outcome = yield* Effect.either(mirror.query<{ actions: ReadonlyArray<string> }>("select scion.ensure_type($1::jsonb) as actions", [JSON.stringify(type)]))
+          if (outcome._tag === "Left") {
+            failed = Option.some({ change: { _tag: "type", type }, error: outcome.left.reason })
+            break
+          }
+          typesApplied.push({ type, actions: outcome.right[0]?.actions ?? [] })
+        }
         const applied: Array<{ readonly change: Change; readonly actions: ReadonlyArray<string> }> = []
-        let failed = Option.none<{ readonly change: Change; readonly error: string }>()
-        for (const change of toApply) {
+        for (const change of Option.isSome(failed) ? [] : toApply) {
           const outcome = yield* Effect.either(mirror.query("begin").pipe(Effect.zipRight(applyChange(mirror, change)), Effect.tap(() => mirror.query("commit"))))
           if (outcome._tag === "Left") {
             yield* mirror.query("rollback").pipe(Effect.ignore)
-            failed = Option.some({ change, error: outcome.left.reason })
+            failed = Option.some({ change: { _tag: "table", change }, error: outcome.left.reason })
             break
           }
           applied.push({ change, actions: outcome.right })
@@ -195,12 +237,23 @@ export const reconcile = (input: {
         const mirroredTables = applied.some(({ change }) => movesTable(change))
           ? Option.some((yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")).map((row) => row.path))
           : nothingMoved
-        return { applied, failed, mirroredTables }
+        return { typesApplied, applied, failed, mirroredTables }
       })
     )
     // A branch batch is copying the mirror: the changes go in next round.
     if (Option.isNone(done)) return { applied: 0, pending: pending + toApply.length, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
     const { mirroredTables } = done.value
+    for (const { type, actions } of done.value.typesApplied) {
+      if (actions.length === 0) continue
+      yield* input.changes.recordReconciled(input.connectorId, {
+        commandTag: typeCommand(type, onMirrorTypes.has(typeLabel(type))),
+        objectIdentity: typeLabel(type),
+        status: "reconciled",
+        actions,
+        error: null
+      })
+      yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, type: typeLabel(type) }))
+    }
     for (const { change, actions } of done.value.applied) {
       yield* input.changes.recordReconciled(input.connectorId, {
         commandTag: change.next === null ? "DROP TABLE" : "ALTER TABLE",
@@ -211,11 +264,15 @@ export const reconcile = (input: {
       })
       yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, table: change.label, change: change.change }))
     }
-    const applied = done.value.applied.length
+    const applied = done.value.applied.length + done.value.typesApplied.length
     if (Option.isNone(done.value.failed)) return { applied, pending, drift: Option.none<Drift>(), mirroredTables, lag }
     const { change, error } = done.value.failed.value
-    yield* input.changes.recordReconciled(input.connectorId, { commandTag: "ALTER TABLE", objectIdentity: change.label, status: "failed", actions: [], error })
-    return { applied, pending, drift: Option.some({ table: change.label, change: change.change, error }), mirroredTables, lag }
+    const failure =
+      change._tag === "table"
+        ? { commandTag: "ALTER TABLE", label: change.change.label, change: change.change.change }
+        : { commandTag: typeCommand(change.type, onMirrorTypes.has(typeLabel(change.type))), label: typeLabel(change.type), change: `type ${typeLabel(change.type)} made or changed` }
+    yield* input.changes.recordReconciled(input.connectorId, { commandTag: failure.commandTag, objectIdentity: failure.label, status: "failed", actions: [], error })
+    return { applied, pending, drift: Option.some({ table: failure.label, change: failure.change, error }), mirroredTables, lag }
   }).pipe(Effect.withSpan("Reconciler.reconcile", { attributes: { connectorId: input.connectorId } }))
 
 /** The change renames, moves or drops its table. */

@@ -94,16 +94,22 @@ export const readSnapshots = (source: PgSession, tables: ReadonlyArray<string>, 
   })
 
 /**
- * Makes the mirror follow captured changes: the replicated log with its apply trigger, the map of
- * mirrored tables (kept where it exists: the mirror may still have changes of them to apply), the
- * schemas mirrored whole, and the log position of the first setup (older entries are history).
+ * Scion's objects on the mirror (idempotent, one transaction): the replicated log with its apply
+ * trigger and the functions that make and alter tables and types, which the schema step's own
+ * DDL uses too. Installed before the mirror's tables are made.
+ */
+export const installMirrorFollowing = (mirror: PgSession) => inTransaction(mirror, mirrorCaptureInstall)
+
+/**
+ * Makes the mirror follow captured changes (its objects installed: `installMirrorFollowing`): the
+ * map of mirrored tables (kept where it exists: the mirror may still have changes of them to
+ * apply), the schemas mirrored whole, and the log position of the first setup (older entries are history).
  */
 export const prepareMirror = (
   mirror: PgSession,
   input: { readonly position: string; readonly snapshots: ReadonlyArray<TableSnapshot>; readonly wholeSchemas: ReadonlyArray<string>; readonly tables: ReadonlyArray<string> }
 ) =>
   Effect.gen(function* () {
-    yield* inTransaction(mirror, mirrorCaptureInstall)
     yield* mirror.query("insert into scion.apply_state (setup_log_id) values ($1) on conflict do nothing", [input.position])
     for (const snapshot of input.snapshots) {
       yield* mirror.query(
