@@ -105,7 +105,19 @@ const MIGRATION: ReadonlyArray<{ readonly sql: string; readonly status: "applied
   { sql: "alter table public.users add column tier public.tier", status: "applied" },
   { sql: "alter table public.orders drop constraint orders_user_id_fkey", status: "applied" },
   { sql: "alter table public.orders add constraint orders_user_fk foreign key (user_id) references public.users (id)", status: "applied" },
-  { sql: "alter table audit.trail add column at timestamptz", status: "skipped" }
+  { sql: "alter table audit.trail add column at timestamptz", status: "skipped" },
+  // What ORMs and careful migrations send: quoted mixed-case names, indexes built concurrently,
+  // a check added NOT VALID and validated later, renamed indexes and constraints, a unique
+  // constraint over an index built first.
+  { sql: 'create table public."Accounts" ("Id" serial primary key, "DisplayName" text not null)', status: "applied" },
+  { sql: 'alter table public."Accounts" add column "PlanTier" text default \'free\'', status: "applied" },
+  { sql: 'create index concurrently "Accounts_DisplayName_idx" on public."Accounts" ("DisplayName")', status: "applied" },
+  { sql: 'alter index public."Accounts_DisplayName_idx" rename to "Accounts_Name_idx"', status: "applied" },
+  { sql: "alter table public.orders add constraint orders_note_len check (length(note) < 500) not valid", status: "applied" },
+  { sql: "alter table public.orders validate constraint orders_note_len", status: "applied" },
+  { sql: "alter table public.orders rename constraint orders_note_len to orders_note_length", status: "applied" },
+  { sql: "create unique index concurrently tags_label_key on public.tags (label)", status: "applied" },
+  { sql: "alter table public.tags add constraint tags_label_unique unique using index tags_label_key", status: "applied" }
 ]
 
 /**
@@ -125,6 +137,7 @@ const migrateAndCompare = async (src: SourceCluster, id: string) => {
       if (step.sql.includes("add column plan")) await migrator.query("insert into public.users (email, plan) values ('planned@example.com', 'team')")
       if (step.sql.startsWith("create table public.invoices")) await migrator.query("insert into public.invoices (order_id, total) select id, amount from public.orders order by id limit 20")
       if (step.sql.startsWith("create table public.coupons")) await migrator.query("insert into public.coupons values ('WELCOME', 10)")
+      if (step.sql.includes('add column "PlanTier"')) await migrator.query(`insert into public."Accounts" ("DisplayName", "PlanTier") values ('Ada', 'team'), ('Grace', default)`)
       if (step.sql.includes("add column tier")) await migrator.query("update public.users set tier = 'silver' where id % 10 = 0")
     }
     // A migration tool that sends DDL and DML as one multi-statement string.
@@ -167,14 +180,14 @@ const migrateAndCompare = async (src: SourceCluster, id: string) => {
   const selectedTables = connector.selected_schema_structure.databases[0].schemas[0].tables.map((t: { name: string }) => t.name).sort()
   // The selection (public.*) follows the schema: a new table without a replica identity is
   // selected but waits for a decision before it can be mirrored.
-  expect(selectedTables).toEqual(["invoices", "nokey", "orders", "passes", "tags", "tickets", "users", "vouchers"])
+  expect(selectedTables).toEqual(["Accounts", "invoices", "nokey", "orders", "passes", "tags", "tickets", "users", "vouchers"])
   expect(connector.replica_identity_preflight.unresolved).toEqual(["postgres.public.nokey"])
 
   // Once the mirror has caught up with the stopped writer, a branch equals the source:
   // catalog, row counts and checksums.
   const digestOf = (table: string) => `select count(*)::int as n, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as sum from public.${table} t`
   await waitFor("the mirror to catch up", async () => {
-    for (const table of ["users", "orders", "invoices", "vouchers"]) {
+    for (const table of ["users", "orders", "invoices", "vouchers", '"Accounts"']) {
       const [a, b] = await Promise.all([src.query(digestOf(table)), queryEngine(scion, id, digestOf(table)).catch(() => ({ rows: [] }))])
       if (JSON.stringify(a.rows) !== JSON.stringify(b.rows)) return false
     }
@@ -202,7 +215,7 @@ const migrateAndCompare = async (src: SourceCluster, id: string) => {
     expect(await branchRows(constraints)).toEqual(await sourceRows(constraints))
     expect(await branchRows(indexes)).toEqual(await sourceRows(indexes))
     expect(await branchRows(enums)).toEqual(await sourceRows(enums))
-    for (const table of ["users", "orders", "invoices", "vouchers"]) expect(await branchRows(digestOf(table)), table).toEqual(await sourceRows(digestOf(table)))
+    for (const table of ["users", "orders", "invoices", "vouchers", '"Accounts"']) expect(await branchRows(digestOf(table)), table).toEqual(await sourceRows(digestOf(table)))
     expect((await branchRows("select plan from public.users where email = 'planned@example.com'"))[0]).toEqual({ plan: "team" })
     expect((await branchRows("select count(*)::int as n from public.vouchers"))[0]).toEqual({ n: 1 })
   } finally {
