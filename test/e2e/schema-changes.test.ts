@@ -374,6 +374,26 @@ describe("captured schema changes", () => {
     expect(listed.filter((c) => c.status === "failed")).toEqual([])
   }, 90_000)
 
+  it("a type renamed or moved, an enum's label renamed: the mirror renames them, its rows keep their values", async () => {
+    await source.query(`
+      create type public.stage as enum ('todo', 'doing', 'done');
+      alter table public.users add column stage public.stage;
+      update public.users set stage = 'doing' where id <= 3;`)
+    const doing = "select count(*)::int as n from public.users where stage::text = 'doing'"
+    await waitFor("the enum's rows on the mirror", async () => (await queryEngine(scion, connectorId, doing).catch(() => ({ rows: [{ n: 0 }] }))).rows[0].n === 3, 30_000)
+    await source.query("alter type public.stage rename value 'doing' to 'in_progress'")
+    await source.query("alter type public.stage rename to phase")
+    await source.query("create schema money; alter domain public.positive_amount set schema money; alter domain money.positive_amount rename to above_zero")
+    await source.query("update public.users set stage = 'in_progress' where id = 4")
+    const inProgress = "select count(*)::int as n from public.users where stage::text = 'in_progress'"
+    await waitFor("the renamed label's rows on the mirror", async () => (await queryEngine(scion, connectorId, inProgress).catch(() => ({ rows: [{ n: 0 }] }))).rows[0].n === 4, 30_000)
+    const columns = "select column_name, udt_schema, udt_name, domain_schema, domain_name from information_schema.columns where table_schema = 'public' and table_name = 'users' and column_name in ('stage', 'cap') order by 1"
+    expect((await queryEngine(scion, connectorId, columns)).rows).toEqual((await source.query(columns)).rows)
+    const labels = "select t.typname, string_agg(e.enumlabel, ',' order by e.enumsortorder) as labels from pg_type t join pg_enum e on e.enumtypid = t.oid where t.typname in ('stage', 'phase') group by 1"
+    expect((await queryEngine(scion, connectorId, labels)).rows).toEqual([{ typname: "phase", labels: "todo,in_progress,done" }])
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 90_000)
+
   it("schema-changes: limit and offset, 422 outside their bounds, 404 for other orgs, readable by viewers", async () => {
     const all = (await schemaChanges("?limit=5000")).body.changes
     expect(all.length).toBeGreaterThan(3)

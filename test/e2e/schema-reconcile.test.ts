@@ -289,5 +289,14 @@ describe("schema changes without capture", () => {
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
     const listed = await changes()
     expect(listed.find((c) => c.object_identity === "public.tier" && c.status === "reconciled")?.actions).toContain("alter type public.tier add value if not exists 'gold' after 'silver'")
+    // Renamed on the source, label and type: the mirror renames both, and its row keeps its value.
+    await source.query("alter type public.tier rename value 'gold' to 'platinum'")
+    await source.query("alter type public.tier rename to level")
+    await waitFor("the renamed type on the mirror", async () =>
+      (await onMirror("select tier::text as tier, pg_typeof(tier)::text as type from public.users where id = 7").catch(() => []))[0]?.type === "level"
+    , 60_000)
+    expect(await onMirror("select tier::text as tier from public.users where id = 7")).toEqual([{ tier: "platinum" }])
+    expect(await onMirror("select count(*)::int as n from pg_type where typname = 'tier'")).toEqual([{ n: 0 }])
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 150_000)
 })

@@ -110,7 +110,7 @@ const typeSnapshotsSql = (roots: string) => `
     where d.dep <> 0 and not d.dep = any(w.path)
   ), ranked as (select oid, max(depth) as depth from walk group by oid)
   select coalesce(jsonb_agg(
-    jsonb_build_object('schema', n.nspname, 'name', t.typname, 'kind', t.typtype::text) || case t.typtype
+    jsonb_build_object('oid', t.oid::bigint, 'schema', n.nspname, 'name', t.typname, 'kind', t.typtype::text) || case t.typtype
       when 'e' then jsonb_build_object('labels', (select jsonb_agg(e.enumlabel order by e.enumsortorder) from pg_enum e where e.enumtypid = t.oid))
       when 'd' then jsonb_build_object(
         'base_type', format_type(t.typbasetype, t.typtypmod),
@@ -364,6 +364,13 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      -- source up to the position where it was first seen (rows older than it have the old shape).
      reconcile_after pg_lsn
    )`,
+  // Which source type each mirror type is (snapshots carry the source's oid): a type renamed or
+  // moved on the source is renamed or moved here, not made again beside the one columns use.
+  `create table if not exists scion.mirror_types (
+     source_oid bigint primary key,
+     schema_name text not null,
+     type_name text not null
+   )`,
   "create table if not exists scion.selection (schema_name text primary key)",
   "create table if not exists scion.apply_state (singleton boolean primary key default true check (singleton), setup_log_id bigint not null)",
   `create table if not exists scion.schema_change_results (
@@ -423,7 +430,31 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      item jsonb;
      wanted jsonb;
      target text := format('%I.%I', typ->>'schema', typ->>'name');
+     known record;
+     ordinal int;
+     noun text := case when typ->>'kind' = 'd' then 'domain' else 'type' end;
    begin
+     -- The source renamed or moved a type the mirror has: follow it (columns keep their type).
+     select m.schema_name, m.type_name into known from scion.mirror_types m where m.source_oid = (typ->>'oid')::bigint;
+     if found and (known.schema_name, known.type_name) is distinct from (typ->>'schema', typ->>'name')
+        and exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = known.schema_name and t.typname = known.type_name)
+        and not exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = typ->>'schema' and t.typname = typ->>'name') then
+       if known.schema_name <> typ->>'schema' then
+         execute format('create schema if not exists %I', typ->>'schema');
+         stmt := format('alter %s %I.%I set schema %I', noun, known.schema_name, known.type_name, typ->>'schema');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+       if known.type_name <> typ->>'name' then
+         stmt := format('alter %s %I.%I rename to %I', noun, typ->>'schema', known.type_name, typ->>'name');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end if;
+     if typ ? 'oid' then
+       insert into scion.mirror_types (source_oid, schema_name, type_name) values ((typ->>'oid')::bigint, typ->>'schema', typ->>'name')
+         on conflict (source_oid) do update set schema_name = excluded.schema_name, type_name = excluded.type_name;
+     end if;
      select t.oid, t.typrelid, t.typnotnull, pg_get_expr(t.typdefaultbin, 0) as default_expr into present
        from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = typ->>'schema' and t.typname = typ->>'name';
      if not found then
@@ -450,6 +481,17 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
        return done || to_jsonb(stmt);
      end if;
      if typ->>'kind' = 'e' then
+       -- A renamed label (the snapshot has only the labels, in order): one the source no longer
+       -- has whose place holds a label the mirror lacks. Adding it instead would leave the mirror's
+       -- rows with the old label.
+       for label, ordinal in select e.enumlabel, (row_number() over (order by e.enumsortorder))::int from pg_enum e where e.enumtypid = present.oid order by e.enumsortorder loop
+         if not (typ->'labels') ? label and typ->'labels'->>(ordinal - 1) is not null
+            and not exists (select 1 from pg_enum e where e.enumtypid = present.oid and e.enumlabel = typ->'labels'->>(ordinal - 1)) then
+           stmt := format('alter type %s rename value %L to %L', target, label, typ->'labels'->>(ordinal - 1));
+           execute stmt;
+           done := done || to_jsonb(stmt);
+         end if;
+       end loop;
        for label in select l from jsonb_array_elements_text(typ->'labels') with ordinality as x(l, o) order by o loop
          if not exists (select 1 from pg_enum e where e.enumtypid = present.oid and e.enumlabel = label) then
            if previous is null then
@@ -745,7 +787,8 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
        end loop;
        for item in select * from jsonb_array_elements(coalesce(change->'types', '[]')) loop
          if exists (select 1 from scion.selection s where s.schema_name in ('*', item->>'schema'))
-            or exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = item->>'schema' and t.typname = item->>'name') then
+            or exists (select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace where n.nspname = item->>'schema' and t.typname = item->>'name')
+            or exists (select 1 from scion.mirror_types m where m.source_oid = (item->>'oid')::bigint) then
            touched := true;
            for required in select jsonb_array_elements(coalesce(item->'requires', '[]')) loop
              done := done || scion.ensure_type(required);

@@ -111,6 +111,9 @@ export const mirrorTypes = (mirror: PgSession) =>
 
 const typeLabel = (type: TypeSnapshot) => `${type.schema}.${type.name}`
 
+/** A type's definition without the oid each side knows it by (the mirror's `scion.mirror_types` maps them). */
+const withoutOid = ({ oid: _, ...definition }: TypeSnapshot) => definition
+
 /** What the mirror does to a type, in words (the schema-changes list's command tag). */
 const typeCommand = (type: TypeSnapshot, present: boolean) => `${present ? "ALTER" : "CREATE"} ${type.kind === "d" ? "DOMAIN" : "TYPE"}`
 
@@ -198,8 +201,8 @@ export const reconcile = (input: {
     // Types are compared whole, every round: an enum's new label changes no table, yet the rows
     // that use it need it. Making or extending a type never breaks an older row, so they apply at once.
     const [sourceTypes] = yield* source.query<{ types: ReadonlyArray<TypeSnapshot> }>(TABLE_TYPES_SQL, [input.followed.map((t) => t.source_relid)])
-    const onMirrorTypes = new Map(input.mirrorTypes.map((type) => [typeLabel(type), type]))
-    const typesToApply = (sourceTypes?.types ?? []).filter((type) => !same(onMirrorTypes.get(typeLabel(type)), type))
+    const onMirrorTypes = new Map(input.mirrorTypes.map((type) => [typeLabel(type), withoutOid(type)]))
+    const typesToApply = (sourceTypes?.types ?? []).filter((type) => !same(onMirrorTypes.get(typeLabel(type)), withoutOid(type)))
     const nothingMoved = Option.none<ReadonlyArray<string>>()
     if (toApply.length === 0 && typesToApply.length === 0) return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
     // Extensions the source has and the mirror lacks (one made since setup): a change may use
