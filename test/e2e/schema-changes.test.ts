@@ -410,6 +410,24 @@ describe("captured schema changes", () => {
     expect((await scion.request("GET", "/v1/connectors/con_unknown/schema-changes", { token: tokens.member })).status).toBe(404)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/schema-changes`)).status).toBe(401)
   })
+
+  it("a migration of 1,000 commands in one transaction is listed whole, newest first by number (ids past 999 are not sorted as text)", async () => {
+    const migration = "do $$ begin for i in 1..1000 loop execute format('alter table public.tags alter column label set default %L', 'label ' || i); end loop; end $$"
+    await source.query(migration)
+    let listed: ReadonlyArray<Record<string, any>> = []
+    await waitFor("every command of the migration listed", async () => {
+      listed = (await schemaChanges("?limit=5000")).body.changes.filter((c: Record<string, any>) => c.statement === migration)
+      return listed.length === 1000
+    }, 120_000)
+    expect(listed.every((c) => c.status === "applied")).toBe(true)
+    const all = (await schemaChanges("?limit=5000")).body.changes as ReadonlyArray<Record<string, any>>
+    const ids = all.map((c) => Number(c.change_id.slice(4)))
+    expect(ids).toEqual([...ids].sort((a, b) => b - a))
+    expect(Math.max(...ids)).toBeGreaterThan(999)
+    expect((await queryEngine(scion, connectorId, "select column_default from information_schema.columns where table_name = 'tags' and column_name = 'label'")).rows).toEqual([
+      { column_default: "'label 1000'::text" }
+    ])
+  }, 180_000)
 })
 
 const createBranch = (body: Record<string, unknown>) =>

@@ -86,18 +86,18 @@ export class SchemaChangesRepo extends Effect.Service<SchemaChangesRepo>()("@sci
     const recordMirroredTables = (connectorId: string, mirroredTables: ReadonlyArray<string>) =>
       sql`update engines set mirrored_tables = ${mirroredTables}, updated_at = now() where connector_id = ${connectorId}`.pipe(Effect.asVoid, Effect.orDie)
 
-    /** Newest first. */
+    /** Newest first (by the table's bigint id: `order by id` would name the text column selected as id). */
     const list = (connectorId: string, page: { readonly limit: number; readonly offset: number }) =>
       sql<SchemaChangeRow>`
         select id::text as id, mode, command_tag, object_identity, statement, status, actions, error, tables_added, source_committed_at, applied_at
         from schema_changes where connector_id = ${connectorId}
-        order by id desc limit ${page.limit} offset ${page.offset}`.pipe(Effect.orDie)
+        order by schema_changes.id desc limit ${page.limit} offset ${page.offset}`.pipe(Effect.orDie)
 
     /** The latest change that failed to apply, for a quarantine's detail. */
     const latestFailure = (connectorId: string) =>
       sql<SchemaChangeRow>`
         select id::text as id, mode, command_tag, object_identity, statement, status, actions, error, tables_added, source_committed_at, applied_at
-        from schema_changes where connector_id = ${connectorId} and status = 'failed' order by id desc limit 1`.pipe(
+        from schema_changes where connector_id = ${connectorId} and status = 'failed' order by schema_changes.id desc limit 1`.pipe(
         Effect.map((rows) => rows[0]),
         Effect.orDie
       )

@@ -95,7 +95,7 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
         Effect.gen(function* () {
           const results = yield* mirror.query<MirrorChangeResult & Record<string, unknown>>(
             `select log_id::text as log_id, source_at, applied_at, command_tag, object_identity, statement, status, actions, error, tables_added
-             from scion.schema_change_results where log_id > $1 order by log_id limit 200`,
+             from scion.schema_change_results where log_id > $1 order by schema_change_results.log_id limit 200`,
             [engine.schema_log_position]
           )
           if (results.length === 0) return { results, mirrored: [] }
