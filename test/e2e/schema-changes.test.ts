@@ -391,6 +391,10 @@ describe("captured schema changes", () => {
     expect((await queryEngine(scion, connectorId, columns)).rows).toEqual((await source.query(columns)).rows)
     const labels = "select t.typname, string_agg(e.enumlabel, ',' order by e.enumsortorder) as labels from pg_type t join pg_enum e on e.enumtypid = t.oid where t.typname in ('stage', 'phase') group by 1"
     expect((await queryEngine(scion, connectorId, labels)).rows).toEqual([{ typname: "phase", labels: "todo,in_progress,done" }])
+    // A type dropped with the columns that use it (CASCADE): the mirror's columns go too.
+    await source.query("drop domain money.above_zero cascade")
+    const cap = "select count(*)::int as n from information_schema.columns where table_schema = 'public' and table_name = 'users' and column_name = 'cap'"
+    await waitFor("the cascaded column gone from the mirror", async () => (await queryEngine(scion, connectorId, cap)).rows[0].n === 0, 30_000)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 90_000)
 

@@ -294,21 +294,32 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
    language plpgsql security definer set search_path = pg_catalog as $fn$
    declare
      dropped jsonb := '[]';
+     tables jsonb := '[]';
+     seen oid[] := '{}';
      object record;
    begin
      for object in select * from pg_event_trigger_dropped_objects() loop
+       -- Columns a drop took with it (DROP TYPE … CASCADE): no command names their table, so its
+       -- snapshot goes here. An ALTER TABLE's own drop is captured when the command ends.
+       if object.object_type = 'table column' and tg_tag <> 'ALTER TABLE' and not object.is_temporary
+          and object.schema_name not in ('scion', 'pg_catalog', 'information_schema') and not object.objid = any(seen)
+          and exists (select 1 from pg_class c where c.oid = object.objid and c.relkind in ('r', 'p') and not c.relispartition) then
+         seen := seen || object.objid;
+         tables := tables || jsonb_build_array(scion.table_snapshot(object.objid));
+         continue;
+       end if;
        continue when not object.original or object.is_temporary or object.schema_name is null
          or object.schema_name in ('scion', 'pg_catalog', 'information_schema') or object.schema_name like 'pg\\_toast%'
          or object.object_type not in ('table', 'index');
        dropped := dropped || jsonb_build_array(jsonb_build_object('kind', object.object_type, 'relid', object.objid::bigint,
                                                                    'schema', object.schema_name, 'name', object.object_name));
      end loop;
-     if jsonb_array_length(dropped) = 0 then
+     if jsonb_array_length(dropped) = 0 and jsonb_array_length(tables) = 0 then
        return;
      end if;
      insert into scion.schema_log (command_tag, object_identity, statement, change)
-     values (tg_tag, (dropped->0->>'schema') || '.' || (dropped->0->>'name'), left(current_query(), 4000),
-             jsonb_build_object('tables', '[]'::jsonb, 'types', '[]'::jsonb, 'dropped', dropped));
+     values (tg_tag, coalesce((dropped->0->>'schema') || '.' || (dropped->0->>'name'), (tables->0->>'schema') || '.' || (tables->0->>'name')), left(current_query(), 4000),
+             jsonb_build_object('tables', tables, 'types', '[]'::jsonb, 'dropped', dropped));
    exception when others then
      raise warning 'scion: schema change not captured (%): %', tg_tag, sqlerrm;
    end
