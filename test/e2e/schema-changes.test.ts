@@ -398,6 +398,21 @@ describe("captured schema changes", () => {
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 90_000)
 
+  it("a function of the source's own, called by a new generated column and index, reaches the mirror first; replaced, it is replaced there", async () => {
+    await source.query("create function public.initial_of(value text) returns text language sql immutable as $$ select upper(left(value, 1)) $$")
+    await source.query("alter table public.users add column initial text generated always as (public.initial_of(email)) stored")
+    await source.query("create index users_initial on public.users (public.initial_of(email))")
+    await source.query("insert into public.users (email) values ('function@example.com')")
+    const initial = "select initial from public.users where email = 'function@example.com'"
+    await waitFor("the row with its generated column on the mirror", async () => (await queryEngine(scion, connectorId, initial).catch(() => ({ rows: [] }))).rows[0]?.initial === "F", 30_000)
+    const definition = "select pg_get_functiondef('public.initial_of(text)'::regprocedure) as definition"
+    expect((await queryEngine(scion, connectorId, definition)).rows).toEqual((await source.query(definition)).rows)
+    await source.query("create or replace function public.initial_of(value text) returns text language sql immutable as $$ select lower(left(value, 1)) $$")
+    await waitFor("the replaced function on the mirror", async () =>
+      JSON.stringify((await queryEngine(scion, connectorId, definition)).rows) === JSON.stringify((await source.query(definition)).rows), 30_000)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 90_000)
+
   it("schema-changes: limit and offset, 422 outside their bounds, 404 for other orgs, readable by viewers", async () => {
     const all = (await schemaChanges("?limit=5000")).body.changes
     expect(all.length).toBeGreaterThan(3)

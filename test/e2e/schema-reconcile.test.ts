@@ -299,4 +299,21 @@ describe("schema changes without capture", () => {
     expect(await onMirror("select count(*)::int as n from pg_type where typname = 'tier'")).toEqual([{ n: 0 }])
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 150_000)
+
+  it("a function of the source's own, called by a new column's default, reaches the mirror before the column; replaced, it is replaced there", async () => {
+    await source.query(`
+      set role app_owner;
+      create function public.default_plan() returns text language sql stable as $$ select 'starter' $$;
+      alter table public.users add column plan_name text default public.default_plan();
+      reset role;`)
+    const definition = "select pg_get_functiondef('public.default_plan()'::regprocedure) as definition"
+    await waitFor("the column and its function on the mirror", async () =>
+      (await onMirror("select column_default from information_schema.columns where table_name = 'users' and column_name = 'plan_name'").catch(() => []))[0]?.column_default === "default_plan()"
+    , 60_000)
+    expect(await onMirror(definition)).toEqual((await source.query(definition)).rows)
+    await source.query("create or replace function public.default_plan() returns text language sql stable as $$ select 'pro' $$")
+    await waitFor("the replaced function on the mirror", async () => JSON.stringify(await onMirror(definition)) === JSON.stringify((await source.query(definition)).rows), 60_000)
+    expect((await changes()).find((c) => c.object_identity === "public.default_plan()")).toMatchObject({ command_tag: "CREATE FUNCTION", status: "reconciled" })
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 150_000)
 })

@@ -148,6 +148,39 @@ describe("a source whose tables use extensions", () => {
   }, 180_000)
 })
 
+describe("a source whose tables call functions of its own", () => {
+  it("sets up: defaults, checks, generated columns and indexes that call the source's functions work on the mirror and in branches", async () => {
+    await source.query("create database functional")
+    await source.query(
+      `create schema util;
+       create function util.slugify(value text) returns text language sql immutable as $$ select lower(regexp_replace(value, '[^a-zA-Z0-9]+', '-', 'g')) $$;
+       create function public.next_code() returns text language plpgsql as $$ begin return 'C-' || floor(random() * 1000000)::int; end $$;
+       create function public.is_code(value text) returns boolean language sql immutable as $$ select value like 'C-%' $$;
+       create table public.articles (
+         id bigint generated always as identity primary key,
+         title text not null,
+         slug text generated always as (util.slugify(title)) stored,
+         code text not null default public.next_code() check (public.is_code(code)));
+       create index articles_title_slug on public.articles (util.slugify(title));
+       insert into public.articles (title) values ('Hello World'), ('Second Post');`,
+      "functional"
+    )
+    const { connectorId: id } = await readyConnector(scion, { orgId, memberToken: tokens.member, adminToken: tokens.admin, source, database: "functional", name: "functional" })
+    await source.query("insert into public.articles (title) values ('Third One')", "functional")
+    const rows = "select title, slug, code from public.articles order by id"
+    await waitFor("the third row on the mirror", async () => (await queryEngine(scion, id, rows)).rows.length === 3)
+    expect((await queryEngine(scion, id, rows)).rows).toEqual((await source.query(rows, "functional")).rows)
+    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: id, name: "functional-branch", service_type: "postgres" } })
+    expect(created.status, scion.explain(created)).toBe(202)
+    const operation = await settleOperation(scion, created.body.operation_id, tokens.member, 120_000)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    // A branch computes, defaults and checks with the same functions, and its role owns them.
+    expect(psql(operation.result.branch_url, "insert into public.articles (title) values ('Branch Work!') returning slug, code like 'C-%'").split("\n")[0]).toBe("branch-work-|t")
+    expect(() => psql(operation.result.branch_url, "insert into public.articles (title, code) values ('x', 'nope')")).toThrow(/articles_code_check/)
+    expect(psql(operation.result.branch_url, "create or replace function public.is_code(value text) returns boolean language sql immutable as $$ select true $$; select 'replaced'")).toContain("replaced")
+  }, 180_000)
+})
+
 describe("a source with computed and typed columns", () => {
   it("mirrors identity, stored and virtual generated columns, an enum array, a domain, a composite, a range and jsonb; rows stream, a branch computes as the source does", async () => {
     await source.query("create database typed")

@@ -1,11 +1,11 @@
 import { Effect } from "effect"
 import { quoteIdent, quoteLiteral } from "@scion/kit"
-import { TABLE_TYPES_SQL } from "../replication/CaptureSql.js"
+import { TABLE_FUNCTIONS_SQL, TABLE_TYPES_SQL } from "../replication/CaptureSql.js"
 
 /**
  * The mirror's DDL, read from the source's catalog (ARCHITECTURE.md, "The branching engine"):
  * the source database's extensions, schemas, the user-defined types the tables use (enums, domains,
- * composites, ranges), sequences named by column defaults, columns with types,
+ * composites, ranges), the source's functions they call, sequences named by column defaults, columns with types,
  * defaults, identity and generated expressions, primary/unique/check/exclusion constraints,
  * indexes, and foreign keys among the mirrored tables only. The source session runs with
  * `search_path = pg_catalog`, so every name Postgres prints is schema-qualified.
@@ -129,6 +129,10 @@ export const readMirrorDdl = (query: SourceQuery, tables: ReadonlyArray<TableRef
     // before the schema step's DDL) makes each, so setup and every later change agree on a type.
     const [used] = yield* query<{ types: ReadonlyArray<Record<string, unknown>> }>(TABLE_TYPES_SQL, [[...selectedOids.keys()]])
     for (const type of used?.types ?? []) prelude.push(`select scion.ensure_type(${quoteLiteral(JSON.stringify(type))}::jsonb)`)
+    // Then the source's own functions the tables call from defaults, generated columns, checks
+    // and indexes (`scion.ensure_function`, as captured and reconciled changes make them).
+    const [called] = yield* query<{ functions: ReadonlyArray<Record<string, unknown>> }>(TABLE_FUNCTIONS_SQL, [[...selectedOids.keys()]])
+    for (const fn of called?.functions ?? []) prelude.push(`select scion.ensure_function(${quoteLiteral(JSON.stringify(fn))}::jsonb)`)
 
     const ddl: Array<TableDdl> = []
     const schemas = new Set<string>()

@@ -84,6 +84,9 @@ export const TABLE_SNAPSHOT_SQL = `
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
   where c.oid = $1::oid and c.relkind in ('r', 'p')`
 
+/** The tables the mirror follows, by the mirror's own oids (read on the mirror). */
+const MIRRORED_RELIDS = "array(select to_regclass(format('%I.%I', m.schema_name, m.table_name))::oid from scion.mirror_tables m)"
+
 /**
  * The user-defined types that `roots` (an expression of type oid[]) need, as snapshots in the
  * order they must be made: enums, domains, standalone composites and ranges, followed through
@@ -155,9 +158,42 @@ const columnTypesOf = (relids: string) =>
 export const TABLE_TYPES_SQL = typeSnapshotsSql(columnTypesOf("$1::oid[]"))
 
 /** `TABLE_TYPES_SQL` for the tables the mirror follows, read on the mirror (its own oids for the same tables). */
-export const MIRROR_TABLE_TYPES_SQL = typeSnapshotsSql(
-  columnTypesOf("array(select to_regclass(format('%I.%I', m.schema_name, m.table_name))::oid from scion.mirror_tables m)")
-)
+export const MIRROR_TABLE_TYPES_SQL = typeSnapshotsSql(columnTypesOf(MIRRORED_RELIDS))
+
+/**
+ * The functions of the source's own that the tables $1 call from a default, a generated column,
+ * a check or an index (`relids`, an expression of type oid[]), with the functions those call
+ * where Postgres records it (SQL-standard bodies), each after the ones it calls: their snapshot
+ * is the definition Postgres prints. Functions of extensions are the extension's to make. What a
+ * function's body names otherwise (tables, sequences, other functions) is not followed.
+ */
+const functionSnapshotsSql = (relids: string) => `
+  with recursive called(oid) as (
+    select d.refobjid from pg_depend d
+    where d.refclassid = 'pg_proc'::regclass and (
+      (d.classid = 'pg_attrdef'::regclass and d.objid in (select ad.oid from pg_attrdef ad where ad.adrelid = any(${relids})))
+      or (d.classid = 'pg_constraint'::regclass and d.objid in (select k.oid from pg_constraint k where k.conrelid = any(${relids})))
+      or (d.classid = 'pg_class'::regclass and d.objid in (select i.indexrelid from pg_index i where i.indrelid = any(${relids}))))
+  ), walk(oid, depth, path) as (
+    select c.oid, 0, array[c.oid] from (select distinct oid from called) c
+    union all
+    select d.refobjid, w.depth + 1, w.path || d.refobjid
+    from walk w join pg_depend d on d.classid = 'pg_proc'::regclass and d.objid = w.oid and d.refclassid = 'pg_proc'::regclass
+    where not d.refobjid = any(w.path)
+  ), ranked as (select oid, max(depth) as depth from walk group by oid)
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'oid', p.oid::bigint, 'schema', n.nspname, 'name', p.proname,
+           'arguments', pg_get_function_identity_arguments(p.oid), 'definition', pg_get_functiondef(p.oid))
+         order by ranked.depth desc, n.nspname, p.proname), '[]'::jsonb) as functions
+  from ranked join pg_proc p on p.oid = ranked.oid join pg_namespace n on n.oid = p.pronamespace
+  where n.nspname not in ('pg_catalog', 'information_schema') and p.prokind = 'f'
+    and not exists (select from pg_depend x where x.classid = 'pg_proc'::regclass and x.objid = p.oid and x.deptype = 'e')`
+
+/** The source's functions the tables $1 (oid[]) call, as `functionSnapshotsSql` answers them (one row, `functions`). Run with search_path = pg_catalog. */
+export const TABLE_FUNCTIONS_SQL = functionSnapshotsSql("$1::oid[]")
+
+/** `TABLE_FUNCTIONS_SQL` for the tables the mirror follows, read on the mirror. */
+export const MIRROR_TABLE_FUNCTIONS_SQL = functionSnapshotsSql(MIRRORED_RELIDS)
 
 const SNAPSHOT_FUNCTIONS = `
 create or replace function scion.table_snapshot(rel oid) returns jsonb
@@ -173,6 +209,21 @@ $fn$;
 create or replace function scion.column_types(rel oid) returns jsonb
 language sql stable set search_path = pg_catalog as $fn$
 ${typeSnapshotsSql(columnTypesOf("array[rel]"))}
+$fn$;
+
+create or replace function scion.table_functions(rel oid) returns jsonb
+language sql stable set search_path = pg_catalog as $fn$
+${functionSnapshotsSql("array[rel]")}
+$fn$;
+
+-- A function made or replaced (null unless the source's own), as table_functions has it.
+create or replace function scion.function_snapshot(fn oid) returns jsonb
+language sql stable set search_path = pg_catalog as $fn$
+  select jsonb_build_object('oid', p.oid::bigint, 'schema', n.nspname, 'name', p.proname,
+                            'arguments', pg_get_function_identity_arguments(p.oid), 'definition', pg_get_functiondef(p.oid))
+  from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+  where p.oid = fn and p.prokind = 'f'
+    and not exists (select from pg_depend x where x.classid = 'pg_proc'::regclass and x.objid = p.oid and x.deptype = 'e')
 $fn$;
 
 -- A type made or changed (null unless user-defined), with the types it needs ('requires', in
@@ -215,7 +266,8 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
      rel oid;
      tables jsonb := '[]';
      types jsonb := '[]';
-     table_types jsonb := '[]';
+     table_dependencies jsonb := '[]';
+     functions jsonb := '[]';
      typ oid;
      snap jsonb;
      extensions jsonb := '[]';
@@ -248,6 +300,12 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
          select nullif(k.conrelid, 0), nullif(k.contypid, 0) into rel, typ from pg_constraint k where k.oid = command.objid;
        elsif command.classid = 'pg_type'::regclass then
          typ := command.objid;
+       elsif command.classid = 'pg_proc'::regclass then
+         -- A function replaced: the mirror follows one it has (a table's use brings a new one).
+         snap := scion.function_snapshot(command.objid);
+         if snap is not null then
+           functions := functions || jsonb_build_array(snap);
+         end if;
        end if;
        if typ is not null then
          snap := scion.type_snapshot(typ);
@@ -261,9 +319,10 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
        -- Partitions replicate through their root.
        continue when not exists (select 1 from pg_class c where c.oid = rel and c.relkind in ('r', 'p') and not c.relispartition);
        tables := tables || jsonb_build_array(scion.table_snapshot(rel));
-       -- The types its columns use travel with it: the mirror may lack one made before setup
-       -- that no mirrored table used then, or one in a schema it does not mirror whole.
-       table_types := table_types || jsonb_build_array(jsonb_build_object('relid', rel::bigint, 'types', scion.column_types(rel)));
+       -- The types its columns use and the functions it calls travel with it: the mirror may
+       -- lack one made before setup that no mirrored table used then, or one in a schema it does
+       -- not mirror whole.
+       table_dependencies := table_dependencies || jsonb_build_array(jsonb_build_object('relid', rel::bigint, 'types', scion.column_types(rel), 'functions', scion.table_functions(rel)));
        -- A table in a schema a publication mirrors whole joins it once it can replicate updates and
        -- deletes (adding one without a replica identity would make the source refuse them).
        for scope in
@@ -281,11 +340,11 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
          end;
        end loop;
      end loop;
-     if jsonb_array_length(tables) = 0 and jsonb_array_length(types) = 0 and jsonb_array_length(extensions) = 0 then
+     if jsonb_array_length(tables) = 0 and jsonb_array_length(types) = 0 and jsonb_array_length(functions) = 0 and jsonb_array_length(extensions) = 0 then
        return;
      end if;
      insert into scion.schema_log (command_tag, object_identity, statement, change)
-     values (tg_tag, identity, left(current_query(), 4000), jsonb_build_object('tables', tables, 'table_types', table_types, 'types', types, 'extensions', extensions, 'dropped', '[]'::jsonb));
+     values (tg_tag, identity, left(current_query(), 4000), jsonb_build_object('tables', tables, 'table_dependencies', table_dependencies, 'types', types, 'functions', functions, 'extensions', extensions, 'dropped', '[]'::jsonb));
    exception when others then
      raise warning 'scion: schema change not captured (%): %', tg_tag, sqlerrm;
    end
@@ -581,15 +640,37 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      return done;
    end
    $fn$`,
-  // The types a table of a captured change uses, made before the table is (they travel with it).
-  `create or replace function scion.ensure_table_types(change jsonb, relid text) returns jsonb
+  // A function as the source prints it (functionSnapshotsSql): made, or replaced when its
+  // definition differs. Bodies are not checked (one may name what the mirror lacks, or what a
+  // later statement makes): they run in branches, where the source's schema is.
+  `create or replace function scion.ensure_function(fn jsonb) returns jsonb
+   language plpgsql set search_path = pg_catalog set check_function_bodies = off as $fn$
+   declare
+     present text;
+   begin
+     select pg_get_functiondef(p.oid) into present from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+       where n.nspname = fn->>'schema' and p.proname = fn->>'name' and pg_get_function_identity_arguments(p.oid) = fn->>'arguments';
+     if present is not distinct from fn->>'definition' then
+       return '[]';
+     end if;
+     execute format('create schema if not exists %I', fn->>'schema');
+     execute fn->>'definition';
+     return jsonb_build_array(format('create or replace function %I.%I(%s)', fn->>'schema', fn->>'name', fn->>'arguments'));
+   end
+   $fn$`,
+  // What a table of a captured change needs, made before the table changes (it travels with
+  // it): the types its columns use, then the functions it calls.
+  `create or replace function scion.ensure_table_dependencies(change jsonb, relid text) returns jsonb
    language plpgsql set search_path = pg_catalog as $fn$
    declare
      done jsonb := '[]';
-     typ jsonb;
+     item jsonb;
    begin
-     for typ in select jsonb_array_elements(t->'types') from jsonb_array_elements(coalesce(change->'table_types', '[]')) t where t->>'relid' = relid loop
-       done := done || scion.ensure_type(typ);
+     for item in select jsonb_array_elements(t->'types') from jsonb_array_elements(coalesce(change->'table_dependencies', '[]')) t where t->>'relid' = relid loop
+       done := done || scion.ensure_type(item);
+     end loop;
+     for item in select jsonb_array_elements(coalesce(t->'functions', '[]')) from jsonb_array_elements(coalesce(change->'table_dependencies', '[]')) t where t->>'relid' = relid loop
+       done := done || scion.ensure_function(item);
      end loop;
      return done;
    end
@@ -807,6 +888,13 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
            done := done || scion.ensure_type(item - 'requires');
          end if;
        end loop;
+       for item in select * from jsonb_array_elements(coalesce(change->'functions', '[]')) loop
+         if exists (select 1 from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+                    where n.nspname = item->>'schema' and p.proname = item->>'name' and pg_get_function_identity_arguments(p.oid) = item->>'arguments') then
+           touched := true;
+           done := done || scion.ensure_function(item);
+         end if;
+       end loop;
        for item in select * from jsonb_array_elements(coalesce(change->'dropped', '[]')) loop
          if item->>'kind' = 'table' then
            select * into mapped from scion.mirror_tables m where m.source_relid = (item->>'relid')::bigint;
@@ -830,7 +918,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
          if found then
            continue when NEW.id <= mapped.log_id;
            touched := true;
-           done := done || scion.ensure_table_types(change, item->>'relid');
+           done := done || scion.ensure_table_dependencies(change, item->>'relid');
            done := done || scion.alter_table(mapped.snapshot, item);
            update scion.mirror_tables m set schema_name = item->>'schema', table_name = item->>'name', snapshot = item, log_id = NEW.id
              where m.source_relid = mapped.source_relid;
@@ -841,7 +929,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
            touched := true;
            insert into scion.mirror_tables (source_relid, schema_name, table_name, snapshot, log_id)
              values ((item->>'relid')::bigint, item->>'schema', item->>'name', item, NEW.id);
-           done := done || scion.ensure_table_types(change, item->>'relid');
+           done := done || scion.ensure_table_dependencies(change, item->>'relid');
            done := done || scion.create_table(item);
            added := added || to_jsonb((item->>'schema') || '.' || (item->>'name'));
          end if;

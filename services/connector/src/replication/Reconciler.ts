@@ -3,7 +3,7 @@ import { quoteIdent } from "@scion/kit"
 import { makeExtension, SOURCE_EXTENSIONS_SQL, type SourceExtension } from "../engine/MirrorSchema.js"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
-import { MIRROR_TABLE_TYPES_SQL, TABLE_TYPES_SQL } from "./CaptureSql.js"
+import { MIRROR_TABLE_FUNCTIONS_SQL, MIRROR_TABLE_TYPES_SQL, TABLE_FUNCTIONS_SQL, TABLE_TYPES_SQL } from "./CaptureSql.js"
 import { slotPosition } from "./SlotSql.js"
 import { snapshotOf } from "./SourceCapture.js"
 
@@ -97,22 +97,40 @@ export interface TypeSnapshot extends Record<string, unknown> {
   readonly kind: string
 }
 
+/** A function of the source's own a followed table calls, as `TABLE_FUNCTIONS_SQL` reads it on either side. */
+export interface FunctionSnapshot extends Record<string, unknown> {
+  readonly schema: string
+  readonly name: string
+  readonly arguments: string
+  readonly definition: string
+}
+
+/** What the mirror's followed tables depend on beside themselves: the types they use, the functions they call. */
+export interface MirrorDependencies {
+  readonly types: ReadonlyArray<TypeSnapshot>
+  readonly functions: ReadonlyArray<FunctionSnapshot>
+}
+
 /**
- * The types the mirror's followed tables use, read on the caller's short session with the tables
- * (names printed as on the source: search_path is pg_catalog for the read only).
+ * The types the mirror's followed tables use and the functions they call, read on the caller's
+ * short session with the tables (names printed as on the source: search_path is pg_catalog for
+ * the read only).
  */
-export const mirrorTypes = (mirror: PgSession) =>
+export const mirrorDependencies = (mirror: PgSession) =>
   Effect.gen(function* () {
     yield* mirror.query("set search_path = pg_catalog")
-    const [row] = yield* mirror.query<{ types: ReadonlyArray<TypeSnapshot> }>(MIRROR_TABLE_TYPES_SQL)
+    const [types] = yield* mirror.query<{ types: ReadonlyArray<TypeSnapshot> }>(MIRROR_TABLE_TYPES_SQL)
+    const [functions] = yield* mirror.query<{ functions: ReadonlyArray<FunctionSnapshot> }>(MIRROR_TABLE_FUNCTIONS_SQL)
     yield* mirror.query("reset search_path")
-    return row?.types ?? []
+    return { types: types?.types ?? [], functions: functions?.functions ?? [] } satisfies MirrorDependencies
   })
 
 const typeLabel = (type: TypeSnapshot) => `${type.schema}.${type.name}`
 
-/** A type's definition without the oid each side knows it by (the mirror's `scion.mirror_types` maps them). */
-const withoutOid = ({ oid: _, ...definition }: TypeSnapshot) => definition
+const functionLabel = (fn: FunctionSnapshot) => `${fn.schema}.${fn.name}(${fn.arguments})`
+
+/** A definition without the oid each side knows it by (the mirror's `scion.mirror_types` maps a type's). */
+const withoutOid = ({ oid: _, ...definition }: Record<string, unknown>) => definition
 
 /** What the mirror does to a type, in words (the schema-changes list's command tag). */
 const typeCommand = (type: TypeSnapshot, present: boolean) => `${present ? "ALTER" : "CREATE"} ${type.kind === "d" ? "DOMAIN" : "TYPE"}`
@@ -163,8 +181,8 @@ export const reconcile = (input: {
   readonly followed: ReadonlyArray<FollowedTable>
   /** The mirror's extensions (`mirrorExtensions`): a change applied makes the source's missing ones first. */
   readonly mirrorExtensions: ReadonlyArray<string>
-  /** The types the mirror's tables use (`mirrorTypes`): one the source made or changed is made or changed first. */
-  readonly mirrorTypes: ReadonlyArray<TypeSnapshot>
+  /** What the mirror's tables use (`mirrorDependencies`): a type or function the source made or changed is made or changed first. */
+  readonly mirrorDependencies: MirrorDependencies
   readonly erroring: boolean
   readonly source: PgSession
   readonly changes: SchemaChangesRepo
@@ -200,11 +218,18 @@ export const reconcile = (input: {
     }
     // Types are compared whole, every round: an enum's new label changes no table, yet the rows
     // that use it need it. Making or extending a type never breaks an older row, so they apply at once.
-    const [sourceTypes] = yield* source.query<{ types: ReadonlyArray<TypeSnapshot> }>(TABLE_TYPES_SQL, [input.followed.map((t) => t.source_relid)])
-    const onMirrorTypes = new Map(input.mirrorTypes.map((type) => [typeLabel(type), withoutOid(type)]))
+    // So are the source's functions the tables call: a new default may call one the mirror lacks.
+    const relids = [input.followed.map((t) => t.source_relid)]
+    const [sourceTypes] = yield* source.query<{ types: ReadonlyArray<TypeSnapshot> }>(TABLE_TYPES_SQL, relids)
+    const [sourceFunctions] = yield* source.query<{ functions: ReadonlyArray<FunctionSnapshot> }>(TABLE_FUNCTIONS_SQL, relids)
+    const onMirrorTypes = new Map(input.mirrorDependencies.types.map((type) => [typeLabel(type), withoutOid(type)]))
     const typesToApply = (sourceTypes?.types ?? []).filter((type) => !same(onMirrorTypes.get(typeLabel(type)), withoutOid(type)))
+    const onMirrorFunctions = new Map(input.mirrorDependencies.functions.map((fn) => [functionLabel(fn), fn.definition]))
+    const functionsToApply = (sourceFunctions?.functions ?? []).filter((fn) => onMirrorFunctions.get(functionLabel(fn)) !== fn.definition)
     const nothingMoved = Option.none<ReadonlyArray<string>>()
-    if (toApply.length === 0 && typesToApply.length === 0) return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
+    if (toApply.length === 0 && typesToApply.length === 0 && functionsToApply.length === 0) {
+      return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
+    }
     // Extensions the source has and the mirror lacks (one made since setup): a change may use
     // their types or functions, so they are made first. Only when changes apply: a round that
     // changes nothing does not open the mirror for them.
@@ -217,7 +242,10 @@ export const reconcile = (input: {
       Effect.gen(function* () {
         for (const statement of missingExtensions.flatMap(makeExtension)) yield* mirror.query(statement)
         const typesApplied: Array<{ readonly type: TypeSnapshot; readonly actions: ReadonlyArray<string> }> = []
-        let failed = Option.none<{ readonly change: { readonly _tag: "table"; readonly change: Change } | { readonly _tag: "type"; readonly type: TypeSnapshot }; readonly error: string }>()
+        let failed = Option.none<{
+          readonly change: { readonly _tag: "table"; readonly change: Change } | { readonly _tag: "type"; readonly type: TypeSnapshot } | { readonly _tag: "function"; readonly fn: FunctionSnapshot }
+          readonly error: string
+        }>()
         // Each type in a transaction of its own: an enum's new label is usable once committed.
         for (const type of typesToApply) {
           const outcome = yield* Effect.either(mirror.query<{ actions: ReadonlyArray<string> }>("select scion.ensure_type($1::jsonb) as actions", [JSON.stringify(type)]))
@@ -226,6 +254,15 @@ export const reconcile = (input: {
             break
           }
           typesApplied.push({ type, actions: outcome.right[0]?.actions ?? [] })
+        }
+        const functionsApplied: Array<{ readonly fn: FunctionSnapshot; readonly actions: ReadonlyArray<string> }> = []
+        for (const fn of Option.isSome(failed) ? [] : functionsToApply) {
+          const outcome = yield* Effect.either(mirror.query<{ actions: ReadonlyArray<string> }>("select scion.ensure_function($1::jsonb) as actions", [JSON.stringify(fn)]))
+          if (outcome._tag === "Left") {
+            failed = Option.some({ change: { _tag: "function", fn }, error: outcome.left.reason })
+            break
+          }
+          functionsApplied.push({ fn, actions: outcome.right[0]?.actions ?? [] })
         }
         const applied: Array<{ readonly change: Change; readonly actions: ReadonlyArray<string> }> = []
         for (const change of Option.isSome(failed) ? [] : toApply) {
@@ -240,7 +277,7 @@ export const reconcile = (input: {
         const mirroredTables = applied.some(({ change }) => movesTable(change))
           ? Option.some((yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")).map((row) => row.path))
           : nothingMoved
-        return { typesApplied, applied, failed, mirroredTables }
+        return { typesApplied, functionsApplied, applied, failed, mirroredTables }
       })
     )
     // A branch batch is copying the mirror: the changes go in next round.
@@ -257,6 +294,11 @@ export const reconcile = (input: {
       })
       yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, type: typeLabel(type) }))
     }
+    for (const { fn, actions } of done.value.functionsApplied) {
+      if (actions.length === 0) continue
+      yield* input.changes.recordReconciled(input.connectorId, { commandTag: "CREATE FUNCTION", objectIdentity: functionLabel(fn), status: "reconciled", actions, error: null })
+      yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, function: functionLabel(fn) }))
+    }
     for (const { change, actions } of done.value.applied) {
       yield* input.changes.recordReconciled(input.connectorId, {
         commandTag: change.next === null ? "DROP TABLE" : "ALTER TABLE",
@@ -267,13 +309,15 @@ export const reconcile = (input: {
       })
       yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, table: change.label, change: change.change }))
     }
-    const applied = done.value.applied.length + done.value.typesApplied.length
+    const applied = done.value.applied.length + done.value.typesApplied.length + done.value.functionsApplied.length
     if (Option.isNone(done.value.failed)) return { applied, pending, drift: Option.none<Drift>(), mirroredTables, lag }
     const { change, error } = done.value.failed.value
     const failure =
       change._tag === "table"
         ? { commandTag: "ALTER TABLE", label: change.change.label, change: change.change.change }
-        : { commandTag: typeCommand(change.type, onMirrorTypes.has(typeLabel(change.type))), label: typeLabel(change.type), change: `type ${typeLabel(change.type)} made or changed` }
+        : change._tag === "type"
+          ? { commandTag: typeCommand(change.type, onMirrorTypes.has(typeLabel(change.type))), label: typeLabel(change.type), change: `type ${typeLabel(change.type)} made or changed` }
+          : { commandTag: "CREATE FUNCTION", label: functionLabel(change.fn), change: `function ${functionLabel(change.fn)} made or replaced` }
     yield* input.changes.recordReconciled(input.connectorId, { commandTag: failure.commandTag, objectIdentity: failure.label, status: "failed", actions: [], error })
     return { applied, pending, drift: Option.some({ table: failure.label, change: failure.change, error }), mirroredTables, lag }
   }).pipe(Effect.withSpan("Reconciler.reconcile", { attributes: { connectorId: input.connectorId } }))
