@@ -316,4 +316,18 @@ describe("schema changes without capture", () => {
     expect((await changes()).find((c) => c.object_identity === "public.default_plan()")).toMatchObject({ command_tag: "CREATE FUNCTION", status: "reconciled" })
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 150_000)
+
+  it("a mirror set up by an older connector gets Scion's objects again before reconciliation calls them", async () => {
+    // As an older connector left it: no type or function helpers, no version.
+    await onMirror("drop function scion.ensure_type(jsonb); drop function scion.ensure_function(jsonb); comment on schema scion is null")
+    await source.query(`
+      set role app_owner;
+      create type public.shade as enum ('light', 'dark');
+      alter table public.users add column shade public.shade;
+      update public.users set shade = 'dark' where id = 8;
+      reset role;`)
+    await waitFor("the new type's row on the mirror", async () => (await onMirror("select shade::text from public.users where id = 8").catch(() => []))[0]?.shade === "dark", 60_000)
+    expect(await onMirror("select obj_description('scion'::regnamespace, 'pg_namespace') as version")).toEqual([{ version: "scion mirror objects 2" }])
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 150_000)
 })

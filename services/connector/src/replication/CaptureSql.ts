@@ -413,6 +413,16 @@ export const sourceCaptureUninstall: ReadonlyArray<string> = [
  * snapshot it last applied; the schemas it mirrors whole; the log position of its setup; the
  * outcome of each change), and the apply trigger, enabled ALWAYS so the apply worker fires it.
  */
+/**
+ * The version of Scion's objects on a mirror, kept as the comment of its `scion` schema. Bump it
+ * when they change: a mirror set up by an older connector gets them again before reconciliation
+ * calls one it may lack (setup and roll-outs install them anyway).
+ */
+export const MIRROR_OBJECTS_VERSION = "scion mirror objects 2"
+
+/** Whether the mirror's objects are this version's (one row, `current`). */
+export const MIRROR_OBJECTS_CURRENT_SQL = `select coalesce(obj_description(to_regnamespace('scion'), 'pg_namespace') = '${MIRROR_OBJECTS_VERSION}', false) as current`
+
 export const mirrorCaptureInstall: ReadonlyArray<string> = [
   "create schema if not exists scion",
   `create table if not exists scion.schema_log (
@@ -949,7 +959,8 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
    $fn$`,
   "drop trigger if exists scion_apply_schema_change on scion.schema_log",
   "create trigger scion_apply_schema_change after insert on scion.schema_log for each row execute function scion.apply_schema_change()",
-  "alter table scion.schema_log enable always trigger scion_apply_schema_change"
+  "alter table scion.schema_log enable always trigger scion_apply_schema_change",
+  `comment on schema scion is '${MIRROR_OBJECTS_VERSION}'`
 ]
 
 /** The schemas a selection mirrors whole: `*` (every schema) or the schema of each `db.schema.*`. */

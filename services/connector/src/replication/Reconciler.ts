@@ -3,9 +3,9 @@ import { quoteIdent } from "@scion/kit"
 import { makeExtension, SOURCE_EXTENSIONS_SQL, type SourceExtension } from "../engine/MirrorSchema.js"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
-import { MIRROR_TABLE_FUNCTIONS_SQL, MIRROR_TABLE_TYPES_SQL, TABLE_FUNCTIONS_SQL, TABLE_TYPES_SQL } from "./CaptureSql.js"
+import { MIRROR_OBJECTS_CURRENT_SQL, MIRROR_TABLE_FUNCTIONS_SQL, MIRROR_TABLE_TYPES_SQL, TABLE_FUNCTIONS_SQL, TABLE_TYPES_SQL } from "./CaptureSql.js"
 import { slotPosition } from "./SlotSql.js"
-import { snapshotOf } from "./SourceCapture.js"
+import { installMirrorFollowing, snapshotOf } from "./SourceCapture.js"
 
 /**
  * Drift reconciliation (services/connector/README.md, "Schema changes"), for sources whose role
@@ -240,6 +240,9 @@ export const reconcile = (input: {
     // unreachable, ends the round: it is no drift).
     const done = yield* input.onMirrorUnderCopyLock((mirror) =>
       Effect.gen(function* () {
+        // A mirror set up by an older connector may lack the functions below: install them first.
+        const [objects] = yield* mirror.query<{ current: boolean }>(MIRROR_OBJECTS_CURRENT_SQL)
+        if (objects?.current !== true) yield* installMirrorFollowing(mirror)
         for (const statement of missingExtensions.flatMap(makeExtension)) yield* mirror.query(statement)
         const typesApplied: Array<{ readonly type: TypeSnapshot; readonly actions: ReadonlyArray<string> }> = []
         let failed = Option.none<{
