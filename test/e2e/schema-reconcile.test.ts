@@ -317,6 +317,18 @@ describe("schema changes without capture", () => {
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 150_000)
 
+  it("rows written in a column's new type before the mirror follows the type change arrive as written (text transfer, not binary)", async () => {
+    await source.query("alter table public.users add column payload text; update public.users set payload = '{\"a\": 1}' where id = 9")
+    await waitFor("the text column's row on the mirror", async () => (await onMirror("select payload from public.users where id = 9").catch(() => []))[0]?.payload === '{"a": 1}', 60_000)
+    // The subscription of a reconciling engine sends text: a binary jsonb read as text gained its version byte.
+    expect(await onMirror("select subbinary from pg_subscription")).toEqual([{ subbinary: false }])
+    await source.query("alter table public.users alter column payload type jsonb using payload::jsonb; update public.users set payload = '{\"b\": 2}' where id = 10")
+    const payloads = "select id, payload::text, pg_typeof(payload)::text as type from public.users where id in (9, 10) order by id"
+    await waitFor("the type change on the mirror", async () => (await onMirror(payloads).catch(() => []))[0]?.type === "jsonb", 60_000)
+    expect(await onMirror(payloads)).toEqual((await source.query(payloads)).rows)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 150_000)
+
   it("a mirror set up by an older connector gets Scion's objects again before reconciliation calls them", async () => {
     // As an older connector left it: no type or function helpers, no version.
     await onMirror("drop function scion.ensure_type(jsonb); drop function scion.ensure_function(jsonb); comment on schema scion is null")

@@ -388,7 +388,7 @@ const buildMirror = (run: SetupRun, basis: SetupBasis, engine: Engine, prepared:
     )
 
     yield* run.step("subscription", 30, { tables_total: tablesTotal })
-    yield* subscribe(run, engine, basis.pipeline, basis.details)
+    yield* subscribe(run, engine, basis.pipeline, basis.details, prepared.mode)
     const unselected = yield* tablesNoLongerSelected(run.connectorId, basis.plan)
     if (unselected.length > 0) {
       yield* onSetupMirrorUnderLock(run, engine, database, "subscription", (mirror) => dropTables(mirror, unselected))
@@ -553,12 +553,21 @@ const createMirrorTables = (mirror: PgSession, ddl: MirrorDdl) =>
   })
 
 /**
+ * Rows in binary form only where the mirror's columns always have the source's types when they
+ * arrive: captured changes apply in commit order with the rows. Reconciliation follows a type
+ * change after rows of the new type may have arrived, and a binary value read as the old type
+ * decodes silently wrong (a bigint read as numeric: 1999 became 0); in text form such a row
+ * fails to apply, which tells the reconciler to apply the change now, and the row then applies.
+ */
+const binaryTransfer = (mode: SchemaFollowMode) => (mode === "capture" ? "true" : "false")
+
+/**
  * The subscription step, under the subscription lock (never under a branch's template copy, for
  * which the branch unit holds it with the subscription paused): a new subscription copies
  * everything (the capture log and heartbeat from the start too); an existing one is enabled, given
  * the current credentials (a PUT may have changed them) and refreshed (the table set may have).
  */
-const subscribe = (run: SetupRun, engine: Engine, pipeline: PipelineNames, details: PostgresDetails) =>
+const subscribe = (run: SetupRun, engine: Engine, pipeline: PipelineNames, details: PostgresDetails, mode: SchemaFollowMode) =>
   onSetupMirrorUnderLock(run, engine, pipeline.mirrorDatabase, "subscription", (mirror) =>
     Effect.gen(function* () {
       const onMirror = <R extends Record<string, unknown>>(text: string, values: ReadonlyArray<unknown> = []) =>
@@ -574,12 +583,13 @@ const subscribe = (run: SetupRun, engine: Engine, pipeline: PipelineNames, detai
           onMirror(
             `create subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}
              publication ${quoteIdent(pipeline.publication)}
-             with (create_slot = false, slot_name = ${quoteLiteral(pipeline.slot)}, copy_data = true, enabled = true, binary = true)`
+             with (create_slot = false, slot_name = ${quoteLiteral(pipeline.slot)}, copy_data = true, enabled = true, binary = ${binaryTransfer(mode)})`
           )
         )
         return
       }
       if (!subscription.enabled) yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} enable`)
+      yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} set (binary = ${binaryTransfer(mode)})`)
       yield* withoutStatementLog(mirror, onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} connection ${conninfo}`))
       yield* onMirror(`alter subscription ${quoteIdent(pipeline.subscription)} refresh publication with (copy_data = true)`)
     })
