@@ -418,7 +418,7 @@ export const sourceCaptureUninstall: ReadonlyArray<string> = [
  * when they change: a mirror set up by an older connector gets them again before reconciliation
  * calls one it may lack (setup and roll-outs install them anyway).
  */
-export const MIRROR_OBJECTS_VERSION = "scion mirror objects 2"
+export const MIRROR_OBJECTS_VERSION = "scion mirror objects 3"
 
 /** Whether the mirror's objects are this version's (one row, `current`). */
 export const MIRROR_OBJECTS_CURRENT_SQL = `select coalesce(obj_description(to_regnamespace('scion'), 'pg_namespace') = '${MIRROR_OBJECTS_VERSION}', false) as current`
@@ -752,6 +752,35 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      target := format('%I.%I', next->>'schema', next->>'name');
      rel := target::regclass;
 
+     -- Constraints and indexes renamed: one the source no longer names whose definition it has
+     -- under a name the mirror lacks is renamed in place (dropped, a key would take the foreign
+     -- keys that use it with it, and an index would be built again).
+     for live in select k.conname as name, pg_get_constraintdef(k.oid) as definition from pg_constraint k
+                 where k.conrelid = rel and k.contype in ('p', 'u', 'c', 'x', 'f') order by k.conname loop
+       continue when exists (select 1 from jsonb_array_elements(next->'constraints') c where c->>'name' = live.name);
+       want := (select c->>'name' from jsonb_array_elements(next->'constraints') c
+                where c->>'definition' = live.definition and not exists (select 1 from pg_constraint k where k.conrelid = rel and k.conname = c->>'name')
+                order by c->>'name' limit 1);
+       if want is not null then
+         stmt := format('alter table %s rename constraint %I to %I', target, live.name, want);
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+     for live in select ic.relname as name, pg_get_indexdef(i.indexrelid) as definition from pg_index i join pg_class ic on ic.oid = i.indexrelid
+                 where i.indrelid = rel and not exists (select 1 from pg_constraint k where k.conindid = i.indexrelid and k.conrelid = rel) order by ic.relname loop
+       continue when exists (select 1 from jsonb_array_elements(next->'indexes') x where x->>'name' = live.name);
+       want := (select x->>'name' from jsonb_array_elements(next->'indexes') x
+                where replace(x->>'definition', ' INDEX ' || quote_ident(x->>'name') || ' ON ', ' INDEX ' || quote_ident(live.name) || ' ON ') = live.definition
+                  and to_regclass(format('%I.%I', next->>'schema', x->>'name')) is null
+                order by x->>'name' limit 1);
+       if want is not null then
+         stmt := format('alter index %I.%I rename to %I', next->>'schema', live.name, want);
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+     end loop;
+
      -- Constraints the source no longer has (before their columns go).
      for live in select k.conname as name from pg_constraint k where k.conrelid = rel and k.contype in ('p', 'u', 'c', 'x', 'f') loop
        if not exists (select 1 from jsonb_array_elements(next->'constraints') c where c->>'name' = live.name) then
@@ -808,8 +837,36 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
          execute stmt;
          done := done || to_jsonb(stmt);
        end if;
-       if live.identity = '' and live.generated = '' and new_col->>'identity' = '' and new_col->>'generated' = ''
-          and live.default_expr is distinct from new_col->>'default' then
+       -- Identity added, dropped or changed in place (a plain column loses its default first).
+       if live.identity <> new_col->>'identity' then
+         if live.identity = '' then
+           if live.default_expr is not null then
+             stmt := format('alter table %s alter column %I drop default', target, new_col->>'name');
+             execute stmt;
+             done := done || to_jsonb(stmt);
+           end if;
+           stmt := format('alter table %s alter column %I add generated %s as identity', target, new_col->>'name', case new_col->>'identity' when 'a' then 'always' else 'by default' end);
+         elsif new_col->>'identity' = '' then
+           stmt := format('alter table %s alter column %I drop identity if exists', target, new_col->>'name');
+         else
+           stmt := format('alter table %s alter column %I set generated %s', target, new_col->>'name', case new_col->>'identity' when 'a' then 'always' else 'by default' end);
+         end if;
+         execute stmt;
+         done := done || to_jsonb(stmt);
+         live.default_expr := null;
+       end if;
+       -- A generated column's expression dropped or changed.
+       if live.generated <> '' and new_col->>'generated' = '' then
+         stmt := format('alter table %s alter column %I drop expression', target, new_col->>'name');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+         live.default_expr := null;
+       elsif live.generated <> '' and live.default_expr is distinct from new_col->>'default' then
+         stmt := format('alter table %s alter column %I set expression as (%s)', target, new_col->>'name', new_col->>'default');
+         execute stmt;
+         done := done || to_jsonb(stmt);
+       end if;
+       if new_col->>'identity' = '' and new_col->>'generated' = '' and live.default_expr is distinct from new_col->>'default' then
          done := done || scion.ensure_sequences(new_col);
          stmt := case when new_col->>'default' is null then format('alter table %s alter column %I drop default', target, new_col->>'name')
                       else format('alter table %s alter column %I set default %s', target, new_col->>'name', new_col->>'default') end;
@@ -852,6 +909,12 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
        execute want;
        done := done || to_jsonb(want);
      end loop;
+     -- Replica identity (an index's is left as it is: the snapshot does not name the index).
+     if next->>'replica_identity' in ('d', 'f', 'n') and next->>'replica_identity' <> (select c.relreplident::text from pg_class c where c.oid = rel) then
+       stmt := format('alter table %s replica identity %s', target, case next->>'replica_identity' when 'd' then 'default' when 'f' then 'full' else 'nothing' end);
+       execute stmt;
+       done := done || to_jsonb(stmt);
+     end if;
      return done;
    end
    $fn$`,
