@@ -31,6 +31,8 @@ beforeAll(async () => {
     create table public.orders (id bigserial primary key, user_id int references public.users (id), amount numeric(10, 2));
     insert into public.users (email) select 'u' || g || '@example.com' from generate_series(1, 50) g;
     insert into public.orders (user_id, amount) select 1 + g % 50, g from generate_series(1, 100) g;
+    create table public.events (id int primary key, note text);
+    insert into public.events values (1, 'first');
     reset role;`)
   const org = await teamOrg(scion, "Reconcile Org")
   tokens = org.tokens
@@ -242,7 +244,7 @@ describe("schema changes without capture", () => {
       return rows[0]?.n === 1
     }, 60_000)
     // The engine's record of its tables follows the rename, as the roll-out drops by it.
-    const selected = await scion.request("POST", `/v1/connectors/${connectorId}/selection`, { token: tokens.admin, body: { selected_paths: ["postgres.public.users"] } })
+    const selected = await scion.request("POST", `/v1/connectors/${connectorId}/selection`, { token: tokens.admin, body: { selected_paths: ["postgres.public.users", "postgres.public.events"] } })
     expect(selected.status, scion.explain(selected)).toBe(200)
     const started = await scion.request("POST", `/v1/connectors/${connectorId}/index`, { token: tokens.member })
     expect(started.status, scion.explain(started)).toBe(202)
@@ -356,6 +358,28 @@ describe("schema changes without capture", () => {
     expect(await onMirror(referencing)).toEqual(referencingBefore)
     expect(await onMirror(identity)).toEqual((await source.query(identity)).rows)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 150_000)
+
+  it("a migration that fixes rows and then constrains them is followed on a lagging mirror: the constraint waits for the fix", async () => {
+    await source.query("set role app_owner; alter table public.users add column score int; reset role;")
+    await waitFor("the new column on the mirror", async () => (await onMirror("select count(*)::int as n from information_schema.columns where table_name = 'users' and column_name = 'score'"))[0]?.n === 1, 60_000)
+    // The mirror's apply held up for a while on another table, as behind a large transaction.
+    await onMirror(`create function public.slow_apply() returns trigger language plpgsql as $$ begin perform pg_sleep(4); return new; end $$;
+                    create trigger slow_apply before update on public.events for each row execute function public.slow_apply();
+                    alter table public.events enable always trigger slow_apply`)
+    try {
+      await source.query(`
+        set role app_owner;
+        update public.events set note = 'slow' where id = 1;
+        update public.users set score = 0 where score is null;
+        alter table public.users add constraint users_score_known check (score is not null);
+        reset role;`)
+      await waitFor("the constraint on the mirror", async () => (await onMirror("select count(*)::int as n from pg_constraint where conname = 'users_score_known'"))[0]?.n === 1, 60_000)
+      expect(await onMirror("select count(*)::int as n from public.users where score is null")).toEqual([{ n: 0 }])
+      expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+    } finally {
+      await onMirror("drop trigger slow_apply on public.events; drop function public.slow_apply()")
+    }
   }, 150_000)
 
   it("a mirror set up by an older connector gets Scion's objects again before reconciliation calls them", async () => {

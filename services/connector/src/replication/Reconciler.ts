@@ -54,16 +54,25 @@ const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
 
 const byKey = <T extends Record<string, unknown>>(items: ReadonlyArray<T>, key: keyof T) => new Map(items.map((i) => [String(i[key]), i]))
 
-/** Only additions: every column, constraint and index the mirror follows is still there, unchanged. */
+/**
+ * Only additions that no row older than them can refuse: every column, constraint and index the
+ * mirror follows is still there, unchanged, and nothing added constrains rows. A new check,
+ * unique, exclusion or foreign key constraint (or unique index) waits like any other change: a
+ * migration that fixes rows and then constrains them would otherwise meet, on a lagging mirror,
+ * the rows it had not fixed yet.
+ */
 export const isAdditive = (prev: Snapshot, next: Snapshot) => {
   if (prev.schema !== next.schema || prev.name !== next.name) return false
   const columns = byKey(next.columns, "attnum")
   const constraints = byKey(next.constraints, "name")
   const indexes = byKey(next.indexes, "name")
+  const indexesBefore = byKey(prev.indexes, "name")
   return (
     prev.columns.every((c) => same(c, columns.get(String(c.attnum)))) &&
     prev.constraints.every((c) => same(c, constraints.get(c.name))) &&
-    prev.indexes.every((i) => same(i, indexes.get(i.name)))
+    next.constraints.length === prev.constraints.length &&
+    prev.indexes.every((i) => same(i, indexes.get(i.name))) &&
+    next.indexes.every((i) => indexesBefore.has(i.name) || !/^CREATE UNIQUE INDEX /.test(String(i.definition)))
   )
 }
 
