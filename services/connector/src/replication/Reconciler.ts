@@ -253,29 +253,18 @@ export const reconcile = (input: {
         const [objects] = yield* mirror.query<{ current: boolean }>(MIRROR_OBJECTS_CURRENT_SQL)
         if (objects?.current !== true) yield* installMirrorFollowing(mirror)
         for (const statement of missingExtensions.flatMap(makeExtension)) yield* mirror.query(statement)
-        const typesApplied: Array<{ readonly type: TypeSnapshot; readonly actions: ReadonlyArray<string> }> = []
+        // Each type and function in a transaction of its own (an enum's new label is usable once
+        // committed), types first: a function's signature may use one.
+        const types = yield* ensureEach(mirror, "ensure_type", typesToApply)
+        const functions = Option.isSome(types.failure) ? nothingEnsured<FunctionSnapshot>() : yield* ensureEach(mirror, "ensure_function", functionsToApply)
+        const typesApplied = types.applied.map(({ item, actions }) => ({ type: item, actions }))
+        const functionsApplied = functions.applied.map(({ item, actions }) => ({ fn: item, actions }))
         let failed = Option.none<{
           readonly change: { readonly _tag: "table"; readonly change: Change } | { readonly _tag: "type"; readonly type: TypeSnapshot } | { readonly _tag: "function"; readonly fn: FunctionSnapshot }
           readonly error: string
         }>()
-        // Each type in a transaction of its own: an enum's new label is usable once committed.
-        for (const type of typesToApply) {
-          const outcome = yield* Effect.either(mirror.query<{ actions: ReadonlyArray<string> }>("select scion.ensure_type($1::jsonb) as actions", [JSON.stringify(type)]))
-          if (outcome._tag === "Left") {
-            failed = Option.some({ change: { _tag: "type", type }, error: outcome.left.reason })
-            break
-          }
-          typesApplied.push({ type, actions: outcome.right[0]?.actions ?? [] })
-        }
-        const functionsApplied: Array<{ readonly fn: FunctionSnapshot; readonly actions: ReadonlyArray<string> }> = []
-        for (const fn of Option.isSome(failed) ? [] : functionsToApply) {
-          const outcome = yield* Effect.either(mirror.query<{ actions: ReadonlyArray<string> }>("select scion.ensure_function($1::jsonb) as actions", [JSON.stringify(fn)]))
-          if (outcome._tag === "Left") {
-            failed = Option.some({ change: { _tag: "function", fn }, error: outcome.left.reason })
-            break
-          }
-          functionsApplied.push({ fn, actions: outcome.right[0]?.actions ?? [] })
-        }
+        if (Option.isSome(types.failure)) failed = Option.some({ change: { _tag: "type", type: types.failure.value.item }, error: types.failure.value.error })
+        if (Option.isSome(functions.failure)) failed = Option.some({ change: { _tag: "function", fn: functions.failure.value.item }, error: functions.failure.value.error })
         const applied: Array<{ readonly change: Change; readonly actions: ReadonlyArray<string> }> = []
         for (const change of Option.isSome(failed) ? [] : toApply) {
           const outcome = yield* Effect.either(mirror.query("begin").pipe(Effect.zipRight(applyChange(mirror, change)), Effect.tap(() => mirror.query("commit"))))
@@ -333,6 +322,25 @@ export const reconcile = (input: {
     yield* input.changes.recordReconciled(input.connectorId, { commandTag: failure.commandTag, objectIdentity: failure.label, status: "failed", actions: [], error })
     return { applied, pending, drift: Option.some({ table: failure.label, change: failure.change, error }), mirroredTables, lag }
   }).pipe(Effect.withSpan("Reconciler.reconcile", { attributes: { connectorId: input.connectorId } }))
+
+interface Ensured<T> {
+  readonly applied: ReadonlyArray<{ readonly item: T; readonly actions: ReadonlyArray<string> }>
+  readonly failure: Option.Option<{ readonly item: T; readonly error: string }>
+}
+
+const nothingEnsured = <T>(): Ensured<T> => ({ applied: [], failure: Option.none() })
+
+/** `scion.ensure_type` or `scion.ensure_function` on the mirror for each item in turn, each its own statement, until one fails. */
+const ensureEach = <T>(mirror: PgSession, ensure: "ensure_type" | "ensure_function", items: ReadonlyArray<T>) =>
+  Effect.gen(function* () {
+    const applied: Array<{ readonly item: T; readonly actions: ReadonlyArray<string> }> = []
+    for (const item of items) {
+      const outcome = yield* Effect.either(mirror.query<{ actions: ReadonlyArray<string> }>(`select scion.${ensure}($1::jsonb) as actions`, [JSON.stringify(item)]))
+      if (outcome._tag === "Left") return { applied, failure: Option.some({ item, error: outcome.left.reason }) } satisfies Ensured<T>
+      applied.push({ item, actions: outcome.right[0]?.actions ?? [] })
+    }
+    return { applied, failure: Option.none() } satisfies Ensured<T>
+  })
 
 /** The change renames, moves or drops its table. */
 const movesTable = ({ table, next }: Change) => next === null || next.schema !== table.snapshot.schema || next.name !== table.snapshot.name
