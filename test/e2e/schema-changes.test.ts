@@ -119,6 +119,12 @@ const MIGRATION: ReadonlyArray<{ readonly sql: string; readonly status: "applied
   { sql: "create unique index concurrently tags_label_key on public.tags (label)", status: "applied" },
   { sql: "alter table public.tags add constraint tags_label_unique unique using index tags_label_key", status: "applied" },
   // Identity and generation changed in place, a key renamed under a foreign key that uses it.
+  // One ALTER as ORMs send a column's type change (the default dropped, the type, a new default).
+  { sql: "alter table public.orders add column state text default 'new'", status: "applied" },
+  {
+    sql: "alter table public.orders alter column state drop default, alter column state type public.status using state::public.status, alter column state set default 'new'::public.status",
+    status: "applied"
+  },
   { sql: "create table public.ledger (id bigint primary key, amount int not null, doubled int generated always as (amount * 2) stored)", status: "applied" },
   { sql: "create table public.ledger_lines (id int primary key, ledger_id bigint references public.ledger (id))", status: "applied" },
   { sql: "alter table public.ledger alter column id add generated always as identity (start with 1000)", status: "applied" },
@@ -424,6 +430,31 @@ describe("captured schema changes", () => {
       JSON.stringify((await queryEngine(scion, connectorId, definition)).rows) === JSON.stringify((await source.query(definition)).rows), 30_000)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 90_000)
+
+  it("a partitioned table's indexes are not built again by each change to it (the source prints them ON ONLY)", async () => {
+    await source.query(`
+      create table public.readings (id bigint, taken date not null, primary key (id, taken)) partition by range (taken);
+      create table public.readings_2026 partition of public.readings for values from ('2026-01-01') to ('2027-01-01');
+      create index readings_taken on public.readings (taken);`)
+    await waitFor("the partitioned table's index on the mirror", async () =>
+      (await queryEngine(scion, connectorId, "select count(*)::int as n from pg_indexes where indexname = 'readings_taken'")).rows[0].n === 1, 30_000)
+    await source.query("alter table public.readings add column note text")
+    await source.query("insert into public.readings values (1, '2026-05-01', 'first')")
+    await waitFor("the row on the mirror", async () => (await queryEngine(scion, connectorId, "select note from public.readings where id = 1").catch(() => ({ rows: [] }))).rows[0]?.note === "first", 30_000)
+    let entry: Record<string, any> | undefined
+    await waitFor("the change listed", async () => {
+      entry = ((await schemaChanges("?limit=50")).body.changes as ReadonlyArray<Record<string, any>>).find((c) => c.statement === "alter table public.readings add column note text")
+      return entry !== undefined
+    }, 30_000)
+    expect(entry?.actions).toEqual(["alter table public.readings add column if not exists note text"])
+  }, 90_000)
+
+  it("a table made without a replica identity is listed as unresolved at once, not at the next applied change", async () => {
+    await source.query("create table public.lonely (v int)")
+    await waitFor("the keyless table among the unresolved", async () =>
+      ((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.replica_identity_preflight.unresolved as ReadonlyArray<string>).includes("postgres.public.lonely")
+    , 30_000)
+  }, 60_000)
 
   it("schema-changes: limit and offset, 422 outside their bounds, 404 for other orgs, readable by viewers", async () => {
     const all = (await schemaChanges("?limit=5000")).body.changes

@@ -418,7 +418,7 @@ export const sourceCaptureUninstall: ReadonlyArray<string> = [
  * when they change: a mirror set up by an older connector gets them again before reconciliation
  * calls one it may lack (setup and roll-outs install them anyway).
  */
-export const MIRROR_OBJECTS_VERSION = "scion mirror objects 3"
+export const MIRROR_OBJECTS_VERSION = "scion mirror objects 4"
 
 /** Whether the mirror's objects are this version's (one row, `current`). */
 export const MIRROR_OBJECTS_CURRENT_SQL = `select coalesce(obj_description(to_regnamespace('scion'), 'pg_namespace') = '${MIRROR_OBJECTS_VERSION}', false) as current`
@@ -771,7 +771,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
                  where i.indrelid = rel and not exists (select 1 from pg_constraint k where k.conindid = i.indexrelid and k.conrelid = rel) order by ic.relname loop
        continue when exists (select 1 from jsonb_array_elements(next->'indexes') x where x->>'name' = live.name);
        want := (select x->>'name' from jsonb_array_elements(next->'indexes') x
-                where replace(x->>'definition', ' INDEX ' || quote_ident(x->>'name') || ' ON ', ' INDEX ' || quote_ident(live.name) || ' ON ') = live.definition
+                where replace(replace(x->>'definition', ' ON ONLY ', ' ON '), ' INDEX ' || quote_ident(x->>'name') || ' ON ', ' INDEX ' || quote_ident(live.name) || ' ON ') = live.definition
                   and to_regclass(format('%I.%I', next->>'schema', x->>'name')) is null
                 order by x->>'name' limit 1);
        if want is not null then
@@ -833,6 +833,13 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
          continue;
        end if;
        if live.type <> new_col->>'type' then
+         -- The default goes first: it may not cast to the new type (the new one is set below).
+         if live.default_expr is not null and live.identity = '' and live.generated = '' then
+           stmt := format('alter table %s alter column %I drop default', target, new_col->>'name');
+           execute stmt;
+           done := done || to_jsonb(stmt);
+           live.default_expr := null;
+         end if;
          stmt := format('alter table %s alter column %I type %s using %I::%s', target, new_col->>'name', new_col->>'type', new_col->>'name', new_col->>'type');
          execute stmt;
          done := done || to_jsonb(stmt);
@@ -899,7 +906,8 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      for idx in select * from jsonb_array_elements(next->'indexes') loop
        select pg_get_indexdef(i.indexrelid) as definition into live
          from pg_index i join pg_class ic on ic.oid = i.indexrelid where i.indrelid = rel and ic.relname = idx->>'name';
-       continue when found and live.definition = idx->>'definition';
+       -- A partitioned source table's indexes print ON ONLY; the mirror's plain table's do not.
+       continue when found and live.definition = replace(idx->>'definition', ' ON ONLY ', ' ON ');
        if found then
          stmt := format('drop index %I.%I', next->>'schema', idx->>'name');
          execute stmt;
