@@ -111,7 +111,11 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
         )
       }
       const details = yield* detailsOf(engine.connector_id)
-      if (results.some((r) => r.status === "applied")) yield* refreshStructure(engine.connector_id).pipe(provideSources)
+      // An applied change moves the structure, and so does a table made but skipped (no replica
+      // identity yet): it is listed as unresolved at once, not at the next applied change.
+      if (results.some((r) => r.status === "applied" || (r.status === "skipped" && /^(CREATE TABLE|CREATE TABLE AS|SELECT INTO)$/.test(r.command_tag)))) {
+        yield* refreshStructure(engine.connector_id).pipe(provideSources)
+      }
       yield* repo.recordCaptured(
         engine.connector_id,
         results,
