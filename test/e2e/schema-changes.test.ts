@@ -473,6 +473,32 @@ describe("captured schema changes", () => {
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/schema-changes`)).status).toBe(401)
   })
 
+  it("a captured change the mirror cannot apply degrades the engine, naming the table and the remedy; released once the mirror matches, it is ready again", async () => {
+    // A row only the mirror holds, which the source's new check would refuse.
+    await queryEngine(scion, connectorId, "insert into public.users (id, email) values (987654, 'mirror-only')")
+    await source.query("alter table public.users add constraint users_email_has_at check (email like '%@%')")
+    let entry: Record<string, any> | undefined
+    await waitFor("the quarantine", async () => {
+      entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
+      return entry !== undefined
+    }, 30_000)
+    expect(entry).toMatchObject({ reason: "schema_drift", status: "quarantined" })
+    expect(entry!.detail).toContain("public.users")
+    expect(entry!.detail).toContain("users_email_has_at")
+    expect(entry!.detail).toContain("/reset")
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status).toBe("degraded")
+    // The remedy: the mirror's table made to match the source's, then the release.
+    await queryEngine(scion, connectorId, "delete from public.users where id = 987654")
+    await queryEngine(scion, connectorId, "alter table public.users add constraint users_email_has_at check (email like '%@%')")
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry!.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await waitFor("the engine ready again", async () => (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status === "ready", 30_000)
+    // Answered: not quarantined again for it, and the table follows the next change.
+    await source.query("alter table public.users add column after_release text")
+    await waitFor("the next change on the mirror", async () =>
+      (await queryEngine(scion, connectorId, "select count(*)::int as n from information_schema.columns where table_name = 'users' and column_name = 'after_release'")).rows[0].n === 1, 30_000)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 120_000)
+
   it("a migration of 1,000 commands in one transaction is listed whole, newest first by number (ids past 999 are not sorted as text)", async () => {
     const migration = "do $$ begin for i in 1..1000 loop execute format('alter table public.tags alter column label set default %L', 'label ' || i); end loop; end $$"
     await source.query(migration)

@@ -51,6 +51,8 @@ interface MirrorFacts {
   readonly followed: ReadonlyArray<string>
   /** Scion's tables the mirror receives through the publication too (heartbeat, capture log). */
   readonly scionTables: ReadonlyArray<string>
+  /** The first captured schema change the mirror could not apply that no released quarantine answered. */
+  readonly failedChange: { readonly object_identity: string | null; readonly command_tag: string; readonly error: string | null } | undefined
 }
 
 /** What a round reads on the source; None where it could not be asked. */
@@ -187,6 +189,15 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       Effect.gen(function* () {
         const copy = copyNeeded(engine, source)
         if (Option.isSome(copy)) return copy
+        // A captured change the mirror could not apply: the table it names no longer follows the
+        // source (its later changes diff from where it stopped), so the mirror is not ready.
+        if (facts.failedChange !== undefined) {
+          const failed = facts.failedChange
+          return Option.some({
+            reason: "schema_drift" as const,
+            detail: `${failed.object_identity ?? "a table"}: a captured schema change (${failed.command_tag}) could not be applied on the mirror (${failed.error ?? "unknown error"}). Make the mirror's table match the source's (or drop the table from the selection and index), then release this entry; POST /v1/connectors/{connector_id}/reset copies the mirror again.`
+          })
+        }
         const lag = source.lag
         if (Option.isSome(lag) && lag.value !== null && lag.value > options.maxLagBytes) {
           return Option.some({ reason: "lag_exceeded" as const, detail: `The mirror is ${lag.value} bytes of WAL behind the source (bound ${options.maxLagBytes})` })
@@ -271,7 +282,15 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           )
           return
         }
-        yield* onMirrorUnderLock(running, engine.mirror_database, connect, (mirror) => mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`))
+        yield* onMirrorUnderLock(running, engine.mirror_database, connect, (mirror) =>
+          Effect.gen(function* () {
+            // The release answers the failed schema changes it was opened for.
+            if (entry.reason === "schema_drift" && facts.failedChange !== undefined) {
+              yield* mirror.query("update scion.schema_change_results set answered = true where status = 'failed' and not answered")
+            }
+            yield* mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`)
+          })
+        )
         yield* quarantines.forgetBaselines(engine.connector_id)
         if (entry.reason === "lag_exceeded") {
           // Restored once it has caught up to within the bound; until then the released row stays
@@ -311,9 +330,16 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
            from pg_subscription s where s.subname = $1`,
           [engine.subscription_name]
         )
-        const [present] = yield* mirror.query<{ heartbeat: boolean; followed: boolean; log: boolean }>(
-          "select to_regclass('scion.heartbeat') is not null as heartbeat, to_regclass('scion.mirror_tables') is not null as followed, to_regclass('scion.schema_log') is not null as log"
+        const [present] = yield* mirror.query<{ heartbeat: boolean; followed: boolean; log: boolean; answers: boolean }>(
+          `select to_regclass('scion.heartbeat') is not null as heartbeat, to_regclass('scion.mirror_tables') is not null as followed, to_regclass('scion.schema_log') is not null as log,
+                  exists (select 1 from pg_attribute where attrelid = to_regclass('scion.schema_change_results') and attname = 'answered') as answers`
         )
+        const [failedChange] =
+          present?.answers === true
+            ? yield* mirror.query<{ object_identity: string | null; command_tag: string; error: string | null }>(
+                "select object_identity, command_tag, error from scion.schema_change_results where status = 'failed' and not answered order by schema_change_results.log_id limit 1"
+              )
+            : []
         const followed = present?.followed === true ? yield* mirror.query<{ source_relid: string }>("select source_relid::text as source_relid from scion.mirror_tables") : []
         const [heartbeat] = present?.heartbeat === true ? yield* mirror.query<{ at: Date | null }>("select max(at) as at from scion.heartbeat where connector_id = $1", [engine.connector_id]) : []
         const [reported] = heartbeat?.at ? [] : yield* mirror.query<{ at: Date | null }>("select max(latest_end_time) as at from pg_stat_subscription where subname = $1", [engine.subscription_name])
@@ -322,7 +348,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           subscription,
           lastApplied: lastApplied === null ? null : new Date(lastApplied),
           followed: followed.map((table) => table.source_relid),
-          scionTables: [...(present?.heartbeat === true ? ["scion.heartbeat"] : []), ...(present?.log === true ? ["scion.schema_log"] : [])]
+          scionTables: [...(present?.heartbeat === true ? ["scion.heartbeat"] : []), ...(present?.log === true ? ["scion.schema_log"] : [])],
+          failedChange
         } satisfies MirrorFacts
       })
 

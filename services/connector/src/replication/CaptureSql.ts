@@ -418,7 +418,7 @@ export const sourceCaptureUninstall: ReadonlyArray<string> = [
  * when they change: a mirror set up by an older connector gets them again before reconciliation
  * calls one it may lack (setup and roll-outs install them anyway).
  */
-export const MIRROR_OBJECTS_VERSION = "scion mirror objects 4"
+export const MIRROR_OBJECTS_VERSION = "scion mirror objects 5"
 
 /** Whether the mirror's objects are this version's (one row, `current`). */
 export const MIRROR_OBJECTS_CURRENT_SQL = `select coalesce(obj_description(to_regnamespace('scion'), 'pg_namespace') = '${MIRROR_OBJECTS_VERSION}', false) as current`
@@ -465,6 +465,9 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      error text,
      tables_added jsonb not null default '[]'
    )`,
+  // A failed change is answered (the quarantine it opened released) once: until then the
+  // monitor holds the engine degraded, since the table no longer follows the source.
+  "alter table scion.schema_change_results add column if not exists answered boolean not null default false",
   `create or replace function scion.column_sql(col jsonb) returns text
    language sql immutable set search_path = pg_catalog as $fn$
      select format('%I %s', col->>'name', col->>'type')
