@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { quoteIdent, quoteLiteral } from "@scion/kit"
-import { TABLE_FUNCTIONS_SQL, TABLE_TYPES_SQL } from "../replication/CaptureSql.js"
+import { TABLE_DEPENDENCIES_SQL } from "../replication/CaptureSql.js"
 
 /**
  * The mirror's DDL, read from the source's catalog (ARCHITECTURE.md, "The branching engine"):
@@ -127,12 +127,11 @@ export const readMirrorDdl = (query: SourceQuery, tables: ReadonlyArray<TableRef
     // The user-defined types the tables use, in the order they must be made, as the same
     // snapshots captured and reconciled changes carry; the mirror's `scion.ensure_type` (installed
     // before the schema step's DDL) makes each, so setup and every later change agree on a type.
-    const [used] = yield* query<{ types: ReadonlyArray<Record<string, unknown>> }>(TABLE_TYPES_SQL, [[...selectedOids.keys()]])
-    for (const type of used?.types ?? []) prelude.push(`select scion.ensure_type(${quoteLiteral(JSON.stringify(type))}::jsonb)`)
     // Then the source's own functions the tables call from defaults, generated columns, checks
     // and indexes (`scion.ensure_function`, as captured and reconciled changes make them).
-    const [called] = yield* query<{ functions: ReadonlyArray<Record<string, unknown>> }>(TABLE_FUNCTIONS_SQL, [[...selectedOids.keys()]])
-    for (const fn of called?.functions ?? []) prelude.push(`select scion.ensure_function(${quoteLiteral(JSON.stringify(fn))}::jsonb)`)
+    const [needed] = yield* query<{ types?: ReadonlyArray<unknown>; functions?: ReadonlyArray<unknown> }>(TABLE_DEPENDENCIES_SQL, [[...selectedOids.keys()]])
+    for (const type of needed?.types ?? []) prelude.push(`select scion.ensure_type(${quoteLiteral(JSON.stringify(type))}::jsonb)`)
+    for (const fn of needed?.functions ?? []) prelude.push(`select scion.ensure_function(${quoteLiteral(JSON.stringify(fn))}::jsonb)`)
 
     const ddl: Array<TableDdl> = []
     const schemas = new Set<string>()

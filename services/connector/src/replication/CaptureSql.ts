@@ -150,15 +150,6 @@ const typeSnapshotsSql = (roots: string) => `
 const columnTypesOf = (relids: string) =>
   `array(select a.atttypid from pg_attribute a where a.attrelid = any(${relids}) and a.attnum > 0 and not a.attisdropped)`
 
-/**
- * The user-defined types the tables $1 (oid[]) use, in the order they must be made (one row,
- * `types`): what the capture sends with a table's snapshot, what reconciliation compares on
- * both sides and what setup makes before the tables. Run with search_path = pg_catalog.
- */
-export const TABLE_TYPES_SQL = typeSnapshotsSql(columnTypesOf("$1::oid[]"))
-
-/** `TABLE_TYPES_SQL` for the tables the mirror follows, read on the mirror (its own oids for the same tables). */
-export const MIRROR_TABLE_TYPES_SQL = typeSnapshotsSql(columnTypesOf(MIRRORED_RELIDS))
 
 /**
  * The functions of the source's own that the tables $1 call from a default, a generated column,
@@ -189,11 +180,20 @@ const functionSnapshotsSql = (relids: string) => `
   where n.nspname not in ('pg_catalog', 'information_schema') and p.prokind = 'f'
     and not exists (select from pg_depend x where x.classid = 'pg_proc'::regclass and x.objid = p.oid and x.deptype = 'e')`
 
-/** The source's functions the tables $1 (oid[]) call, as `functionSnapshotsSql` answers them (one row, `functions`). Run with search_path = pg_catalog. */
-export const TABLE_FUNCTIONS_SQL = functionSnapshotsSql("$1::oid[]")
+/**
+ * What the tables `relids` (oid[]) need beside themselves, in one statement (one row): `types`,
+ * the user-defined types they use (`typeSnapshotsSql`), and `functions`, the source's own
+ * functions they call (`functionSnapshotsSql`), each in the order it must be made. Run with
+ * search_path = pg_catalog, so names compare as text on either side.
+ */
+const dependenciesSql = (relids: string) =>
+  `select (${typeSnapshotsSql(columnTypesOf(relids))}) as types, (${functionSnapshotsSql(relids)}) as functions`
 
-/** `TABLE_FUNCTIONS_SQL` for the tables the mirror follows, read on the mirror. */
-export const MIRROR_TABLE_FUNCTIONS_SQL = functionSnapshotsSql(MIRRORED_RELIDS)
+/** `dependenciesSql` of the source's tables $1: what setup makes and reconciliation compares. */
+export const TABLE_DEPENDENCIES_SQL = dependenciesSql("$1::oid[]")
+
+/** `dependenciesSql` of the tables the mirror follows, read on the mirror. */
+export const MIRROR_TABLE_DEPENDENCIES_SQL = dependenciesSql(MIRRORED_RELIDS)
 
 const SNAPSHOT_FUNCTIONS = `
 create or replace function scion.table_snapshot(rel oid) returns jsonb

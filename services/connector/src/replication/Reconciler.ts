@@ -3,7 +3,7 @@ import { quoteIdent } from "@scion/kit"
 import { makeExtension, SOURCE_EXTENSIONS_SQL, type SourceExtension } from "../engine/MirrorSchema.js"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
-import { MIRROR_OBJECTS_CURRENT_SQL, MIRROR_TABLE_FUNCTIONS_SQL, MIRROR_TABLE_TYPES_SQL, TABLE_FUNCTIONS_SQL, TABLE_TYPES_SQL } from "./CaptureSql.js"
+import { MIRROR_OBJECTS_CURRENT_SQL, MIRROR_TABLE_DEPENDENCIES_SQL, TABLE_DEPENDENCIES_SQL } from "./CaptureSql.js"
 import { slotPosition } from "./SlotSql.js"
 import { installMirrorFollowing, snapshotOf } from "./SourceCapture.js"
 
@@ -99,14 +99,14 @@ export const describeChange = (prev: Snapshot, next: Snapshot | null) => {
   return parts.length === 0 ? "definition changed" : parts.join(", ")
 }
 
-/** A user-defined type a followed table uses, as `TABLE_TYPES_SQL` reads it on either side. */
+/** A user-defined type a followed table uses, as `TABLE_DEPENDENCIES_SQL` reads it on either side. */
 export interface TypeSnapshot extends Record<string, unknown> {
   readonly schema: string
   readonly name: string
   readonly kind: string
 }
 
-/** A function of the source's own a followed table calls, as `TABLE_FUNCTIONS_SQL` reads it on either side. */
+/** A function of the source's own a followed table calls, as `TABLE_DEPENDENCIES_SQL` reads it on either side. */
 export interface FunctionSnapshot extends Record<string, unknown> {
   readonly schema: string
   readonly name: string
@@ -128,10 +128,9 @@ export interface MirrorDependencies {
 export const mirrorDependencies = (mirror: PgSession) =>
   Effect.gen(function* () {
     yield* mirror.query("set search_path = pg_catalog")
-    const [types] = yield* mirror.query<{ types: ReadonlyArray<TypeSnapshot> }>(MIRROR_TABLE_TYPES_SQL)
-    const [functions] = yield* mirror.query<{ functions: ReadonlyArray<FunctionSnapshot> }>(MIRROR_TABLE_FUNCTIONS_SQL)
+    const [row] = yield* mirror.query<Partial<MirrorDependencies>>(MIRROR_TABLE_DEPENDENCIES_SQL)
     yield* mirror.query("reset search_path")
-    return { types: types?.types ?? [], functions: functions?.functions ?? [] } satisfies MirrorDependencies
+    return { types: row?.types ?? [], functions: row?.functions ?? [] } satisfies MirrorDependencies
   })
 
 const typeLabel = (type: TypeSnapshot) => `${type.schema}.${type.name}`
@@ -140,9 +139,6 @@ const functionLabel = (fn: FunctionSnapshot) => `${fn.schema}.${fn.name}(${fn.ar
 
 /** A definition without the oid each side knows it by (the mirror's `scion.mirror_types` maps a type's). */
 const withoutOid = ({ oid: _, ...definition }: Record<string, unknown>) => definition
-
-/** What the mirror does to a type, in words (the schema-changes list's command tag). */
-const typeCommand = (type: TypeSnapshot, present: boolean) => `${present ? "ALTER" : "CREATE"} ${type.kind === "d" ? "DOMAIN" : "TYPE"}`
 
 /** A table the mirror follows: the source's table by oid, the snapshot the mirror was last altered to. */
 export interface FollowedTable extends Record<string, unknown> {
@@ -228,15 +224,16 @@ export const reconcile = (input: {
     // Types are compared whole, every round: an enum's new label changes no table, yet the rows
     // that use it need it. Making or extending a type never breaks an older row, so they apply at once.
     // So are the source's functions the tables call: a new default may call one the mirror lacks.
-    const relids = [input.followed.map((t) => t.source_relid)]
-    const [sourceTypes] = yield* source.query<{ types: ReadonlyArray<TypeSnapshot> }>(TABLE_TYPES_SQL, relids)
-    const [sourceFunctions] = yield* source.query<{ functions: ReadonlyArray<FunctionSnapshot> }>(TABLE_FUNCTIONS_SQL, relids)
+    const [onSource] = yield* source.query<Partial<MirrorDependencies>>(TABLE_DEPENDENCIES_SQL, [input.followed.map((t) => t.source_relid)])
     const onMirrorTypes = new Map(input.mirrorDependencies.types.map((type) => [typeLabel(type), withoutOid(type)]))
-    const typesToApply = (sourceTypes?.types ?? []).filter((type) => !same(onMirrorTypes.get(typeLabel(type)), withoutOid(type)))
     const onMirrorFunctions = new Map(input.mirrorDependencies.functions.map((fn) => [functionLabel(fn), fn.definition]))
-    const functionsToApply = (sourceFunctions?.functions ?? []).filter((fn) => onMirrorFunctions.get(functionLabel(fn)) !== fn.definition)
+    // Types first: a function's signature may use one.
+    const dependenciesToApply: ReadonlyArray<Dependency> = [
+      ...(onSource?.types ?? []).filter((type) => !same(onMirrorTypes.get(typeLabel(type)), withoutOid(type))).map((type) => typeDependency(type, onMirrorTypes.has(typeLabel(type)))),
+      ...(onSource?.functions ?? []).filter((fn) => onMirrorFunctions.get(functionLabel(fn)) !== fn.definition).map(functionDependency)
+    ]
     const nothingMoved = Option.none<ReadonlyArray<string>>()
-    if (toApply.length === 0 && typesToApply.length === 0 && functionsToApply.length === 0) {
+    if (toApply.length === 0 && dependenciesToApply.length === 0) {
       return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
     }
     // Extensions the source has and the mirror lacks (one made since setup): a change may use
@@ -253,24 +250,15 @@ export const reconcile = (input: {
         const [objects] = yield* mirror.query<{ current: boolean }>(MIRROR_OBJECTS_CURRENT_SQL)
         if (objects?.current !== true) yield* installMirrorFollowing(mirror)
         for (const statement of missingExtensions.flatMap(makeExtension)) yield* mirror.query(statement)
-        // Each type and function in a transaction of its own (an enum's new label is usable once
-        // committed), types first: a function's signature may use one.
-        const types = yield* ensureEach(mirror, "ensure_type", typesToApply)
-        const functions = Option.isSome(types.failure) ? nothingEnsured<FunctionSnapshot>() : yield* ensureEach(mirror, "ensure_function", functionsToApply)
-        const typesApplied = types.applied.map(({ item, actions }) => ({ type: item, actions }))
-        const functionsApplied = functions.applied.map(({ item, actions }) => ({ fn: item, actions }))
-        let failed = Option.none<{
-          readonly change: { readonly _tag: "table"; readonly change: Change } | { readonly _tag: "type"; readonly type: TypeSnapshot } | { readonly _tag: "function"; readonly fn: FunctionSnapshot }
-          readonly error: string
-        }>()
-        if (Option.isSome(types.failure)) failed = Option.some({ change: { _tag: "type", type: types.failure.value.item }, error: types.failure.value.error })
-        if (Option.isSome(functions.failure)) failed = Option.some({ change: { _tag: "function", fn: functions.failure.value.item }, error: functions.failure.value.error })
+        // Each type and function in a transaction of its own (an enum's new label is usable once committed).
+        const dependencies = yield* ensureEach(mirror, dependenciesToApply)
+        let failed = Option.map(dependencies.failure, ({ dependency, error }): Failure => ({ ...dependency, error }))
         const applied: Array<{ readonly change: Change; readonly actions: ReadonlyArray<string> }> = []
         for (const change of Option.isSome(failed) ? [] : toApply) {
           const outcome = yield* Effect.either(mirror.query("begin").pipe(Effect.zipRight(applyChange(mirror, change)), Effect.tap(() => mirror.query("commit"))))
           if (outcome._tag === "Left") {
             yield* mirror.query("rollback").pipe(Effect.ignore)
-            failed = Option.some({ change: { _tag: "table", change }, error: outcome.left.reason })
+            failed = Option.some({ commandTag: "ALTER TABLE", label: change.label, change: change.change, error: outcome.left.reason })
             break
           }
           applied.push({ change, actions: outcome.right })
@@ -278,27 +266,16 @@ export const reconcile = (input: {
         const mirroredTables = applied.some(({ change }) => movesTable(change))
           ? Option.some((yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")).map((row) => row.path))
           : nothingMoved
-        return { typesApplied, functionsApplied, applied, failed, mirroredTables }
+        return { dependenciesApplied: dependencies.applied, applied, failed, mirroredTables }
       })
     )
     // A branch batch is copying the mirror: the changes go in next round.
     if (Option.isNone(done)) return { applied: 0, pending: pending + toApply.length, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
     const { mirroredTables } = done.value
-    for (const { type, actions } of done.value.typesApplied) {
+    for (const { dependency, actions } of done.value.dependenciesApplied) {
       if (actions.length === 0) continue
-      yield* input.changes.recordReconciled(input.connectorId, {
-        commandTag: typeCommand(type, onMirrorTypes.has(typeLabel(type))),
-        objectIdentity: typeLabel(type),
-        status: "reconciled",
-        actions,
-        error: null
-      })
-      yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, type: typeLabel(type) }))
-    }
-    for (const { fn, actions } of done.value.functionsApplied) {
-      if (actions.length === 0) continue
-      yield* input.changes.recordReconciled(input.connectorId, { commandTag: "CREATE FUNCTION", objectIdentity: functionLabel(fn), status: "reconciled", actions, error: null })
-      yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, function: functionLabel(fn) }))
+      yield* input.changes.recordReconciled(input.connectorId, { commandTag: dependency.commandTag, objectIdentity: dependency.label, status: "reconciled", actions, error: null })
+      yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, object: dependency.label, change: dependency.change }))
     }
     for (const { change, actions } of done.value.applied) {
       yield* input.changes.recordReconciled(input.connectorId, {
@@ -310,36 +287,59 @@ export const reconcile = (input: {
       })
       yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, table: change.label, change: change.change }))
     }
-    const applied = done.value.applied.length + done.value.typesApplied.length + done.value.functionsApplied.length
+    const applied = done.value.applied.length + done.value.dependenciesApplied.length
     if (Option.isNone(done.value.failed)) return { applied, pending, drift: Option.none<Drift>(), mirroredTables, lag }
-    const { change, error } = done.value.failed.value
-    const failure =
-      change._tag === "table"
-        ? { commandTag: "ALTER TABLE", label: change.change.label, change: change.change.change }
-        : change._tag === "type"
-          ? { commandTag: typeCommand(change.type, onMirrorTypes.has(typeLabel(change.type))), label: typeLabel(change.type), change: `type ${typeLabel(change.type)} made or changed` }
-          : { commandTag: "CREATE FUNCTION", label: functionLabel(change.fn), change: `function ${functionLabel(change.fn)} made or replaced` }
-    yield* input.changes.recordReconciled(input.connectorId, { commandTag: failure.commandTag, objectIdentity: failure.label, status: "failed", actions: [], error })
-    return { applied, pending, drift: Option.some({ table: failure.label, change: failure.change, error }), mirroredTables, lag }
+    const failure = done.value.failed.value
+    yield* input.changes.recordReconciled(input.connectorId, { commandTag: failure.commandTag, objectIdentity: failure.label, status: "failed", actions: [], error: failure.error })
+    return { applied, pending, drift: Option.some({ table: failure.label, change: failure.change, error: failure.error }), mirroredTables, lag }
   }).pipe(Effect.withSpan("Reconciler.reconcile", { attributes: { connectorId: input.connectorId } }))
 
-interface Ensured<T> {
-  readonly applied: ReadonlyArray<{ readonly item: T; readonly actions: ReadonlyArray<string> }>
-  readonly failure: Option.Option<{ readonly item: T; readonly error: string }>
+/** A type or function the mirror's tables need, made or followed by the mirror's `scion.<ensure>`. */
+interface Dependency {
+  readonly ensure: "ensure_type" | "ensure_function"
+  readonly snapshot: TypeSnapshot | FunctionSnapshot
+  /** For the schema-changes list and a drift's detail. */
+  readonly commandTag: string
+  readonly label: string
+  readonly change: string
 }
 
-const nothingEnsured = <T>(): Ensured<T> => ({ applied: [], failure: Option.none() })
+const typeDependency = (type: TypeSnapshot, present: boolean): Dependency => ({
+  ensure: "ensure_type",
+  snapshot: type,
+  commandTag: `${present ? "ALTER" : "CREATE"} ${type.kind === "d" ? "DOMAIN" : "TYPE"}`,
+  label: typeLabel(type),
+  change: `type ${typeLabel(type)} made or changed`
+})
 
-/** `scion.ensure_type` or `scion.ensure_function` on the mirror for each item in turn, each its own statement, until one fails. */
-const ensureEach = <T>(mirror: PgSession, ensure: "ensure_type" | "ensure_function", items: ReadonlyArray<T>) =>
+const functionDependency = (fn: FunctionSnapshot): Dependency => ({
+  ensure: "ensure_function",
+  snapshot: fn,
+  commandTag: "CREATE FUNCTION",
+  label: functionLabel(fn),
+  change: `function ${functionLabel(fn)} made or replaced`
+})
+
+/** What could not be applied on the mirror, as the schema-changes list and a drift name it. */
+interface Failure {
+  readonly commandTag: string
+  readonly label: string
+  readonly change: string
+  readonly error: string
+}
+
+/** Each dependency on the mirror in turn, each its own statement, until one fails. */
+const ensureEach = (mirror: PgSession, dependencies: ReadonlyArray<Dependency>) =>
   Effect.gen(function* () {
-    const applied: Array<{ readonly item: T; readonly actions: ReadonlyArray<string> }> = []
-    for (const item of items) {
-      const outcome = yield* Effect.either(mirror.query<{ actions: ReadonlyArray<string> }>(`select scion.${ensure}($1::jsonb) as actions`, [JSON.stringify(item)]))
-      if (outcome._tag === "Left") return { applied, failure: Option.some({ item, error: outcome.left.reason }) } satisfies Ensured<T>
-      applied.push({ item, actions: outcome.right[0]?.actions ?? [] })
+    const applied: Array<{ readonly dependency: Dependency; readonly actions: ReadonlyArray<string> }> = []
+    for (const dependency of dependencies) {
+      const outcome = yield* Effect.either(
+        mirror.query<{ actions: ReadonlyArray<string> }>(`select scion.${dependency.ensure}($1::jsonb) as actions`, [JSON.stringify(dependency.snapshot)])
+      )
+      if (outcome._tag === "Left") return { applied, failure: Option.some({ dependency, error: outcome.left.reason }) }
+      applied.push({ dependency, actions: outcome.right[0]?.actions ?? [] })
     }
-    return { applied, failure: Option.none() } satisfies Ensured<T>
+    return { applied, failure: Option.none<{ readonly dependency: Dependency; readonly error: string }>() }
   })
 
 /** The change renames, moves or drops its table. */
