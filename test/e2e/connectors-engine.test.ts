@@ -772,7 +772,7 @@ describe("index before an engine, and a role that may not replicate", () => {
       result: { source_cleanup: { status: "cleaned", databases: [{ database: "postgres", publications_dropped: [publication], slots_dropped: [publication], capture: "left_installed" }] } }
     })
     // The capture an administrator installed stays for them to remove (event triggers are a superuser's).
-    expect((await source.query("select count(*)::int as n from pg_event_trigger where evtname like 'scion_capture_%'")).rows[0].n).toBe(2)
+    expect((await source.query("select count(*)::int as n from pg_event_trigger where evtname like 'scion_capture_%'")).rows[0].n).toBe(3)
     const leftovers = await source.query(
       `select (select count(*) from pg_publication where pubname like '${publication}%')::int as publications,
               (select count(*) from pg_replication_slots where slot_name like '${publication}%')::int as slots`

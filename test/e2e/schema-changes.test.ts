@@ -244,7 +244,7 @@ const migrateAndCompare = async (src: SourceCluster, id: string) => {
 describe("captured schema changes", () => {
   it("engine setup installs capture on the source when its role may create event triggers", async () => {
     const triggers = await source.query("select evtname from pg_event_trigger order by 1")
-    expect(triggers.rows.map((r) => r.evtname)).toEqual(["scion_capture_ddl", "scion_capture_drop"])
+    expect(triggers.rows.map((r) => r.evtname)).toEqual(["scion_capture_ddl", "scion_capture_drop", "scion_capture_rewrite"])
     const published = await source.query("select schemaname || '.' || tablename as t from pg_publication_tables order by 1")
     expect(published.rows.map((r) => r.t)).toEqual(expect.arrayContaining(["scion.heartbeat", "scion.schema_log", "public.orders", "public.users"]))
     expect(published.rows.map((r) => r.t)).not.toContain("audit.trail")
@@ -431,6 +431,64 @@ describe("captured schema changes", () => {
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 90_000)
 
+  it("changes that give the source's rows values the mirror cannot compute (USING, even keeping the type; a volatile default; an identity; now() at ADD COLUMN) leave the mirror's rows equal to the source's", async () => {
+    await source.query("create table public.prices (id int primary key, cents int not null, label text); insert into public.prices select g, g, 'p' || g from generate_series(1, 2000) g")
+    const digest = "select count(*)::int as n, md5(string_agg(t::text, '|' order by t.id)) as sum from public.prices t"
+    const mirrorDigest = async () => (await queryEngine(scion, connectorId, digest).catch(() => ({ rows: [] }))).rows
+    await waitFor("the new table copied to the mirror", async () => (await mirrorDigest())[0]?.n === 2000, 30_000)
+    // Rows keep arriving while the table is rewritten and copied again.
+    const writer = new pg.Client({ host: source.host, port: source.port, user: source.username, password: source.password, database: "postgres" })
+    await writer.connect()
+    let writing = true
+    const writes = (async () => {
+      for (let id = 10_001; writing; id++) {
+        await writer.query("insert into public.prices (id, cents, label) values ($1, $2, 'w')", [id, id])
+        await writer.query("update public.prices set label = label || '+' where id = $1", [id - 10_000])
+      }
+    })()
+    try {
+      await source.query("alter table public.prices alter column cents type bigint using (cents * 100)")
+      // The type stays: only the source's rewrite says the rows changed.
+      await source.query("alter table public.prices alter column label type text using upper(label)")
+      await source.query("alter table public.prices add column token uuid not null default gen_random_uuid()")
+      await source.query("alter table public.prices add column position int generated always as identity")
+      await source.query("alter table public.prices add column seen_at timestamptz not null default clock_timestamp()")
+      await source.query("alter table public.prices add column listed_at timestamptz default now()")
+      await source.query("alter table public.prices add column origin text default 'import'; alter table public.prices alter column origin drop default")
+      await new Promise((resolve) => setTimeout(resolve, 300))
+    } finally {
+      writing = false
+      await writes
+      await writer.end()
+    }
+    await waitFor("the mirror's rows to equal the source's", async () => JSON.stringify(await mirrorDigest()) === JSON.stringify((await source.query(digest)).rows), 60_000).catch(async (error) => {
+      throw new Error(`${error.message}: ${JSON.stringify((await schemaChanges("?limit=10")).body.changes.map((c: Record<string, unknown>) => [c.statement, c.status, c.actions]))}`)
+    })
+    let listed: Array<{ statement: string; actions: Array<string> }> = []
+    await waitFor("the changes listed", async () => {
+      listed = (await schemaChanges("?limit=20")).body.changes
+      return listed.some((c) => c.statement.includes("drop default"))
+    }, 30_000)
+    expect(listed.find((c) => c.statement.includes("using (cents * 100)"))?.actions).toContain("copy public.prices again from the source")
+    expect(listed.find((c) => c.statement.includes("using upper(label)"))?.actions).toEqual(["copy public.prices again from the source"])
+    // A fast default is the value the source computed once, not the mirror's own.
+    expect(listed.find((c) => c.statement.includes("listed_at"))?.actions.join(" ")).not.toContain("copy public.prices again")
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status).toBe("ready")
+    // A branch cut now has the source's rows.
+    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, name: "after-rewrite", service_type: "postgres" } })
+    expect(created.status, scion.explain(created)).toBe(202)
+    const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    const branch = new pg.Client({ connectionString: operation.result.branch_url.replace("sslmode=require", "sslmode=no-verify") })
+    await branch.connect()
+    try {
+      expect((await branch.query(digest)).rows).toEqual((await source.query(digest)).rows)
+    } finally {
+      await branch.end()
+    }
+  }, 120_000)
+
   it("a partitioned table's indexes are not built again by each change to it (the source prints them ON ONLY)", async () => {
     await source.query(`
       create table public.readings (id bigint, taken date not null, primary key (id, taken)) partition by range (taken);
@@ -496,6 +554,30 @@ describe("captured schema changes", () => {
     await source.query("alter table public.users add column after_release text")
     await waitFor("the next change on the mirror", async () =>
       (await queryEngine(scion, connectorId, "select count(*)::int as n from information_schema.columns where table_name = 'users' and column_name = 'after_release'")).rows[0].n === 1, 30_000)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 120_000)
+
+  it("a rewritten table that cannot be copied again degrades the engine, naming the table; released, the copy is tried again and the rows equal the source's", async () => {
+    const digest = "select count(*)::int as n, md5(string_agg(t::text, '|' order by t.id)) as sum from public.prices t"
+    // The mirror refuses to empty the table (as a failure mid-copy would leave it).
+    await queryEngine(scion, connectorId, `create function public.refuse_truncate() returns trigger language plpgsql as $$ begin raise exception 'refused for the test'; end $$;
+                                           create trigger refuse_truncate before truncate on public.prices for each statement execute function public.refuse_truncate();
+                                           alter table public.prices enable always trigger refuse_truncate`)
+    await source.query("alter table public.prices alter column cents type numeric(14, 2) using (cents / 100.0)")
+    let entry: Record<string, any> | undefined
+    await waitFor("the quarantine", async () => {
+      entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
+      return entry !== undefined
+    }, 30_000)
+    expect(entry).toMatchObject({ reason: "schema_drift", status: "quarantined" })
+    expect(entry!.detail).toContain("public.prices")
+    expect(entry!.detail).toContain("refused for the test")
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status).toBe("degraded")
+    await queryEngine(scion, connectorId, "drop trigger refuse_truncate on public.prices; drop function public.refuse_truncate()")
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry!.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    await waitFor("the mirror's rows to equal the source's", async () =>
+      JSON.stringify((await queryEngine(scion, connectorId, digest).catch(() => ({ rows: [] }))).rows) === JSON.stringify((await source.query(digest)).rows), 60_000)
+    await waitFor("the engine ready again", async () => (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status === "ready", 30_000)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 120_000)
 

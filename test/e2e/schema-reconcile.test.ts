@@ -382,6 +382,24 @@ describe("schema changes without capture", () => {
     }
   }, 150_000)
 
+  it("a type change by the source's own USING, an identity added, a default added then dropped: the mirror's rows equal the source's", async () => {
+    await source.query("insert into public.events (id, note) select g, 'n' || g from generate_series(2, 400) g")
+    await source.query("alter table public.events add column cents int; update public.events set cents = id")
+    const digest = "select count(*)::int as n, md5(string_agg(t::text, '|' order by t.id)) as sum from public.events t"
+    await waitFor("the rows on the mirror", async () => JSON.stringify(await onMirror(digest).catch(() => [])) === JSON.stringify((await source.query(digest)).rows), 60_000)
+    await source.query("alter table public.events alter column cents type bigint using (cents * 100)")
+    await source.query("alter table public.events add column position int generated always as identity")
+    await source.query("alter table public.events add column origin text default 'import'; alter table public.events alter column origin drop default")
+    await source.query("insert into public.events (id, cents, origin) values (401, 7, 'typed')")
+    await waitFor("the mirror's rows to equal the source's", async () => JSON.stringify(await onMirror(digest).catch(() => [])) === JSON.stringify((await source.query(digest)).rows), 60_000).catch(
+      async (error) => {
+        throw new Error(`${error.message}: ${JSON.stringify(await onMirror("select * from public.events order by id limit 3"))} ${JSON.stringify((await changes()).slice(0, 5))}`)
+      }
+    )
+    expect((await changes()).some((c) => c.object_identity === "public.events" && c.actions.includes("copy public.events again from the source"))).toBe(true)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 150_000)
+
   it("a mirror set up by an older connector gets Scion's objects again before reconciliation calls them", async () => {
     // As an older connector left it: no type or function helpers, no version.
     await onMirror("drop function scion.ensure_type(jsonb); drop function scion.ensure_function(jsonb); comment on schema scion is null")

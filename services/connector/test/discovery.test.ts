@@ -479,7 +479,7 @@ describe("discovery and selection", () => {
         const published = yield* Effect.promise(() => source.query(`select tablename from pg_publication_tables where pubname = 'scion_${id.toLowerCase()}' order by 1`))
         expect(published.rows.map((r) => r.tablename)).toEqual(["customers", "events", "heartbeat", "invoices", "notes", "orders", "schema_log"])
         const triggers = yield* Effect.promise(() => source.query("select evtname from pg_event_trigger order by 1"))
-        expect(triggers.rows.map((r) => r.evtname)).toEqual(["scion_capture_ddl", "scion_capture_drop"])
+        expect(triggers.rows.map((r) => r.evtname)).toEqual(["scion_capture_ddl", "scion_capture_drop", "scion_capture_rewrite"])
       })
     )
   })

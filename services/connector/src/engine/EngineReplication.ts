@@ -75,4 +75,6 @@ export const emptyMirroredTables = (mirror: PgSession, recordedPaths: ReadonlyAr
     )
     const tables = [...(existing?.tables ?? []), ...(captureLog && present?.log === true ? ["scion.schema_log", "scion.heartbeat"] : [])]
     if (tables.length > 0) yield* mirror.query(`truncate ${tables.join(", ")}`)
+    // The full copy that follows copies again every table a change rewrote.
+    yield* mirror.query("do $$ begin if to_regclass('scion.recopy_requests') is not null then delete from scion.recopy_requests; end if; end $$")
   })

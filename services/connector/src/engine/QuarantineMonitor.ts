@@ -19,6 +19,7 @@ import { type MonitoredEngine, type OpenEntry, QuarantineRepo } from "./Quaranti
 import { refreshStructure } from "../replication/StructureRefresh.js"
 import { dropInvalidatedSlot, slotLostDetail, slotPosition } from "../replication/SlotSql.js"
 import { type PublicationCoverage, publicationChangedDetail, publicationCoverage } from "../replication/PublicationSql.js"
+import { type RecopyRequest, recopyRequests, recopyTables, TableRecopyTimeout } from "../replication/TableRecopy.js"
 
 /** Why replication was quarantined (the entry's reason). */
 export type QuarantineReason = "slot_lost" | "publication_changed" | "subscription_error" | "subscription_stopped" | "lag_exceeded" | "schema_drift"
@@ -37,6 +38,8 @@ export interface QuarantineMonitorOptions {
   readonly stoppedGrace: Duration.Duration
   /** Lag beyond this many bytes reports the mirror as catching_up rather than streaming. */
   readonly catchingUpBytes: number
+  /** How long copying a rewritten table again may take (reconciling engines; the follower copies for capturing ones). */
+  readonly recopyTimeout: Duration.Duration
 }
 
 const newQuarantineId = () => `qua_${Date.now().toString(36)}${randomBytes(6).toString("hex")}`
@@ -53,6 +56,8 @@ interface MirrorFacts {
   readonly scionTables: ReadonlyArray<string>
   /** The first captured schema change the mirror could not apply that no released quarantine answered. */
   readonly failedChange: { readonly object_identity: string | null; readonly command_tag: string; readonly error: string | null } | undefined
+  /** Tables a change rewrote, waiting to be copied again (replication/TableRecopy.ts); one with an error could not be. */
+  readonly recopies: ReadonlyArray<RecopyRequest>
 }
 
 /** What a round reads on the source; None where it could not be asked. */
@@ -155,7 +160,13 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
 
     /** The publication's coverage, unknown where it could not be read (the slot's check goes on without it). */
     const coverageOf = (engine: EngineRow, facts: MirrorFacts, source: PgSession) =>
-      publicationCoverage(source, engine.publication_name, facts.followed, facts.scionTables).pipe(
+      // A table being copied again leaves the publication for a moment (TableRecopy): not a gap.
+      publicationCoverage(
+        source,
+        engine.publication_name,
+        facts.followed.filter((relid) => !facts.recopies.some((request) => request.source_relid === relid)),
+        facts.scionTables
+      ).pipe(
         Effect.tapError((error) => Effect.logWarning("the publication's coverage could not be read", error)),
         Effect.option
       )
@@ -196,6 +207,15 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           return Option.some({
             reason: "schema_drift" as const,
             detail: `${failed.object_identity ?? "a table"}: a captured schema change (${failed.command_tag}) could not be applied on the mirror (${failed.error ?? "unknown error"}). Make the mirror's table match the source's (or drop the table from the selection and index), then release this entry; POST /v1/connectors/{connector_id}/reset copies the mirror again.`
+          })
+        }
+        // A table a change rewrote that could not be copied again: its rows are the mirror's cast
+        // of the old ones, or gone while the copy was under way.
+        const unfinished = facts.recopies.find((request) => request.error !== null)
+        if (unfinished !== undefined) {
+          return Option.some({
+            reason: "schema_drift" as const,
+            detail: `${unfinished.path}: a schema change rewrote the table on the source, and copying it again from the source failed (${unfinished.error}). Its rows on the mirror may differ from the source's. Mend the cause, then release this entry to copy it again; POST /v1/connectors/{connector_id}/reset copies the whole mirror again.`
           })
         }
         const lag = source.lag
@@ -288,6 +308,10 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
             if (entry.reason === "schema_drift" && facts.failedChange !== undefined) {
               yield* mirror.query("update scion.schema_change_results set answered = true where status = 'failed' and not answered")
             }
+            // ... and a table that could not be copied again is tried again.
+            if (entry.reason === "schema_drift" && facts.recopies.some((request) => request.error !== null)) {
+              yield* mirror.query("update scion.recopy_requests set error = null where error is not null")
+            }
             yield* mirror.query(`alter subscription ${quoteIdent(engine.subscription_name)} enable`)
           })
         )
@@ -341,6 +365,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               )
             : []
         const followed = present?.followed === true ? yield* mirror.query<{ source_relid: string }>("select source_relid::text as source_relid from scion.mirror_tables") : []
+        const recopies = present?.followed === true ? yield* recopyRequests(mirror) : []
         const [heartbeat] = present?.heartbeat === true ? yield* mirror.query<{ at: Date | null }>("select max(at) as at from scion.heartbeat where connector_id = $1", [engine.connector_id]) : []
         const [reported] = heartbeat?.at ? [] : yield* mirror.query<{ at: Date | null }>("select max(latest_end_time) as at from pg_stat_subscription where subname = $1", [engine.subscription_name])
         const lastApplied = heartbeat?.at ?? reported?.at ?? null
@@ -349,7 +374,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           lastApplied: lastApplied === null ? null : new Date(lastApplied),
           followed: followed.map((table) => table.source_relid),
           scionTables: [...(present?.heartbeat === true ? ["scion.heartbeat"] : []), ...(present?.log === true ? ["scion.schema_log"] : [])],
-          failedChange
+          failedChange,
+          recopies
         } satisfies MirrorFacts
       })
 
@@ -462,6 +488,8 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               Option.none()
             )
           }
+          // Tables this round's changes (or an earlier round's, unfinished) rewrote are copied again.
+          if (outcome.applied > 0 || facts.recopies.some((request) => request.error === null)) yield* copyAgain(engine, running.value)
           return yield* judge(engine, running.value, facts, outcome.source, { pending: outcome.pending > 0, reconciled: outcome.applied > 0 })
         }
         const facts = yield* onMirror(running.value, engine, (mirror) => readMirror(engine, mirror))
@@ -472,10 +500,36 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         Effect.withSpan("QuarantineMonitor.check", { attributes: { connectorId: engine.connector_id } })
       )
 
+    /**
+     * A reconciling engine's tables that a change rewrote, copied again from the source
+     * (TableRecopy; the schema follower does this for capturing engines). A failure is recorded
+     * on the request, which the next round's inspection quarantines.
+     */
+    const copyAgain = (engine: EngineRow, running: Engine) =>
+      Effect.gen(function* () {
+        const requests = yield* onMirror(running, engine, recopyRequests)
+        if (!requests.some((request) => request.error === null)) return
+        const pipeline = { engine: running, mirrorDatabase: engine.mirror_database, subscriptionName: engine.subscription_name, publicationName: engine.publication_name }
+        const copied = yield* onSource(engine, 30_000, (source) => recopyTables(pipeline, source, requests, { ...connect, copyTimeout: options.recopyTimeout }))
+        if (Option.getOrElse(copied, () => 0) > 0) yield* Effect.logInfo("tables copied again after a rewriting change").pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))
+      }).pipe(Effect.catchAll((e) => Effect.logWarning("a table could not be copied again", e).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))))
+
+    /** Whether the mirror asks for a table to be copied again now (read on a short session of its own). */
+    const recopyUnderWay = (engine: EngineRow, running: Engine) =>
+      onMirror(running, engine, recopyRequests).pipe(
+        Effect.map((requests) => requests.some((request) => request.error === null)),
+        Effect.orElseSucceed(() => false)
+      )
+
     /** The round's verdict from what it read: a quarantine for the first break found, or the replication's state. */
     const judge = (engine: EngineRow, running: Engine, facts: MirrorFacts, source: SourceFacts, drift: { readonly pending: boolean; readonly reconciled: boolean }) =>
       Effect.gen(function* () {
         const broken = yield* inspect(engine, facts, source, drift)
+        // The follower may have begun copying a table again (it leaves the publication for a
+        // moment) after this round read the mirror: a gap then is that copy's, judged next round.
+        if (Option.isSome(broken) && broken.value.reason === "publication_changed" && (yield* recopyUnderWay(engine, running))) {
+          return yield* recordState(engine, facts, statusOf(facts, source.lag), source.lag)
+        }
         if (Option.isSome(broken)) return yield* quarantine(engine, running, broken.value.reason, broken.value.detail, source.lag)
         yield* recordState(engine, facts, statusOf(facts, source.lag), source.lag)
       })
@@ -509,7 +563,8 @@ export const QuarantineMonitorConfig: Config.Config<QuarantineMonitorOptions> = 
   maxLagBytes: Config.integer("QUARANTINE_MAX_LAG_BYTES").pipe(Config.withDefault(1024 * 1024 * 1024)),
   lease: Config.duration("QUARANTINE_MONITOR_LEASE").pipe(Config.withDefault(Duration.seconds(20))),
   stoppedGrace: Config.duration("QUARANTINE_STOPPED_GRACE").pipe(Config.withDefault(Duration.seconds(60))),
-  catchingUpBytes: Config.integer("REPLICATION_CATCHING_UP_BYTES").pipe(Config.withDefault(16 * 1024 * 1024))
+  catchingUpBytes: Config.integer("REPLICATION_CATCHING_UP_BYTES").pipe(Config.withDefault(16 * 1024 * 1024)),
+  recopyTimeout: TableRecopyTimeout
 })
 
 /** Runs the monitor for the life of the layer. */

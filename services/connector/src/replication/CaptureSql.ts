@@ -46,7 +46,8 @@ export const HEARTBEAT_PRESENT_SQL = "select to_regclass('scion.heartbeat') is n
 
 /**
  * A table's snapshot (jsonb) by its oid ($1), as the capture trigger records it and the
- * reconciler reads it directly (no object on the source needed). Run with search_path = pg_catalog.
+ * reconciler reads it directly (no object on the source needed). Run with search_path = pg_catalog
+ * and datestyle ISO (a column's `missing` value is text the mirror parses).
  */
 export const TABLE_SNAPSHOT_SQL = `
   select jsonb_build_object(
@@ -67,7 +68,11 @@ export const TABLE_SNAPSHOT_SQL = `
                'collation', case when a.attcollation <> t.typcollation and a.attcollation <> 0 then
                               (select quote_ident(cn.nspname) || '.' || quote_ident(co.collname)
                                from pg_collation co join pg_namespace cn on cn.oid = co.collnamespace where co.oid = a.attcollation) end
-             ) order by a.attnum)
+             )
+             -- The value ADD COLUMN gave the rows already there (a fast default, computed once and
+             -- kept after the default changes or goes), as text: only where there is one.
+             || case when a.atthasmissing then jsonb_build_object('missing', (a.attmissingval::text::text[])[1]) else '{}'::jsonb end
+             order by a.attnum)
       from pg_attribute a
       join pg_type t on t.oid = a.atttypid
       left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
@@ -197,7 +202,7 @@ export const MIRROR_TABLE_DEPENDENCIES_SQL = dependenciesSql(MIRRORED_RELIDS)
 
 const SNAPSHOT_FUNCTIONS = `
 create or replace function scion.table_snapshot(rel oid) returns jsonb
-language sql stable set search_path = pg_catalog as $fn$
+language sql stable set search_path = pg_catalog set datestyle = 'ISO, YMD' set intervalstyle = 'postgres' as $fn$
 ${TABLE_SNAPSHOT_SQL.replace("$1::oid", "rel")}
 $fn$;
 
@@ -318,7 +323,10 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
        seen := seen || rel;
        -- Partitions replicate through their root.
        continue when not exists (select 1 from pg_class c where c.oid = rel and c.relkind in ('r', 'p') and not c.relispartition);
-       tables := tables || jsonb_build_array(scion.table_snapshot(rel));
+       -- Rewritten by this command (scion.capture_rewrite): the mirror copies the table again, as
+       -- the source filled its rows by an expression no snapshot carries (a USING that keeps the type).
+       tables := tables || jsonb_build_array(scion.table_snapshot(rel)
+                 || case when rel::text = any(string_to_array(current_setting('scion.rewritten', true), ',')) then '{"rewritten": true}'::jsonb else '{}'::jsonb end);
        -- The types its columns use and the functions it calls travel with it: the mirror may
        -- lack one made before setup that no mirrored table used then, or one in a schema it does
        -- not mirror whole.
@@ -340,6 +348,7 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
          end;
        end loop;
      end loop;
+     perform set_config('scion.rewritten', '', true);
      if jsonb_array_length(tables) = 0 and jsonb_array_length(types) = 0 and jsonb_array_length(functions) = 0 and jsonb_array_length(extensions) = 0 then
        return;
      end if;
@@ -383,6 +392,19 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
      raise warning 'scion: schema change not captured (%): %', tg_tag, sqlerrm;
    end
    $fn$`,
+  // The tables a command rewrites (before its ddl_command_end), in a setting of the transaction:
+  // a rewrite filled the rows by the source's own expression. Not a change of persistence or
+  // access method, which keep the values.
+  `create or replace function scion.capture_rewrite() returns event_trigger
+   language plpgsql set search_path = pg_catalog as $fn$
+   begin
+     if pg_event_trigger_table_rewrite_reason() & 6 <> 0 then
+       perform set_config('scion.rewritten', concat_ws(',', nullif(current_setting('scion.rewritten', true), ''), pg_event_trigger_table_rewrite_oid()::text), true);
+     end if;
+   exception when others then
+     raise warning 'scion: table rewrite not captured: %', sqlerrm;
+   end
+   $fn$`,
   // EXECUTE PROCEDURE: the spelling every supported source version (10+) accepts.
   `do $do$ begin
      if not exists (select 1 from pg_event_trigger where evtname = 'scion_capture_ddl') then
@@ -390,6 +412,9 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
      end if;
      if not exists (select 1 from pg_event_trigger where evtname = 'scion_capture_drop') then
        create event trigger scion_capture_drop on sql_drop execute procedure scion.capture_drop();
+     end if;
+     if not exists (select 1 from pg_event_trigger where evtname = 'scion_capture_rewrite') then
+       create event trigger scion_capture_rewrite on table_rewrite execute procedure scion.capture_rewrite();
      end if;
    end $do$`
 ]
@@ -404,6 +429,7 @@ export const SOURCE_CAPTURE_PRESENT_SQL = `
 export const sourceCaptureUninstall: ReadonlyArray<string> = [
   "drop event trigger if exists scion_capture_ddl",
   "drop event trigger if exists scion_capture_drop",
+  "drop event trigger if exists scion_capture_rewrite",
   "drop schema if exists scion cascade"
 ]
 
@@ -418,7 +444,7 @@ export const sourceCaptureUninstall: ReadonlyArray<string> = [
  * when they change: a mirror set up by an older connector gets them again before reconciliation
  * calls one it may lack (setup and roll-outs install them anyway).
  */
-export const MIRROR_OBJECTS_VERSION = "scion mirror objects 5"
+export const MIRROR_OBJECTS_VERSION = "scion mirror objects 6"
 
 /** Whether the mirror's objects are this version's (one row, `current`). */
 export const MIRROR_OBJECTS_CURRENT_SQL = `select coalesce(obj_description(to_regnamespace('scion'), 'pg_namespace') = '${MIRROR_OBJECTS_VERSION}', false) as current`
@@ -450,6 +476,14 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      source_oid bigint primary key,
      schema_name text not null,
      type_name text not null
+   )`,
+  // Tables a change rewrote (scion.alter_table), to be copied again from the source
+  // (replication/TableRecopy.ts): `error` is why the last attempt did not finish.
+  `create table if not exists scion.recopy_requests (
+     source_relid bigint primary key,
+     requested_at timestamptz not null default now(),
+     copy_started_at timestamptz,
+     error text
    )`,
   "create table if not exists scion.selection (schema_name text primary key)",
   "create table if not exists scion.apply_state (singleton boolean primary key default true check (singleton), setup_log_id bigint not null)",
@@ -738,6 +772,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      con jsonb;
      idx jsonb;
      want text;
+     filenode oid;
    begin
      target := format('%I.%I', prev->>'schema', prev->>'name');
      if prev->>'schema' <> next->>'schema' then
@@ -754,6 +789,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      end if;
      target := format('%I.%I', next->>'schema', next->>'name');
      rel := target::regclass;
+     filenode := pg_relation_filenode(rel);
 
      -- Constraints and indexes renamed: one the source no longer names whose definition it has
      -- under a name the mirror lacks is renamed in place (dropped, a key would take the foreign
@@ -822,7 +858,18 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      for new_col in select * from jsonb_array_elements(next->'columns') order by (value->>'attnum')::int loop
        if not exists (select 1 from jsonb_array_elements(prev->'columns') c where (c->>'attnum')::int = (new_col->>'attnum')::int) then
          done := done || scion.ensure_sequences(new_col);
-         stmt := format('alter table %s add column if not exists %s', target, scion.column_sql(new_col));
+         if new_col->>'missing' is not null and new_col->>'identity' = '' and new_col->>'generated' = '' then
+           -- The rows already there get the value the source's ADD COLUMN gave its rows (computed
+           -- there once: now(), a default since dropped), then the column takes the source's default.
+           stmt := format('alter table %s add column if not exists %s', target,
+                          scion.column_sql(jsonb_set(new_col, '{default}', to_jsonb(format('%L::%s', new_col->>'missing', new_col->>'type')))));
+           execute stmt;
+           done := done || to_jsonb(stmt);
+           stmt := case when new_col->>'default' is null then format('alter table %s alter column %I drop default', target, new_col->>'name')
+                        else format('alter table %s alter column %I set default %s', target, new_col->>'name', new_col->>'default') end;
+         else
+           stmt := format('alter table %s add column if not exists %s', target, scion.column_sql(new_col));
+         end if;
          execute stmt;
          done := done || to_jsonb(stmt);
          continue;
@@ -925,6 +972,16 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
        stmt := format('alter table %s replica identity %s', target, case next->>'replica_identity' when 'd' then 'default' when 'f' then 'full' else 'nothing' end);
        execute stmt;
        done := done || to_jsonb(stmt);
+     end if;
+     -- The change rewrote the table here (a type changed by a cast, a volatile default, an
+     -- identity), or the capture saw it rewrite the source's (a USING that keeps the type): the
+     -- source filled its rows by its own expression (a USING, its own values), which the snapshot
+     -- does not carry. The connector copies the table again from the source.
+     if pg_relation_filenode(rel) is distinct from filenode or coalesce((next->>'rewritten')::boolean, false) then
+       -- A copy under way began before this rewrite: it starts again.
+       insert into scion.recopy_requests (source_relid, requested_at) values ((next->>'relid')::bigint, clock_timestamp())
+         on conflict (source_relid) do update set requested_at = clock_timestamp(), copy_started_at = null, error = null;
+       done := done || to_jsonb(format('copy %s again from the source', target));
      end if;
      return done;
    end

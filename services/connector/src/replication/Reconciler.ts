@@ -52,6 +52,20 @@ export interface ReconcileOutcome {
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
 
+/**
+ * A column without the value its ADD COLUMN gave the rows already there (`missing`): that matters
+ * only when the column is added; the source drops it when a rewrite fills the rows, which changes
+ * nothing the mirror follows.
+ */
+const withoutMissing = (column: Record<string, unknown> | undefined) => {
+  if (column === undefined) return undefined
+  const { missing: _, ...rest } = column
+  return rest
+}
+
+/** Two snapshots alike in all the mirror follows. */
+const sameTable = (a: Snapshot, b: Snapshot) => same({ ...a, columns: a.columns.map(withoutMissing) }, { ...b, columns: b.columns.map(withoutMissing) })
+
 const byKey = <T extends Record<string, unknown>>(items: ReadonlyArray<T>, key: keyof T) => new Map(items.map((i) => [String(i[key]), i]))
 
 /**
@@ -68,7 +82,7 @@ export const isAdditive = (prev: Snapshot, next: Snapshot) => {
   const indexes = byKey(next.indexes, "name")
   const indexesBefore = byKey(prev.indexes, "name")
   return (
-    prev.columns.every((c) => same(c, columns.get(String(c.attnum)))) &&
+    prev.columns.every((c) => same(withoutMissing(c), withoutMissing(columns.get(String(c.attnum))))) &&
     prev.constraints.every((c) => same(c, constraints.get(c.name))) &&
     next.constraints.length === prev.constraints.length &&
     prev.indexes.every((i) => same(i, indexes.get(i.name))) &&
@@ -87,7 +101,7 @@ export const describeChange = (prev: Snapshot, next: Snapshot | null) => {
     const old = before.get(attnum)
     if (old === undefined) parts.push(`column ${column.name} added`)
     else if (old.name !== column.name) parts.push(`column ${old.name} renamed to ${column.name}`)
-    else if (!same(old, column)) parts.push(`column ${column.name} changed`)
+    else if (!same(withoutMissing(old), withoutMissing(column))) parts.push(`column ${column.name} changed`)
   }
   for (const [attnum, column] of before) if (!after.has(attnum)) parts.push(`column ${column.name} dropped`)
   const constraintsBefore = byKey(prev.constraints, "name")
@@ -197,7 +211,8 @@ export const reconcile = (input: {
 }): Effect.Effect<ReconcileOutcome & { readonly lag: number | null }, PgStepFailed> =>
   Effect.gen(function* () {
     const { source } = input
-    yield* source.query("set search_path = pg_catalog")
+    // ISO dates: a column's `missing` value is text the mirror parses.
+    yield* source.query("set search_path = pg_catalog; set datestyle = 'ISO, YMD'; set intervalstyle = postgres")
     const { current, confirmed, lag } = yield* slotPosition(source, input.slotName)
     // What changed on the source, and what each change waits for.
     const marks: Array<FollowedTable> = []
@@ -205,7 +220,7 @@ export const reconcile = (input: {
     let pending = 0
     for (const table of input.followed) {
       const next = (yield* snapshotOf(source, table.source_relid)) as Snapshot | null
-      if (next !== null && same(table.snapshot, next)) continue
+      if (next !== null && sameTable(table.snapshot, next)) continue
       const change: Change = { table, next, label: `${table.snapshot.schema}.${table.snapshot.name}`, change: describeChange(table.snapshot, next) }
       if (next !== null && isAdditive(table.snapshot, next)) toApply.push(change)
       // First seen now: rows the mirror has yet to apply may still have the old shape.

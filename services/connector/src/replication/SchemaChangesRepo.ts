@@ -34,6 +34,7 @@ export interface FollowedEngine {
   readonly connector_id: string
   readonly mirror_database: string
   readonly subscription_name: string
+  readonly publication_name: string
   readonly schema_log_position: string
 }
 
@@ -44,7 +45,7 @@ export class SchemaChangesRepo extends Effect.Service<SchemaChangesRepo>()("@sci
 
     /** Engines that capture, of connectors whose engine is set up (ready, or degraded while quarantined). */
     const capturingEngines = sql<FollowedEngine>`
-      select e.connector_id, e.mirror_database, e.subscription_name, e.schema_log_position::text as schema_log_position
+      select e.connector_id, e.mirror_database, e.subscription_name, e.publication_name, e.schema_log_position::text as schema_log_position
       from engines e join connectors c on c.id = e.connector_id
       where e.schema_follow = 'capture' and c.branching_engine_status in ('ready', 'degraded')`.pipe(Effect.orDie)
 

@@ -10,6 +10,7 @@ import { type Engine, EngineProvisioner } from "../engine/EngineProvisioner.js"
 import { engineSession, onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession } from "../engine/PgSession.js"
 import { makeSessionCache } from "./SessionCache.js"
 import { writeHeartbeat } from "./SourceCapture.js"
+import { recopyRequests, recopyTables, TableRecopyTimeout } from "./TableRecopy.js"
 import { refreshStructure } from "./StructureRefresh.js"
 import { type FollowedEngine, type MirrorChangeResult, SchemaChangesRepo } from "./SchemaChangesRepo.js"
 
@@ -36,7 +37,7 @@ export class SchemaChanges extends Effect.Service<SchemaChanges>()("@scion/conne
  * schema_version, the selected structure and needs_reselection tell the truth. The position only
  * moves past a batch once all of that is done, so a failed round is simply repeated.
  */
-export const makeSchemaFollower = (options: { readonly heartbeatInterval: Duration.Duration }) => Effect.gen(function* () {
+export const makeSchemaFollower = (options: { readonly heartbeatInterval: Duration.Duration; readonly recopyTimeout: Duration.Duration }) => Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const repo = yield* SchemaChangesRepo
   const connectorsRepo = yield* ConnectorsRepo
@@ -91,18 +92,32 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
       // Read on a session of its own, closed before anything else: a branch batch copies the
       // mirror only once no session is connected to it, and what follows waits on a lock, the
       // source (a remote one is slow) and the control database.
-      const { results, mirrored } = yield* onEngineDatabase(running.value, engine.mirror_database, connect, (mirror) =>
+      const { results, mirrored, recopies } = yield* onEngineDatabase(running.value, engine.mirror_database, connect, (mirror) =>
         Effect.gen(function* () {
+          const recopies = yield* recopyRequests(mirror)
           const results = yield* mirror.query<MirrorChangeResult & Record<string, unknown>>(
             `select log_id::text as log_id, source_at, applied_at, command_tag, object_identity, statement, status, actions, error, tables_added
              from scion.schema_change_results where log_id > $1 order by schema_change_results.log_id limit 200`,
             [engine.schema_log_position]
           )
-          if (results.length === 0) return { results, mirrored: [] }
+          if (results.length === 0) return { results, mirrored: [], recopies }
           const mirrored = yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")
-          return { results, mirrored }
+          return { results, mirrored, recopies }
         })
       )
+      // Tables a change rewrote are copied again before the round goes on (a failure is recorded
+      // on the request, for the quarantine monitor, and does not hold the rest of the round up).
+      if (recopies.some((request) => request.error === null)) {
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const details = yield* detailsOf(engine.connector_id)
+            const source = yield* sourceSession(details, details.password, { ...connect, queryMillis: 30_000 })
+            const pipeline = { engine: running.value, mirrorDatabase: engine.mirror_database, subscriptionName: engine.subscription_name, publicationName: engine.publication_name }
+            const copied = yield* recopyTables(pipeline, source, recopies, { ...connect, copyTimeout: options.recopyTimeout })
+            if (copied > 0) yield* Effect.logInfo("tables copied again after a rewriting change").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, tables: copied }))
+          })
+        ).pipe(Effect.catchAll((e) => Effect.logWarning("a table could not be copied again", e).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))))
+      }
       if (results.length === 0) return yield* readAll()
       if (results.some((r) => r.tables_added.length > 0)) {
         // New tables joined the publication on the source: the refresh starts their copy.
@@ -181,11 +196,13 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
 
 /**
  * SCHEMA_FOLLOW_INTERVAL (default 1 s): how often mirrors' results are read;
- * REPLICATION_HEARTBEAT_INTERVAL (default 5 s): how often the heartbeat is written on each source.
+ * REPLICATION_HEARTBEAT_INTERVAL (default 5 s): how often the heartbeat is written on each source;
+ * TABLE_RECOPY_TIMEOUT (default 10 min): how long a table copied again may take (branch creates wait meanwhile).
  */
 export const SchemaFollowerConfig = Config.all({
   interval: Config.duration("SCHEMA_FOLLOW_INTERVAL").pipe(Config.withDefault(Duration.seconds(1))),
-  heartbeatInterval: Config.duration("REPLICATION_HEARTBEAT_INTERVAL").pipe(Config.withDefault(Duration.seconds(5)))
+  heartbeatInterval: Config.duration("REPLICATION_HEARTBEAT_INTERVAL").pipe(Config.withDefault(Duration.seconds(5))),
+  recopyTimeout: TableRecopyTimeout
 })
 
 /** Runs the follower for the life of the layer. */

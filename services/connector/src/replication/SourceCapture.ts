@@ -135,7 +135,7 @@ export type CaptureRelease = "none" | "kept" | "removed" | "left_installed"
 
 /** Whether the session's role may drop the capture objects: it owns (or is a member of the owner of) the event triggers and the `scion` schema. */
 const MAY_UNINSTALL_CAPTURE = `
-select not exists (select 1 from pg_event_trigger e where e.evtname in ('scion_capture_ddl', 'scion_capture_drop') and not pg_has_role(current_user, e.evtowner, 'USAGE'))
+select not exists (select 1 from pg_event_trigger e where e.evtname in ('scion_capture_ddl', 'scion_capture_drop', 'scion_capture_rewrite') and not pg_has_role(current_user, e.evtowner, 'USAGE'))
    and not exists (select 1 from pg_namespace n where n.nspname = 'scion' and not pg_has_role(current_user, n.nspowner, 'USAGE')) as may`
 
 /**
