@@ -133,6 +133,26 @@ describe("schema changes without capture", () => {
     expect(after.needs_reselection).toBe(false)
   })
 
+  it("a table made on the source in a schema the selection holds whole joins the mirror: published, made, copied, listed", async () => {
+    await source.query(`
+      set role app_owner;
+      create table public.invoices (id int primary key, total numeric(10, 2) not null default 0);
+      insert into public.invoices select g, g * 1.5 from generate_series(1, 300) g;
+      create table public.scratch (note text);
+      reset role;`)
+    const digest = "select count(*)::int as n, md5(string_agg(t::text, '|' order by t.id)) as sum from public.invoices t"
+    const same = async () => JSON.stringify(await onMirror(digest).catch(() => [])) === JSON.stringify((await source.query(digest)).rows)
+    await waitFor("the new table's rows on the mirror", same, 60_000)
+    await source.query("insert into public.invoices values (301, 9); update public.invoices set total = 0 where id = 1")
+    await waitFor("the rows written since on the mirror", same, 60_000)
+    expect((await changes()).find((c) => c.object_identity === "public.invoices")).toMatchObject({ mode: "reconciled", command_tag: "CREATE TABLE", status: "reconciled" })
+    // A table without a replica identity waits for a decision: publishing it would make the source refuse its updates.
+    expect(await onMirror("select to_regclass('public.scratch') is null as absent")).toEqual([{ absent: true }])
+    expect((await source.query("select count(*)::int as n from pg_publication_tables where tablename = 'scratch'")).rows[0].n).toBe(0)
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+    await source.query("drop table public.scratch")
+  }, 120_000)
+
   it("a change waits while a branch batch holds the engine's copy lock (the batch read the mirror's schema for its copies), then follows", async () => {
     const record = await engineRecordOf(scion, connectorId)
     const batch = new pg.Client({ host: record.host, port: record.port, user: record.username, password: record.password, database: "postgres", ssl: { rejectUnauthorized: false } })
@@ -382,7 +402,7 @@ describe("schema changes without capture", () => {
     }
   }, 150_000)
 
-  it("a type change by the source's own USING, an identity added, a default added then dropped: the mirror's rows equal the source's", async () => {
+  it("a type change by the source's own USING, an identity added, a default added then dropped, two columns swapped: the mirror's rows equal the source's", async () => {
     await source.query("insert into public.events (id, note) select g, 'n' || g from generate_series(2, 400) g")
     await source.query("alter table public.events add column cents int; update public.events set cents = id")
     const digest = "select count(*)::int as n, md5(string_agg(t::text, '|' order by t.id)) as sum from public.events t"
@@ -397,6 +417,16 @@ describe("schema changes without capture", () => {
       }
     )
     expect((await changes()).some((c) => c.object_identity === "public.events" && c.actions.includes("copy public.events again from the source"))).toBe(true)
+    // Two columns swapped by renames: the mirror sees only the end, and rows that came first went by name.
+    await source.query(`
+      alter table public.events rename column note to swapping;
+      alter table public.events rename column origin to note;
+      alter table public.events rename column swapping to origin;`)
+    await source.query("insert into public.events (id, cents, note, origin) values (402, 1, 'a note', 'an origin')")
+    const columns = "select column_name, data_type from information_schema.columns where table_schema = 'public' and table_name = 'events' order by ordinal_position"
+    await waitFor("the swapped columns and their rows on the mirror", async () =>
+      JSON.stringify(await onMirror(digest).catch(() => [])) === JSON.stringify((await source.query(digest)).rows) &&
+      JSON.stringify(await onMirror(columns)) === JSON.stringify((await source.query(columns)).rows), 60_000)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 150_000)
 

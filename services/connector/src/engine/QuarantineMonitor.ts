@@ -10,7 +10,7 @@ import { onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession, try
 import { dropSubscriptionKeepingSlot, emptyMirroredTables } from "./EngineReplication.js"
 import type { ReplicationState, ReplicationStatus } from "../domain/models.js"
 import { SourceIntrospector } from "../connectors/SchemaIntrospection.js"
-import { type Drift, type FollowedTable, followedTables, mirrorDependencies, mirrorExtensions, type MirrorDependencies, reconcile } from "../replication/Reconciler.js"
+import { type Drift, type FollowedTable, followedTables, mirrorDependencies, mirrorExtensions, type MirrorDependencies, reconcile, wholeSchemas } from "../replication/Reconciler.js"
 import { SchemaChangesRepo } from "../replication/SchemaChangesRepo.js"
 import { ConnectorOperations } from "../connectors/Discovery.js"
 import { startPipelineOperation } from "../replication/Pipelines.js"
@@ -401,7 +401,12 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
       engine: EngineRow,
       running: Engine,
       facts: MirrorFacts,
-      mirror: { readonly followed: ReadonlyArray<FollowedTable>; readonly extensions: ReadonlyArray<string>; readonly dependencies: MirrorDependencies }
+      mirror: {
+        readonly followed: ReadonlyArray<FollowedTable>
+        readonly extensions: ReadonlyArray<string>
+        readonly dependencies: MirrorDependencies
+        readonly wholeSchemas: ReadonlyArray<string>
+      }
     ) =>
       Effect.gen(function* () {
         const unknown = { applied: 0, pending: 0, drift: Option.none<Drift>(), mirroredTables: Option.none<ReadonlyArray<string>>(), source: SOURCE_UNKNOWN }
@@ -417,6 +422,9 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
               reconcile({
                 connectorId: engine.connector_id,
                 slotName: engine.slot_name,
+                publicationName: engine.publication_name,
+                subscriptionName: engine.subscription_name,
+                wholeSchemas: mirror.wholeSchemas,
                 followed: mirror.followed,
                 mirrorExtensions: mirror.extensions,
                 mirrorDependencies: mirror.dependencies,
@@ -475,7 +483,13 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
           // One short session on the mirror for the round: its facts and the tables it follows,
           // read before the source is compared (the mirror is not held meanwhile).
           const { facts, ...mirrored } = yield* onMirror(running.value, engine, (mirror) =>
-            Effect.all({ facts: readMirror(engine, mirror), followed: followedTables(mirror), extensions: mirrorExtensions(mirror), dependencies: mirrorDependencies(mirror) })
+            Effect.all({
+              facts: readMirror(engine, mirror),
+              followed: followedTables(mirror),
+              extensions: mirrorExtensions(mirror),
+              dependencies: mirrorDependencies(mirror),
+              wholeSchemas: wholeSchemas(mirror)
+            })
           )
           const outcome = yield* reconcileDrift(engine, running.value, facts, mirrored)
           if (Option.isSome(outcome.drift)) {

@@ -285,7 +285,9 @@ const prepareSource = (run: SetupRun, basis: SetupBasis) =>
       // The snapshots serve both ways of following: captured changes are diffed against them,
       // and reconciliation compares the source's catalog with them.
       const snapshots = yield* readSnapshots(source, refs.map(qualified), mode).pipe(Effect.mapError((e) => stepFailed("schema", e)))
-      return { ...mirrorDdl, mode, heartbeat: capturePlan.heartbeat, capture: { ...snapshots, wholeSchemas: mode === "capture" ? wholeSchemas : [] } } satisfies SourcePrepared
+      // The mirror keeps the schemas it holds whole in either mode: a table made there joins it
+      // (capture's trigger publishes it; reconciliation finds it).
+      return { ...mirrorDdl, mode, heartbeat: capturePlan.heartbeat, capture: { ...snapshots, wholeSchemas } } satisfies SourcePrepared
     })
   )
 

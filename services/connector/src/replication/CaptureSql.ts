@@ -773,6 +773,7 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      idx jsonb;
      want text;
      filenode oid;
+     swapped boolean;
    begin
      target := format('%I.%I', prev->>'schema', prev->>'name');
      if prev->>'schema' <> next->>'schema' then
@@ -846,15 +847,32 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
          done := done || to_jsonb(stmt);
        end if;
      end loop;
+     -- Names that changed places (two columns swapped by renames; reconciliation sees only the
+     -- end): each goes by a name of its own first. Rows that arrived meanwhile went by name, into
+     -- the other column: the table is copied again (below).
+     swapped := exists (select 1 from jsonb_array_elements(prev->'columns') o join jsonb_array_elements(next->'columns') n on (n->>'attnum')::int = (o->>'attnum')::int
+                        where n->>'name' <> o->>'name'
+                          and exists (select 1 from jsonb_array_elements(prev->'columns') p where p->>'name' = n->>'name' and (p->>'attnum')::int <> (o->>'attnum')::int));
      for old_col in select * from jsonb_array_elements(prev->'columns') loop
        new_col := null;
        select c.value into new_col from jsonb_array_elements(next->'columns') as c(value) where (c.value->>'attnum')::int = (old_col->>'attnum')::int;
        if new_col is not null and new_col->>'name' <> old_col->>'name' then
-         stmt := format('alter table %s rename column %I to %I', target, old_col->>'name', new_col->>'name');
+         stmt := format('alter table %s rename column %I to %I', target, old_col->>'name', case when swapped then 'scion_renaming_' || (old_col->>'attnum') else new_col->>'name' end);
          execute stmt;
          done := done || to_jsonb(stmt);
        end if;
      end loop;
+     if swapped then
+       for old_col in select * from jsonb_array_elements(prev->'columns') loop
+         new_col := null;
+         select c.value into new_col from jsonb_array_elements(next->'columns') as c(value) where (c.value->>'attnum')::int = (old_col->>'attnum')::int;
+         if new_col is not null and new_col->>'name' <> old_col->>'name' then
+           stmt := format('alter table %s rename column %I to %I', target, 'scion_renaming_' || (old_col->>'attnum'), new_col->>'name');
+           execute stmt;
+           done := done || to_jsonb(stmt);
+         end if;
+       end loop;
+     end if;
      for new_col in select * from jsonb_array_elements(next->'columns') order by (value->>'attnum')::int loop
        if not exists (select 1 from jsonb_array_elements(prev->'columns') c where (c->>'attnum')::int = (new_col->>'attnum')::int) then
          done := done || scion.ensure_sequences(new_col);
@@ -976,8 +994,9 @@ export const mirrorCaptureInstall: ReadonlyArray<string> = [
      -- The change rewrote the table here (a type changed by a cast, a volatile default, an
      -- identity), or the capture saw it rewrite the source's (a USING that keeps the type): the
      -- source filled its rows by its own expression (a USING, its own values), which the snapshot
-     -- does not carry. The connector copies the table again from the source.
-     if pg_relation_filenode(rel) is distinct from filenode or coalesce((next->>'rewritten')::boolean, false) then
+     -- does not carry. Or columns swapped names (above). The connector copies the table again
+     -- from the source.
+     if pg_relation_filenode(rel) is distinct from filenode or coalesce((next->>'rewritten')::boolean, false) or swapped then
        -- A copy under way began before this rewrite: it starts again.
        insert into scion.recopy_requests (source_relid, requested_at) values ((next->>'relid')::bigint, clock_timestamp())
          on conflict (source_relid) do update set requested_at = clock_timestamp(), copy_started_at = null, error = null;

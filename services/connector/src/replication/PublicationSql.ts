@@ -1,3 +1,4 @@
+import { quoteLiteral } from "@scion/kit"
 import { Effect } from "effect"
 import type { PgSession } from "../engine/PgSession.js"
 
@@ -72,3 +73,21 @@ export const publicationChangedDetail = (publicationName: string, coverage: Excl
           .join(" and ")
   return `The publication ${publicationName} ${what}: the mirror missed the changes it skipped. A release copies the mirror again from a new slot (setup makes the publication again)`
 }
+
+/**
+ * One statement on the source that drops `tables` (quoted names) from the publication, or adds
+ * them, each only where that changes something: a DDL on a table joins a capturing source's
+ * publication by itself, and a step repeated after a failure finds its own work done.
+ */
+export const publicationMembershipSql = (publicationName: string, tables: ReadonlyArray<string>, change: "drop" | "add") => `
+  do $membership$ declare
+    name text;
+  begin
+    foreach name in array array[${tables.map(quoteLiteral).join(", ")}]::text[] loop
+      if ${change === "drop" ? "" : "not "}exists (select 1 from pg_catalog.pg_publication_rel pr join pg_catalog.pg_publication p on p.oid = pr.prpubid
+                 where p.pubname = ${quoteLiteral(publicationName)} and pr.prrelid = name::regclass) then
+        execute pg_catalog.format('alter publication %I ${change} table only %s', ${quoteLiteral(publicationName)}, name);
+      end if;
+    end loop;
+  end $membership$`
+

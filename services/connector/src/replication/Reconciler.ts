@@ -4,6 +4,7 @@ import { makeExtension, SOURCE_EXTENSIONS_SQL, type SourceExtension } from "../e
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
 import type { SchemaChangesRepo } from "./SchemaChangesRepo.js"
 import { MIRROR_OBJECTS_CURRENT_SQL, MIRROR_TABLE_DEPENDENCIES_SQL, TABLE_DEPENDENCIES_SQL } from "./CaptureSql.js"
+import { publicationMembershipSql } from "./PublicationSql.js"
 import { slotPosition } from "./SlotSql.js"
 import { installMirrorFollowing, snapshotOf } from "./SourceCapture.js"
 
@@ -169,6 +170,32 @@ export const mirrorExtensions = (mirror: PgSession) =>
 export const followedTables = (mirror: PgSession) =>
   mirror.query<FollowedTable>("select source_relid::text as source_relid, snapshot, reconcile_after::text as reconcile_after from scion.mirror_tables order by source_relid")
 
+/**
+ * The schemas the mirror's selection holds whole (its `scion.selection`; `*` is every schema),
+ * read on the caller's short session: a table made there on the source joins the mirror.
+ */
+export const wholeSchemas = (mirror: PgSession) =>
+  Effect.map(mirror.query<{ schema_name: string }>("select schema_name from scion.selection order by 1"), (rows) => rows.map((row) => row.schema_name))
+
+/**
+ * Tables in `$1` (schemas held whole; `*` every schema) that the mirror does not follow (`$2`),
+ * that can replicate updates and deletes (others wait for a replica-identity decision) and that
+ * the role may publish (it owns them): the tables that join the mirror. Partitions replicate
+ * through their root; an extension's tables are the extension's.
+ */
+const NEW_TABLES_SQL = `
+  select c.oid::text as relid
+  from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+  where c.relkind in ('r', 'p') and not c.relispartition and c.relpersistence = 'p'
+    and (n.nspname = any($1::text[]) or ('*' = any($1::text[]) and n.nspname not in ('scion', 'pg_catalog', 'information_schema') and n.nspname !~ '^pg_'))
+    and c.oid <> all($2::oid[])
+    and pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE')
+    and not exists (select 1 from pg_catalog.pg_depend d where d.classid = 'pg_catalog.pg_class'::regclass and d.objid = c.oid and d.deptype = 'e')
+    and (c.relreplident = 'f'
+         or (c.relreplident = 'i' and exists (select 1 from pg_catalog.pg_index x where x.indrelid = c.oid and x.indisreplident))
+         or (c.relreplident = 'd' and exists (select 1 from pg_catalog.pg_constraint k where k.conrelid = c.oid and k.contype = 'p')))
+  order by c.oid`
+
 /** A pg_lsn ("16/B374D848") as a number that orders like it. */
 const lsnValue = (lsn: string) => {
   const [high = "0", low = "0"] = lsn.split("/")
@@ -197,6 +224,10 @@ interface Change {
 export const reconcile = (input: {
   readonly connectorId: string
   readonly slotName: string
+  readonly publicationName: string
+  readonly subscriptionName: string
+  /** The schemas the mirror holds whole (`wholeSchemas`): a table made there joins. */
+  readonly wholeSchemas: ReadonlyArray<string>
   readonly followed: ReadonlyArray<FollowedTable>
   /** The mirror's extensions (`mirrorExtensions`): a change applied makes the source's missing ones first. */
   readonly mirrorExtensions: ReadonlyArray<string>
@@ -236,10 +267,23 @@ export const reconcile = (input: {
         mirror.query("update scion.mirror_tables set reconcile_after = $2::pg_lsn where source_relid = any($1::bigint[])", [marks.map((t) => t.source_relid), current])
       )
     }
+    // A table made in a schema the mirror holds whole joins it, as capture's trigger joins it:
+    // published, made on the mirror, copied by the subscription's refresh. A table's creation is
+    // additive (no row older than it), so it joins at once.
+    const joining: Array<Snapshot> = []
+    if (input.wholeSchemas.length > 0) {
+      const found = yield* source.query<{ relid: string }>(NEW_TABLES_SQL, [input.wholeSchemas, input.followed.map((t) => t.source_relid)])
+      for (const { relid } of found) {
+        const snapshot = (yield* snapshotOf(source, relid)) as Snapshot | null
+        if (snapshot !== null) joining.push(snapshot)
+      }
+    }
     // Types are compared whole, every round: an enum's new label changes no table, yet the rows
     // that use it need it. Making or extending a type never breaks an older row, so they apply at once.
     // So are the source's functions the tables call: a new default may call one the mirror lacks.
-    const [onSource] = yield* source.query<Partial<MirrorDependencies>>(TABLE_DEPENDENCIES_SQL, [input.followed.map((t) => t.source_relid)])
+    const [onSource] = yield* source.query<Partial<MirrorDependencies>>(TABLE_DEPENDENCIES_SQL, [
+      [...input.followed.map((t) => t.source_relid), ...joining.map((snapshot) => String(snapshot.relid))]
+    ])
     const onMirrorTypes = new Map(input.mirrorDependencies.types.map((type) => [typeLabel(type), withoutOid(type)]))
     const onMirrorFunctions = new Map(input.mirrorDependencies.functions.map((fn) => [functionLabel(fn), fn.definition]))
     // Types first: a function's signature may use one.
@@ -248,9 +292,11 @@ export const reconcile = (input: {
       ...(onSource?.functions ?? []).filter((fn) => onMirrorFunctions.get(functionLabel(fn)) !== fn.definition).map(functionDependency)
     ]
     const nothingMoved = Option.none<ReadonlyArray<string>>()
-    if (toApply.length === 0 && dependenciesToApply.length === 0) {
+    if (toApply.length === 0 && dependenciesToApply.length === 0 && joining.length === 0) {
       return { applied: 0, pending, drift: Option.none<Drift>(), mirroredTables: nothingMoved, lag }
     }
+    // Published first: the mirror's refresh copies what the publication has (a repeat finds it done).
+    if (joining.length > 0) yield* source.query(publicationMembershipSql(input.publicationName, joining.map(qualifiedName), "add"))
     // Extensions the source has and the mirror lacks (one made since setup): a change may use
     // their types or functions, so they are made first. Only when changes apply: a round that
     // changes nothing does not open the mirror for them.
@@ -278,10 +324,22 @@ export const reconcile = (input: {
           }
           applied.push({ change, actions: outcome.right })
         }
-        const mirroredTables = applied.some(({ change }) => movesTable(change))
+        const joined: Array<{ readonly snapshot: Snapshot; readonly actions: ReadonlyArray<string> }> = []
+        for (const snapshot of Option.isSome(failed) ? [] : joining) {
+          const outcome = yield* Effect.either(mirror.query("begin").pipe(Effect.zipRight(makeTable(mirror, snapshot)), Effect.tap(() => mirror.query("commit"))))
+          if (outcome._tag === "Left") {
+            yield* mirror.query("rollback").pipe(Effect.ignore)
+            failed = Option.some({ commandTag: "CREATE TABLE", label: `${snapshot.schema}.${snapshot.name}`, change: `table ${snapshot.schema}.${snapshot.name} made`, error: outcome.left.reason })
+            break
+          }
+          joined.push({ snapshot, actions: outcome.right })
+        }
+        // The refresh starts the new tables' copy (outside a transaction, as ALTER SUBSCRIPTION … REFRESH must be).
+        if (joined.length > 0) yield* mirror.query(`alter subscription ${quoteIdent(input.subscriptionName)} refresh publication with (copy_data = true)`)
+        const mirroredTables = applied.some(({ change }) => movesTable(change)) || joined.length > 0
           ? Option.some((yield* mirror.query<{ path: string }>("select schema_name || '.' || table_name as path from scion.mirror_tables order by 1")).map((row) => row.path))
           : nothingMoved
-        return { dependenciesApplied: dependencies.applied, applied, failed, mirroredTables }
+        return { dependenciesApplied: dependencies.applied, applied, joined, failed, mirroredTables }
       })
     )
     // A branch batch is copying the mirror: the changes go in next round.
@@ -302,7 +360,12 @@ export const reconcile = (input: {
       })
       yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, table: change.label, change: change.change }))
     }
-    const applied = done.value.applied.length + done.value.dependenciesApplied.length
+    for (const { snapshot, actions } of done.value.joined) {
+      const label = `${snapshot.schema}.${snapshot.name}`
+      yield* input.changes.recordReconciled(input.connectorId, { commandTag: "CREATE TABLE", objectIdentity: label, status: "reconciled", actions: [...actions, `copy ${qualifiedName(snapshot)} from the source`], error: null })
+      yield* Effect.logInfo("schema drift reconciled").pipe(Effect.annotateLogs({ connector_id: input.connectorId, table: label, change: "table made" }))
+    }
+    const applied = done.value.applied.length + done.value.dependenciesApplied.length + done.value.joined.length
     if (Option.isNone(done.value.failed)) return { applied, pending, drift: Option.none<Drift>(), mirroredTables, lag }
     const failure = done.value.failed.value
     yield* input.changes.recordReconciled(input.connectorId, { commandTag: failure.commandTag, objectIdentity: failure.label, status: "failed", actions: [], error: failure.error })
@@ -355,6 +418,23 @@ const ensureEach = (mirror: PgSession, dependencies: ReadonlyArray<Dependency>) 
       applied.push({ dependency, actions: outcome.right[0]?.actions ?? [] })
     }
     return { applied, failure: Option.none<{ readonly dependency: Dependency; readonly error: string }>() }
+  })
+
+/** A snapshot's table as SQL names it. */
+const qualifiedName = (snapshot: Snapshot) => `${quoteIdent(snapshot.schema)}.${quoteIdent(snapshot.name)}`
+
+/** A table that joins, made on the mirror inside the caller's transaction and followed from now on: the statements it ran. */
+const makeTable = (mirror: PgSession, snapshot: Snapshot) =>
+  Effect.gen(function* () {
+    // Followed first: a foreign key to itself counts as one among mirrored tables.
+    yield* mirror.query("insert into scion.mirror_tables (source_relid, schema_name, table_name, snapshot, log_id) values ($1::bigint, $2, $3, $4::jsonb, 0)", [
+      String(snapshot.relid),
+      snapshot.schema,
+      snapshot.name,
+      JSON.stringify(snapshot)
+    ])
+    const [row] = yield* mirror.query<{ actions: ReadonlyArray<string> }>("select scion.create_table($1::jsonb) as actions", [JSON.stringify(snapshot)])
+    return row?.actions ?? []
   })
 
 /** The change renames, moves or drops its table. */

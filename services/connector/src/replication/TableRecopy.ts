@@ -1,7 +1,8 @@
-import { quoteIdent, quoteLiteral } from "@scion/kit"
+import { quoteIdent } from "@scion/kit"
 import { Clock, Config, Duration, Effect, Schema } from "effect"
 import type { Engine } from "../engine/EngineProvisioner.js"
 import { type EngineSessionOptions, onEngineDatabase, onMirrorUnderLock, type PgSession } from "../engine/PgSession.js"
+import { publicationMembershipSql } from "./PublicationSql.js"
 
 /**
  * Copying a table again from the source (services/connector/README.md, "Schema changes"): a
@@ -73,22 +74,6 @@ const SUBSCRIBED_SQL = `
   select count(*)::int as still
   from pg_catalog.pg_subscription_rel r join pg_catalog.pg_subscription s on s.oid = r.srsubid
   where s.subname = $1 and r.srrelid = any(array(select pg_catalog.to_regclass(p)::oid from unnest($2::text[]) p))`
-
-/**
- * One statement on the source that drops `tables` (quoted names) from the publication, or adds
- * them, each only where that changes something: a DDL on a table joins it again by itself.
- */
-const membershipSql = (publicationName: string, tables: ReadonlyArray<string>, change: "drop" | "add") => `
-  do $recopy$ declare
-    name text;
-  begin
-    foreach name in array array[${tables.map(quoteLiteral).join(", ")}]::text[] loop
-      if ${change === "drop" ? "" : "not "}exists (select 1 from pg_catalog.pg_publication_rel pr join pg_catalog.pg_publication p on p.oid = pr.prpubid
-                 where p.pubname = ${quoteLiteral(publicationName)} and pr.prrelid = name::regclass) then
-        execute pg_catalog.format('alter publication %I ${change} table only %s', ${quoteLiteral(publicationName)}, name);
-      end if;
-    end loop;
-  end $recopy$`
 
 /**
  * Which of the tables the subscription's table sync has copied: `f` (copy finished, catching up),
@@ -178,7 +163,7 @@ const startCopies = (pipeline: RecopyPipeline, source: PgSession, mirror: PgSess
     // Out of the publication, then out of the subscription. A DDL on the table meanwhile puts it
     // back in the publication (the capture trigger joins tables of schemas mirrored whole), so the
     // mirror is asked until it no longer has the table, and only then are its rows emptied.
-    yield* source.query(membershipSql(pipeline.publicationName, names, "drop")).pipe(
+    yield* source.query(publicationMembershipSql(pipeline.publicationName, names, "drop")).pipe(
       Effect.zipRight(mirror.query(refresh)),
       Effect.zipRight(mirror.query<{ still: number }>(SUBSCRIBED_SQL, [pipeline.subscriptionName, paths])),
       Effect.filterOrFail(
@@ -188,7 +173,7 @@ const startCopies = (pipeline: RecopyPipeline, source: PgSession, mirror: PgSess
       Effect.retry({ times: 5, while: (e) => e._tag === "RecopyUnfinished" })
     )
     yield* emptyTables(mirror, paths)
-    yield* source.query(membershipSql(pipeline.publicationName, names, "add"))
+    yield* source.query(publicationMembershipSql(pipeline.publicationName, names, "add"))
     yield* mirror.query(refresh)
     yield* mirror.query(`update scion.recopy_requests set copy_started_at = now() where ${AS_READ}`, asRead(tables))
   })
