@@ -1,4 +1,4 @@
-import { CAPTURE_PUBLISHED_TABLES, sourceCaptureInstall } from "../replication/CaptureSql.js"
+import { CAPTURE_PUBLISHED_TABLES, sourceCaptureInstall } from "../replication/SourceCaptureSql.js"
 import type { Decision } from "./ReplicaIdentity.js"
 import type { SchemaStructure } from "./SchemaIntrospection.js"
 

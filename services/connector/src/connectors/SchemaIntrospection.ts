@@ -156,7 +156,7 @@ export class SourceUnavailable extends Schema.TaggedError<SourceUnavailable>()("
   }
 }
 
-// scion is Scion's own schema-change capture on the source (src/replication/CaptureSql.ts).
+// scion is Scion's own schema-change capture on the source (src/replication/SourceCaptureSql.ts).
 const SYSTEM_SCHEMAS = `n.nspname not in ('pg_catalog', 'information_schema', 'scion') and n.nspname not like 'pg\\_toast%' and n.nspname not like 'pg\\_temp\\_%'`
 
 const SCHEMAS_SQL = `select n.nspname as name from pg_namespace n where ${SYSTEM_SCHEMAS} order by n.nspname collate "C"`

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { quoteIdent, quoteLiteral } from "@scion/kit"
-import { TABLE_DEPENDENCIES_SQL } from "../replication/CaptureSql.js"
+import { TABLE_DEPENDENCIES_SQL } from "../replication/SnapshotSql.js"
 
 /**
  * The mirror's DDL, read from the source's catalog (ARCHITECTURE.md, "The branching engine"):

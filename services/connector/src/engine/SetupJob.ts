@@ -18,7 +18,7 @@ import { dropPipeline, namesOf, shadowPipeline, startPipelineOperation } from ".
 import { PipelinesRepo } from "../replication/PipelinesRepo.js"
 import { EngineSetupRepo } from "./EngineSetupRepo.js"
 import type { ReadinessRepo } from "./ReadinessRepo.js"
-import { wholeSchemasOf } from "../replication/CaptureSql.js"
+import { wholeSchemasOf } from "../replication/SourceCaptureSql.js"
 import { installMirrorFollowing, prepareCapture, prepareMirror, publishedTables, readSnapshots, recordPublicationScope, type SchemaFollowMode } from "../replication/SourceCapture.js"
 import { ENGINE_SETUP_JOB, EngineSetupPayload, type MirrorPlan, setupPrerequisites, stepFailed } from "./SetupPlan.js"
 import { recordReadiness } from "./ReadinessEvidence.js"

@@ -1,17 +1,17 @@
 import { Effect } from "effect"
 import { quoteIdent } from "@scion/kit"
 import type { PgSession, PgStepFailed } from "../engine/PgSession.js"
+import { mirrorFollowingInstall } from "./MirrorFollowingSql.js"
+import { TABLE_SNAPSHOT_SQL } from "./SnapshotSql.js"
 import {
   CAPTURE_PUBLISHED_TABLES,
   HEARTBEAT_PRESENT_SQL,
   HEARTBEAT_TABLE,
   heartbeatInstall,
-  mirrorCaptureInstall,
   SOURCE_CAPTURE_PRESENT_SQL,
-  TABLE_SNAPSHOT_SQL,
   sourceCaptureInstall,
   sourceCaptureUninstall
-} from "./CaptureSql.js"
+} from "./SourceCaptureSql.js"
 
 /** A query on an open source session, whatever its error type. */
 export type SessionQuery<E> = <R extends Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<R>, E>
@@ -98,7 +98,7 @@ export const readSnapshots = (source: PgSession, tables: ReadonlyArray<string>, 
  * trigger and the functions that make and alter tables and types, which the schema step's own
  * DDL uses too. Installed before the mirror's tables are made.
  */
-export const installMirrorFollowing = (mirror: PgSession) => inTransaction(mirror, mirrorCaptureInstall)
+export const installMirrorFollowing = (mirror: PgSession) => inTransaction(mirror, mirrorFollowingInstall)
 
 /**
  * Makes the mirror follow captured changes (its objects installed: `installMirrorFollowing`): the
