@@ -61,6 +61,16 @@ afterAll(async () => {
 
 const schemaChanges = (query = "", token = tokens.member, id = connectorId) => scion.request("GET", `/v1/connectors/${id}/schema-changes${query}`, { token })
 
+/** The connector's first quarantined entry, once the monitor has opened one. */
+const quarantined = async () => {
+  let entry: Record<string, any> | undefined
+  await waitFor("the quarantine", async () => {
+    entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
+    return entry !== undefined
+  }, 30_000)
+  return entry!
+}
+
 /** A writer that keeps inserting into and updating the source while the migration runs. */
 const startWriter = (client: pg.Client) => {
   let running = true
@@ -535,20 +545,16 @@ describe("captured schema changes", () => {
     // A row only the mirror holds, which the source's new check would refuse.
     await queryEngine(scion, connectorId, "insert into public.users (id, email) values (987654, 'mirror-only')")
     await source.query("alter table public.users add constraint users_email_has_at check (email like '%@%')")
-    let entry: Record<string, any> | undefined
-    await waitFor("the quarantine", async () => {
-      entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
-      return entry !== undefined
-    }, 30_000)
+    const entry = await quarantined()
     expect(entry).toMatchObject({ reason: "schema_drift", status: "quarantined" })
-    expect(entry!.detail).toContain("public.users")
-    expect(entry!.detail).toContain("users_email_has_at")
-    expect(entry!.detail).toContain("/reset")
+    expect(entry.detail).toContain("public.users")
+    expect(entry.detail).toContain("users_email_has_at")
+    expect(entry.detail).toContain("/reset")
     expect((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status).toBe("degraded")
     // The remedy: the mirror's table made to match the source's, then the release.
     await queryEngine(scion, connectorId, "delete from public.users where id = 987654")
     await queryEngine(scion, connectorId, "alter table public.users add constraint users_email_has_at check (email like '%@%')")
-    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry!.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await waitFor("the engine ready again", async () => (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status === "ready", 30_000)
     // Answered: not quarantined again for it, and the table follows the next change.
     await source.query("alter table public.users add column after_release text")
@@ -564,17 +570,13 @@ describe("captured schema changes", () => {
                                            create trigger refuse_truncate before truncate on public.prices for each statement execute function public.refuse_truncate();
                                            alter table public.prices enable always trigger refuse_truncate`)
     await source.query("alter table public.prices alter column cents type numeric(14, 2) using (cents / 100.0)")
-    let entry: Record<string, any> | undefined
-    await waitFor("the quarantine", async () => {
-      entry = (await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body.entries[0]
-      return entry !== undefined
-    }, 30_000)
+    const entry = await quarantined()
     expect(entry).toMatchObject({ reason: "schema_drift", status: "quarantined" })
-    expect(entry!.detail).toContain("public.prices")
-    expect(entry!.detail).toContain("refused for the test")
+    expect(entry.detail).toContain("public.prices")
+    expect(entry.detail).toContain("refused for the test")
     expect((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status).toBe("degraded")
     await queryEngine(scion, connectorId, "drop trigger refuse_truncate on public.prices; drop function public.refuse_truncate()")
-    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry!.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
+    expect((await scion.request("POST", `/v1/connectors/${connectorId}/quarantine/${entry.quarantine_id}/release`, { token: tokens.member })).status).toBe(200)
     await waitFor("the mirror's rows to equal the source's", async () =>
       JSON.stringify((await queryEngine(scion, connectorId, digest).catch(() => ({ rows: [] }))).rows) === JSON.stringify((await source.query(digest)).rows), 60_000)
     await waitFor("the engine ready again", async () => (await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status === "ready", 30_000)
