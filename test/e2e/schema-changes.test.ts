@@ -583,6 +583,36 @@ describe("captured schema changes", () => {
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 120_000)
 
+  it("a branch asked for while a table is being copied waits for the copy: it never holds the table in part", async () => {
+    await source.query("create table public.stock (id int primary key, units int not null); insert into public.stock select g, g from generate_series(1, 5000) g")
+    const digest = "select count(*)::int as n, md5(string_agg(t::text, '|' order by t.id)) as sum from public.stock t"
+    const mirrorDigest = async () => JSON.stringify((await queryEngine(scion, connectorId, digest).catch(() => ({ rows: [] }))).rows)
+    await waitFor("the new table on the mirror", async () => (await mirrorDigest()) === JSON.stringify((await source.query(digest)).rows), 30_000)
+    // The mirror refuses the copy's rows until the test lets it: the copy stays under way.
+    await queryEngine(scion, connectorId, `create function public.hold_the_copy() returns trigger language plpgsql as $$ begin raise exception 'held for the test'; end $$;
+                                           create trigger hold_the_copy before insert on public.stock for each row execute function public.hold_the_copy();
+                                           alter table public.stock enable always trigger hold_the_copy`)
+    await source.query("alter table public.stock alter column units type bigint using (units * 10)")
+    const syncState = "select srsubstate::text as state from pg_subscription_rel where srrelid = 'public.stock'::regclass"
+    await waitFor("the copy under way", async () => ["i", "d"].includes((await queryEngine(scion, connectorId, syncState)).rows[0]?.state), 30_000)
+    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, name: "while-copying", service_type: "postgres" } })
+    expect(created.status, scion.explain(created)).toBe(202)
+    // Past the connector's own hold of the copy lock (10 s a round): the create is waiting for the copy.
+    await new Promise((resolve) => setTimeout(resolve, 12_000))
+    expect((await scion.request("GET", `/v1/operations/${created.body.operation_id}`, { token: tokens.member })).body.status).not.toMatch(/completed|failed/)
+    await queryEngine(scion, connectorId, "drop trigger hold_the_copy on public.stock; drop function public.hold_the_copy()")
+    const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
+    expect(operation.status, JSON.stringify(operation)).toBe("completed")
+    const branch = new pg.Client({ connectionString: operation.result.branch_url.replace("sslmode=require", "sslmode=no-verify") })
+    await branch.connect()
+    try {
+      expect((await branch.query(digest)).rows).toEqual((await source.query(digest)).rows)
+    } finally {
+      await branch.end()
+    }
+    expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
+  }, 120_000)
+
   it("a migration of 1,000 commands in one transaction is listed whole, newest first by number (ids past 999 are not sorted as text)", async () => {
     const migration = "do $$ begin for i in 1..1000 loop execute format('alter table public.tags alter column label set default %L', 'label ' || i); end loop; end $$"
     await source.query(migration)

@@ -290,7 +290,7 @@ describe("branches on a real engine", () => {
   it("serves copies asked of two replicas at once: neither's session on the mirror holds the other's copy up", async () => {
     // Two branch unit replicas, a Copier each, the advisory lock on the engine between them; each
     // keeps its resume's session on the mirror longer than the other may wait for the mirror.
-    const replica = Copier.make({ templateWait: "3 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "off", spareCutDelay: "150 millis" })
+    const replica = Copier.make({ templateWait: "3 seconds", syncWait: "1 minute", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "off", spareCutDelay: "150 millis" })
     const outcome = await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
@@ -327,7 +327,7 @@ describe("branches on a real engine", () => {
     const outcome = await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "1500 millis", spares: "off", spareCutDelay: "150 millis" })
+          const copier = yield* Copier.make({ templateWait: "5 seconds", syncWait: "1 minute", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "1500 millis", spares: "off", spareCutDelay: "150 millis" })
           const names = [0, 1, 2].map((i) => `scion_kept_${i}_${randomBytes(3).toString("hex")}`)
           yield* copier.copy(branching, names[0]!)
           // The copy is answered before the resume: wait for the resume's session.
@@ -472,7 +472,7 @@ describe("branches on a real engine", () => {
     await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: "150 millis" })
+          const copier = yield* Copier.make({ templateWait: "5 seconds", syncWait: "1 minute", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: "150 millis" })
 
           // No spare yet: a copy, and a spare cut from the same pause, stamped with the mirror's fingerprint.
           yield* copier.copy(branching, names[0]!)
@@ -562,7 +562,7 @@ describe("branches on a real engine", () => {
     await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: "150 millis" })
+          const copier = yield* Copier.make({ templateWait: "5 seconds", syncWait: "1 minute", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: "150 millis" })
           // Answered at once; the spare is cut in the background, from a pause of its own.
           yield* copier.prepareSpare(branching)
           const [cut] = yield* Effect.promise(() => sparesWhen((now) => now.length === 1 && now[0]!.stamp !== null))
@@ -651,7 +651,7 @@ describe("branches on a real engine", () => {
     await runtime.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const copier = yield* Copier.make({ templateWait: "5 seconds", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: `${delayMillis} millis` })
+          const copier = yield* Copier.make({ templateWait: "5 seconds", syncWait: "1 minute", joinWindow: "1 second", concurrency: 2, mirrorSessionKeep: "10 seconds", spares: "on", spareCutDelay: `${delayMillis} millis` })
           yield* copier.prepareSpare(branching)
           const [first] = yield* Effect.promise(() => standing([]))
           const before = yield* copier.stats

@@ -5,12 +5,15 @@ import {
   ADMIN_SESSIONS,
   adminSession,
   alignMirrorSequences,
+  awaitTablesCopied,
   copyDatabase,
   databaseExists,
   disableSubscriptions,
+  enableSubscriptions,
   type EngineClient,
   EngineFailure,
   listOwnedObjects,
+  tablesBeingCopied,
   waitSubscriptionWorkersGone,
   waitTemplateFree
 } from "./EngineSql.js"
@@ -39,6 +42,12 @@ interface Queue {
 export interface CopierOptions {
   /** How long the mirror may stay busy after the pause (BRANCH_TEMPLATE_WAIT). */
   readonly templateWait: Duration.DurationInput
+  /**
+   * How long a pause waits, the mirror running, for the subscription's table syncs to copy the
+   * tables they are copying (BRANCH_SYNC_WAIT): a table that just joined, or one the connector
+   * copies again after a rewrite, is empty or partial until then, and so would every copy be.
+   */
+  readonly syncWait: Duration.DurationInput
   /**
    * Copies that arrive while a pause is younger than this join it (BRANCH_PAUSE_JOIN_WINDOW): the
    * mirror stays paused for them instead of resuming and pausing again. A joining copy holds what
@@ -142,7 +151,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        *   when it was the same holds what a copy cut now would. Only once the sequences are
        *   aligned and the objects listed, as a spare's copy relies on both.
        * What fails here is left to each copy's readying (which reports a failure of its own); a
-       * pause never fails once the subscriptions are disabled (only the batch's use resumes them).
+       * pause never fails once the subscriptions are disabled (only the batch's use resumes them),
+       * save while it waits for a table sync with them running (BRANCH_SYNC_WAIT).
        * Nothing runs (each copy stamps and readies itself) when no subscription is running.
        */
       const pause = (engine: BranchingEngine, mirrorSession: MirrorSession, mark: (step: string) => Effect.Effect<void>, settledFirst: (mirror: EngineClient) => Effect.Effect<void>) =>
@@ -153,11 +163,28 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           yield* disableSubscriptions(mirror, engine.subscriptionNames)
           yield* mark("disabled")
           // Until the workers are gone the mirror may still change: nothing is read for the copies.
-          const settled = yield* waitSubscriptionWorkersGone(mirror, engine.subscriptionNames, options.templateWait).pipe(
+          const workersGone = waitSubscriptionWorkersGone(mirror, engine.subscriptionNames, options.templateWait).pipe(
             Effect.as(true),
             Effect.catchAll((e) => Effect.as(Effect.logWarning("the paused mirror's workers did not exit; each copy readies itself", e), false))
           )
+          let settled = yield* workersGone
           yield* mark("workers_gone")
+          // A table the subscription is still copying would be empty or partial in every copy: the
+          // mirror runs again until it is copied, then pauses again. Past BRANCH_SYNC_WAIT the pause
+          // fails with the mirror running, and so do the batch's copies (their creates can be retried).
+          const beingCopied = settled
+            ? yield* tablesBeingCopied(mirror, engine.subscriptionNames).pipe(
+                Effect.catchAll((e) => Effect.as(Effect.logWarning("could not read the paused mirror's table syncs; copying without waiting for them", e), 0))
+              )
+            : 0
+          if (beingCopied > 0) {
+            yield* enableSubscriptions(mirror, engine.subscriptionNames)
+            // Interruptible (the pause is the batch's acquisition): a shutdown leaves the mirror running.
+            yield* Effect.interruptible(awaitTablesCopied(mirror, engine.subscriptionNames, options.syncWait))
+            yield* disableSubscriptions(mirror, engine.subscriptionNames)
+            settled = yield* workersGone
+            yield* mark("tables_copied")
+          }
           if (settled) yield* settledFirst(mirror)
           const sequencesAligned =
             settled &&
@@ -433,7 +460,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
   }
 
   /**
-   * BRANCH_TEMPLATE_WAIT (10 s), BRANCH_PAUSE_JOIN_WINDOW (1 s), BRANCH_COPY_CONCURRENCY (4),
+   * BRANCH_TEMPLATE_WAIT (10 s), BRANCH_SYNC_WAIT (5 minutes), BRANCH_PAUSE_JOIN_WINDOW (1 s), BRANCH_COPY_CONCURRENCY (4),
    * BRANCH_MIRROR_SESSION_KEEP (10 minutes: creates that come now and then find it too),
    * BRANCH_SPARE_COPIES (auto: engines whose copies are reflink clones), BRANCH_SPARE_CUT_DELAY
    * (150 ms): see CopierOptions.
@@ -443,6 +470,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
     Effect.flatMap(
       Config.all({
         templateWait: Config.duration("BRANCH_TEMPLATE_WAIT").pipe(Config.withDefault(Duration.seconds(10))),
+        syncWait: Config.duration("BRANCH_SYNC_WAIT").pipe(Config.withDefault(Duration.minutes(5))),
         joinWindow: Config.duration("BRANCH_PAUSE_JOIN_WINDOW").pipe(Config.withDefault(Duration.seconds(1))),
         // The engine's admin pool also holds the batch's lock session and the roles made beside the copies.
         concurrency: Config.integer("BRANCH_COPY_CONCURRENCY").pipe(

@@ -148,6 +148,37 @@ export const waitSubscriptionWorkersGone = (mirror: EngineClient, names: Readonl
     (what) => `the mirror's subscription workers (${what}) did not exit within ${Duration.format(Duration.decode(timeout))}`
   )
 
+/** The named subscriptions' tables whose table sync has not copied them yet (state `i` or `d`): `n`, and their names. */
+const TABLES_BEING_COPIED = `
+  select count(*)::int as n, string_agg(r.srrelid::regclass::text, ', ' order by r.srrelid::regclass::text) as what
+  from pg_subscription_rel r join pg_subscription s on s.oid = r.srsubid
+  where s.subname = any($1) and r.srsubstate in ('i', 'd')`
+
+/** How many of the named subscriptions' tables their table syncs are still copying. */
+export const tablesBeingCopied = (mirror: EngineClient, names: ReadonlyArray<string>) =>
+  Effect.map(mirror.query<{ n: number }>("pause", TABLES_BEING_COPIED, [[...names]]), ([row]) => row?.n ?? 0)
+
+/**
+ * Waits, the subscriptions running, until their table syncs have copied every table they were
+ * copying (looking every 100 ms: a copy takes seconds to minutes); fails naming the tables once
+ * `timeout` has passed.
+ */
+export const awaitTablesCopied = (mirror: EngineClient, names: ReadonlyArray<string>, timeout: Duration.DurationInput) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + Duration.toMillis(timeout)
+    while (true) {
+      const [row] = yield* mirror.query<{ n: number; what: string | null }>("pause", TABLES_BEING_COPIED, [[...names]])
+      if ((row?.n ?? 0) === 0) return
+      if (Date.now() > deadline) {
+        return yield* new EngineFailure({
+          step: "pause",
+          message: `the mirror is still copying ${row?.what ?? "a table"} from the source after ${Duration.format(Duration.decode(timeout))}: a branch now would hold it in part; try again once it is copied`
+        })
+      }
+      yield* Effect.sleep("100 millis")
+    }
+  }).pipe(Effect.withSpan("EngineSql.awaitTablesCopied"))
+
 /**
  * Waits until no other session is connected to the mirror (a template copy refuses to start
  * otherwise): after DISABLE the subscriptions' apply workers exit within moments. A Copier session
