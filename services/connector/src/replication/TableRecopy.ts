@@ -7,14 +7,15 @@ import { publicationMembershipSql } from "./PublicationSql.js"
 /**
  * Copying a table again from the source (services/connector/README.md, "Schema changes"): a
  * change that rewrote a table (`scion.alter_table` saw the mirror's file replaced: a type changed
- * by a cast, a volatile default, an identity) rewrote it on the source by the source's own
- * expression, which no snapshot carries. The mirror asks for the table again in
+ * by a cast, a volatile default, an identity; or the capture saw the source's rewritten; or two
+ * columns swapped names) filled it on the source by the source's own expression, which no
+ * snapshot carries. The mirror asks for the table again in
  * `scion.recopy_requests`, and this copies it the way a table joining the publication is copied:
  * the table leaves the publication and the subscription, the mirror's rows go, it joins again and
  * the subscription's table sync copies it from a fresh snapshot and catches up with the stream.
  */
 
-/** TABLE_RECOPY_TIMEOUT (default 10 min): how long a table copied again may take; branch creates wait for it. */
+/** TABLE_RECOPY_TIMEOUT (default 10 min): how long a table copied again may take before the failure is recorded (and quarantined). */
 export const TableRecopyTimeout = Config.duration("TABLE_RECOPY_TIMEOUT").pipe(Config.withDefault(Duration.minutes(10)))
 
 /** How long one call follows copies under the copy lock before it lets go (the next call follows on). */
