@@ -111,9 +111,14 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
         yield* Effect.scoped(
           Effect.gen(function* () {
             const details = yield* detailsOf(engine.connector_id)
-            const source = yield* sourceSession(details, details.password, { ...connect, queryMillis: 30_000 })
+            // An unreachable source is the subscription's to report: the copy waits, quietly, for the next round.
+            const source = yield* sourceSession(details, details.password, { ...connect, queryMillis: 30_000 }).pipe(
+              Effect.tapError((e) => Effect.logDebug("the source could not be reached to copy a table again", e)),
+              Effect.option
+            )
+            if (Option.isNone(source)) return
             const pipeline = { engine: running.value, mirrorDatabase: engine.mirror_database, subscriptionName: engine.subscription_name, publicationName: engine.publication_name }
-            const copied = yield* recopyTables(pipeline, source, recopies, { ...connect, copyTimeout: options.recopyTimeout })
+            const copied = yield* recopyTables(pipeline, source.value, recopies, { ...connect, copyTimeout: options.recopyTimeout })
             if (copied > 0) yield* Effect.logInfo("tables copied again after a rewriting change").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, tables: copied }))
           })
         ).pipe(Effect.catchAll((e) => Effect.logWarning("a table could not be copied again", e).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))))
