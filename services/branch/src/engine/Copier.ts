@@ -172,12 +172,21 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           // A table the subscription is still copying would be empty or partial in every copy: the
           // mirror runs again until it is copied, then pauses again. Past BRANCH_SYNC_WAIT the pause
           // fails with the mirror running, and so do the batch's copies (their creates can be retried).
-          const beingCopied = settled
-            ? yield* tablesBeingCopied(mirror, engine.subscriptionNames).pipe(
-                Effect.catchAll((e) => Effect.as(Effect.logWarning("could not read the paused mirror's table syncs; copying without waiting for them", e), 0))
-              )
-            : 0
-          if (beingCopied > 0) {
+          // Asked whether the workers exited or not: a sync cut short leaves its table in part either way.
+          const pending = yield* tablesBeingCopied(mirror, engine.subscriptionNames).pipe(
+            Effect.catchAll((e) => Effect.as(Effect.logWarning("could not read the paused mirror's table syncs; copying without waiting for them", e), { copying: 0, toCopyAgain: null }))
+          )
+          // A table the connector has yet to copy again holds the mirror's own values (a rewrite's):
+          // the connector starts that copy under the lock this batch holds, so the batch lets go,
+          // the mirror running, and its creates are tried again (the job retries within seconds).
+          if (pending.toCopyAgain !== null) {
+            yield* enableSubscriptions(mirror, engine.subscriptionNames)
+            return yield* new EngineFailure({
+              step: "pause",
+              message: `a schema change rewrote ${pending.toCopyAgain} on the source and the mirror copies it again first: a branch now would hold the mirror's own values; try again in a moment`
+            })
+          }
+          if (pending.copying > 0) {
             yield* enableSubscriptions(mirror, engine.subscriptionNames)
             // Interruptible (the pause is the batch's acquisition): a shutdown leaves the mirror running.
             yield* Effect.interruptible(awaitTablesCopied(mirror, engine.subscriptionNames, options.syncWait))

@@ -154,9 +154,34 @@ const TABLES_BEING_COPIED = `
   from pg_subscription_rel r join pg_subscription s on s.oid = r.srsubid
   where s.subname = any($1) and r.srsubstate in ('i', 'd')`
 
-/** How many of the named subscriptions' tables their table syncs are still copying. */
+/**
+ * Tables the connector has yet to copy again (its `scion.recopy_requests`, connector/README "Rows
+ * the mirror cannot compute"): a change rewrote them on the source by the source's own values, and
+ * the mirror holds its own until the copy starts (or a copy failed, leaving the table in part).
+ * Read only where the connector made the table (a mirror of an older connector has none).
+ */
+const TABLES_TO_COPY_AGAIN = `
+  select string_agg(pg_catalog.format('%I.%I', m.schema_name, m.table_name), ', ' order by m.schema_name, m.table_name) as what
+  from scion.recopy_requests r join scion.mirror_tables m on m.source_relid = r.source_relid
+  where r.copy_started_at is null or r.error is not null`
+
+/**
+ * What keeps the paused mirror from being copied now: how many of the named subscriptions' tables
+ * their table syncs are still copying (`copying`), and the tables the connector has yet to copy
+ * again (`toCopyAgain`, null when none).
+ */
 export const tablesBeingCopied = (mirror: EngineClient, names: ReadonlyArray<string>) =>
-  Effect.map(mirror.query<{ n: number }>("pause", TABLES_BEING_COPIED, [[...names]]), ([row]) => row?.n ?? 0)
+  Effect.gen(function* () {
+    const [row] = yield* mirror.query<{ n: number; requests: boolean }>(
+      "pause",
+      `select (select count(*)::int from pg_subscription_rel r join pg_subscription s on s.oid = r.srsubid
+               where s.subname = any($1) and r.srsubstate in ('i', 'd')) as n,
+              pg_catalog.to_regclass('scion.recopy_requests') is not null and pg_catalog.to_regclass('scion.mirror_tables') is not null as requests`,
+      [[...names]]
+    )
+    const [again] = row?.requests === true ? yield* mirror.query<{ what: string | null }>("pause", TABLES_TO_COPY_AGAIN) : []
+    return { copying: row?.n ?? 0, toCopyAgain: again?.what ?? null }
+  })
 
 /**
  * Waits, the subscriptions running, until their table syncs have copied every table they were

@@ -19,7 +19,7 @@ import { type MonitoredEngine, type OpenEntry, QuarantineRepo } from "./Quaranti
 import { refreshStructure } from "../replication/StructureRefresh.js"
 import { dropInvalidatedSlot, slotLostDetail, slotPosition } from "../replication/SlotSql.js"
 import { type PublicationCoverage, publicationChangedDetail, publicationCoverage } from "../replication/PublicationSql.js"
-import { type RecopyRequest, recopyRequests, recopyTables, TableRecopyTimeout } from "../replication/TableRecopy.js"
+import { type RecopyRequest, recopyRequests, recopyTables, recordOverdue, TableRecopyTimeout } from "../replication/TableRecopy.js"
 
 /** Why replication was quarantined (the entry's reason). */
 export type QuarantineReason = "slot_lost" | "publication_changed" | "subscription_error" | "subscription_stopped" | "lag_exceeded" | "schema_drift"
@@ -524,6 +524,7 @@ export const makeQuarantineMonitor = (options: QuarantineMonitorOptions) =>
         const requests = yield* onMirror(running, engine, recopyRequests)
         if (!requests.some((request) => request.error === null)) return
         const pipeline = { engine: running, mirrorDatabase: engine.mirror_database, subscriptionName: engine.subscription_name, publicationName: engine.publication_name }
+        yield* recordOverdue(pipeline, requests, { ...connect, copyTimeout: options.recopyTimeout })
         const copied = yield* onSource(engine, 30_000, (source) => recopyTables(pipeline, source, requests, { ...connect, copyTimeout: options.recopyTimeout }))
         if (Option.getOrElse(copied, () => 0) > 0) yield* Effect.logInfo("tables copied again after a rewriting change").pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))
       }).pipe(Effect.catchAll((e) => Effect.logWarning("a table could not be copied again", e).pipe(Effect.annotateLogs({ connector_id: engine.connector_id }))))

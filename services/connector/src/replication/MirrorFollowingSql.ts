@@ -14,7 +14,7 @@ import { HEARTBEAT_DDL } from "./SourceCaptureSql.js"
  * when they change: a mirror set up by an older connector gets them again before reconciliation
  * calls one it may lack (setup and roll-outs install them anyway).
  */
-export const MIRROR_OBJECTS_VERSION = "scion mirror objects 6"
+export const MIRROR_OBJECTS_VERSION = "scion mirror objects 7"
 
 /** Whether the mirror's objects are this version's (one row, `current`). */
 export const MIRROR_OBJECTS_CURRENT_SQL = `select coalesce(obj_description(to_regnamespace('scion'), 'pg_namespace') = '${MIRROR_OBJECTS_VERSION}', false) as current`
@@ -640,6 +640,7 @@ export const mirrorFollowingInstall: ReadonlyArray<string> = [
              execute stmt;
              done := done || to_jsonb(stmt);
              delete from scion.mirror_tables m where m.source_relid = mapped.source_relid;
+             delete from scion.recopy_requests r where r.source_relid = mapped.source_relid;
            end if;
          elsif item->>'kind' = 'index' and item->>'schema' <> 'scion'
                and exists (select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = item->>'schema' and c.relname = item->>'name' and c.relkind in ('i', 'I')) then

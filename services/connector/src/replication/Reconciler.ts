@@ -243,8 +243,8 @@ export const reconcile = (input: {
 }): Effect.Effect<ReconcileOutcome & { readonly lag: number | null }, PgStepFailed> =>
   Effect.gen(function* () {
     const { source } = input
-    // ISO dates: a column's `missing` value is text the mirror parses.
-    yield* source.query("set search_path = pg_catalog; set datestyle = 'ISO, YMD'; set intervalstyle = postgres")
+    // A column's `missing` value is text the mirror parses back: ISO dates, floats in full.
+    yield* source.query("set search_path = pg_catalog; set datestyle = 'ISO, YMD'; set intervalstyle = postgres; set extra_float_digits = 3")
     const { current, confirmed, lag } = yield* slotPosition(source, input.slotName)
     // What changed on the source, and what each change waits for.
     const marks: Array<FollowedTable> = []
@@ -448,6 +448,7 @@ const applyChange = (mirror: PgSession, { table, next }: Change) =>
         const drop = `drop table if exists ${quoteIdent(table.snapshot.schema)}.${quoteIdent(table.snapshot.name)} cascade`
         yield* mirror.query(drop)
         yield* mirror.query("delete from scion.mirror_tables where source_relid = $1::bigint", [table.source_relid])
+        yield* mirror.query("delete from scion.recopy_requests where source_relid = $1::bigint", [table.source_relid])
         return [drop] as ReadonlyArray<string>
       })
     : Effect.gen(function* () {

@@ -10,7 +10,7 @@ import { type Engine, EngineProvisioner } from "../engine/EngineProvisioner.js"
 import { engineSession, onEngineDatabase, onMirrorUnderLock, type PgSession, sourceSession } from "../engine/PgSession.js"
 import { makeSessionCache } from "./SessionCache.js"
 import { writeHeartbeat } from "./SourceCapture.js"
-import { recopyRequests, recopyTables, TableRecopyTimeout } from "./TableRecopy.js"
+import { recopyRequests, recopyTables, recordOverdue, TableRecopyTimeout } from "./TableRecopy.js"
 import { refreshStructure } from "./StructureRefresh.js"
 import { type FollowedEngine, type MirrorChangeResult, SchemaChangesRepo } from "./SchemaChangesRepo.js"
 
@@ -110,6 +110,8 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
       if (recopies.some((request) => request.error === null)) {
         yield* Effect.scoped(
           Effect.gen(function* () {
+            const pipeline = { engine: running.value, mirrorDatabase: engine.mirror_database, subscriptionName: engine.subscription_name, publicationName: engine.publication_name }
+            yield* recordOverdue(pipeline, recopies, { ...connect, copyTimeout: options.recopyTimeout })
             const details = yield* detailsOf(engine.connector_id)
             // An unreachable source is the subscription's to report: the copy waits, quietly, for the next round.
             const source = yield* sourceSession(details, details.password, { ...connect, queryMillis: 30_000 }).pipe(
@@ -117,7 +119,6 @@ export const makeSchemaFollower = (options: { readonly heartbeatInterval: Durati
               Effect.option
             )
             if (Option.isNone(source)) return
-            const pipeline = { engine: running.value, mirrorDatabase: engine.mirror_database, subscriptionName: engine.subscription_name, publicationName: engine.publication_name }
             const copied = yield* recopyTables(pipeline, source.value, recopies, { ...connect, copyTimeout: options.recopyTimeout })
             if (copied > 0) yield* Effect.logInfo("tables copied again after a rewriting change").pipe(Effect.annotateLogs({ connector_id: engine.connector_id, tables: copied }))
           })

@@ -10,7 +10,7 @@
 /**
  * A table's snapshot (jsonb) by its oid ($1), as the capture trigger records it and the
  * reconciler reads it directly (no object on the source needed). Run with search_path = pg_catalog
- * and datestyle ISO (a column's `missing` value is text the mirror parses).
+ * and datestyle ISO, extra_float_digits 3 (a column's `missing` value is text the mirror parses back exactly).
  */
 export const TABLE_SNAPSHOT_SQL = `
   select jsonb_build_object(
@@ -34,7 +34,11 @@ export const TABLE_SNAPSHOT_SQL = `
              )
              -- The value ADD COLUMN gave the rows already there (a fast default, computed once and
              -- kept after the default changes or goes), as text: only where there is one.
-             || case when a.atthasmissing then jsonb_build_object('missing', (a.attmissingval::text::text[])[1]) else '{}'::jsonb end
+             -- A partitioned root keeps none itself: its partitions do, each the same value.
+             || coalesce(case when a.atthasmissing then jsonb_build_object('missing', (a.attmissingval::text::text[])[1])
+                              when c.relkind = 'p' then (select jsonb_build_object('missing', (la.attmissingval::text::text[])[1])
+                                                         from pg_inherits i join pg_attribute la on la.attrelid = i.inhrelid and la.attname = a.attname
+                                                         where i.inhparent = c.oid and la.atthasmissing limit 1) end, '{}'::jsonb)
              order by a.attnum)
       from pg_attribute a
       join pg_type t on t.oid = a.atttypid
@@ -166,7 +170,7 @@ export const MIRROR_TABLE_DEPENDENCIES_SQL = dependenciesSql(MIRRORED_RELIDS)
 /** The source's functions around the snapshot SQL, for the capture trigger (SourceCaptureSql). */
 export const SNAPSHOT_FUNCTIONS = `
 create or replace function scion.table_snapshot(rel oid) returns jsonb
-language sql stable set search_path = pg_catalog set datestyle = 'ISO, YMD' set intervalstyle = 'postgres' as $fn$
+language sql stable set search_path = pg_catalog set datestyle = 'ISO, YMD' set intervalstyle = 'postgres' set extra_float_digits = 3 as $fn$
 ${TABLE_SNAPSHOT_SQL.replace("$1::oid", "rel")}
 $fn$;
 

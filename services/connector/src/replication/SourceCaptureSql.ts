@@ -199,9 +199,15 @@ export const sourceCaptureInstall: ReadonlyArray<string> = [
   // access method, which keep the values.
   `create or replace function scion.capture_rewrite() returns event_trigger
    language plpgsql set search_path = pg_catalog as $fn$
+   declare
+     rel oid := pg_event_trigger_table_rewrite_oid();
    begin
      if pg_event_trigger_table_rewrite_reason() & 6 <> 0 then
-       perform set_config('scion.rewritten', concat_ws(',', nullif(current_setting('scion.rewritten', true), ''), pg_event_trigger_table_rewrite_oid()::text), true);
+       -- A partition's rows are its root's to the mirror (each partition is rewritten on its own).
+       while (select c.relispartition from pg_class c where c.oid = rel) loop
+         rel := (select i.inhparent from pg_inherits i where i.inhrelid = rel);
+       end loop;
+       perform set_config('scion.rewritten', concat_ws(',', nullif(current_setting('scion.rewritten', true), ''), rel::text), true);
      end if;
    exception when others then
      raise warning 'scion: table rewrite not captured: %', sqlerrm;

@@ -137,10 +137,7 @@ export const recopyTables = (
         const copied = yield* awaitCopied(mirror, pipeline.subscriptionName, copying.map((request) => request.path), LOCK_HOLD)
         const done = copying.filter((request) => copied.has(request.path))
         if (done.length > 0) yield* mirror.query(`delete from scion.recopy_requests where ${AS_READ}`, asRead(done))
-        const now = yield* Clock.currentTimeMillis
-        const overdue = copying.filter(
-          (request) => !copied.has(request.path) && request.copy_started_at !== null && now - new Date(request.copy_started_at).getTime() > Duration.toMillis(options.copyTimeout)
-        )
+        const overdue = overdueOf(copying.filter((request) => !copied.has(request.path)), yield* Clock.currentTimeMillis, options.copyTimeout)
         if (overdue.length > 0) {
           yield* recordFailure(mirror, overdue, `the table sync had not copied the rows back after ${Duration.format(options.copyTimeout)} (see the engine's log)`)
         }
@@ -153,6 +150,25 @@ export const recopyTables = (
       )
     )
   }).pipe(Effect.withSpan("TableRecopy.recopyTables", { attributes: { tables: requests.length } }))
+
+/** The requests whose copy started longer than `copyTimeout` before `now` and has not failed yet. */
+const overdueOf = (requests: ReadonlyArray<RecopyRequest>, now: number, copyTimeout: Duration.Duration) =>
+  requests.filter((request) => request.error === null && request.copy_started_at !== null && now - new Date(request.copy_started_at).getTime() > Duration.toMillis(copyTimeout))
+
+/**
+ * A copy started longer than `copyTimeout` ago is recorded as failed on a short session of its
+ * own, whether or not the source can be reached: a source down in the middle of a copy leaves
+ * the mirror's table empty, which the quarantine monitor must report. Answers how many.
+ */
+export const recordOverdue = (pipeline: RecopyPipeline, requests: ReadonlyArray<RecopyRequest>, options: EngineSessionOptions & { readonly copyTimeout: Duration.Duration }) =>
+  Effect.gen(function* () {
+    const overdue = overdueOf(requests, yield* Clock.currentTimeMillis, options.copyTimeout)
+    if (overdue.length === 0) return 0
+    yield* onEngineDatabase(pipeline.engine, pipeline.mirrorDatabase, options, (mirror) =>
+      recordFailure(mirror, overdue, `the table sync had not copied the rows back after ${Duration.format(options.copyTimeout)} (is the source reachable? see the engine's log)`)
+    )
+    return overdue.length
+  })
 
 /** The start of each copy, under the caller's lock: the table out and back in, its rows gone between, its sync started. */
 const startCopies = (pipeline: RecopyPipeline, source: PgSession, mirror: PgSession, tables: ReadonlyArray<RecopyRequest & { readonly source: { readonly name: string } }>) =>
