@@ -488,17 +488,9 @@ describe("captured schema changes", () => {
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
     expect((await scion.request("GET", `/v1/connectors/${connectorId}`, { token: tokens.member })).body.branching_engine_status).toBe("ready")
     // A branch cut now has the source's rows.
-    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, name: "after-rewrite", service_type: "postgres" } })
+    const created = await createBranch({ name: "after-rewrite" })
     expect(created.status, scion.explain(created)).toBe(202)
-    const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
-    expect(operation.status, JSON.stringify(operation)).toBe("completed")
-    const branch = new pg.Client({ connectionString: operation.result.branch_url.replace("sslmode=require", "sslmode=no-verify") })
-    await branch.connect()
-    try {
-      expect((await branch.query(digest)).rows).toEqual((await source.query(digest)).rows)
-    } finally {
-      await branch.end()
-    }
+    expect(await branchRows(await completedBranchUrl(created.body.operation_id), digest)).toEqual((await source.query(digest)).rows)
   }, 120_000)
 
   it("a partitioned table's indexes are not built again by each change to it (the source prints them ON ONLY)", async () => {
@@ -577,18 +569,10 @@ describe("captured schema changes", () => {
     await source.query("alter table public.meas add column at timestamptz default now()")
     await source.query("alter table public.meas alter column v type text using upper(v)")
     // At once: the mirror still holds its own values until the table is copied again.
-    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, name: "right-after-rewrite", service_type: "postgres" } })
+    const created = await createBranch({ name: "right-after-rewrite" })
     expect(created.status, scion.explain(created)).toBe(202)
     await waitFor("the mirror's rows to equal the source's", same, 60_000)
-    const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
-    expect(operation.status, JSON.stringify(operation)).toBe("completed")
-    const branch = new pg.Client({ connectionString: operation.result.branch_url.replace("sslmode=require", "sslmode=no-verify") })
-    await branch.connect()
-    try {
-      expect((await branch.query(digest)).rows).toEqual((await source.query(digest)).rows)
-    } finally {
-      await branch.end()
-    }
+    expect(await branchRows(await completedBranchUrl(created.body.operation_id), digest)).toEqual((await source.query(digest)).rows)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 120_000)
 
@@ -624,21 +608,13 @@ describe("captured schema changes", () => {
     await source.query("alter table public.stock alter column units type bigint using (units * 10)")
     const syncState = "select srsubstate::text as state from pg_subscription_rel where srrelid = 'public.stock'::regclass"
     await waitFor("the copy under way", async () => ["i", "d"].includes((await queryEngine(scion, connectorId, syncState)).rows[0]?.state), 30_000)
-    const created = await scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, name: "while-copying", service_type: "postgres" } })
+    const created = await createBranch({ name: "while-copying" })
     expect(created.status, scion.explain(created)).toBe(202)
     // Past the connector's own hold of the copy lock (10 s a round): the create is waiting for the copy.
     await new Promise((resolve) => setTimeout(resolve, 12_000))
     expect((await scion.request("GET", `/v1/operations/${created.body.operation_id}`, { token: tokens.member })).body.status).not.toMatch(/completed|failed/)
     await queryEngine(scion, connectorId, "drop trigger hold_the_copy on public.stock; drop function public.hold_the_copy()")
-    const operation = await settleOperation(scion, created.body.operation_id, tokens.member)
-    expect(operation.status, JSON.stringify(operation)).toBe("completed")
-    const branch = new pg.Client({ connectionString: operation.result.branch_url.replace("sslmode=require", "sslmode=no-verify") })
-    await branch.connect()
-    try {
-      expect((await branch.query(digest)).rows).toEqual((await source.query(digest)).rows)
-    } finally {
-      await branch.end()
-    }
+    expect(await branchRows(await completedBranchUrl(created.body.operation_id), digest)).toEqual((await source.query(digest)).rows)
     expect((await scion.request("GET", `/v1/connectors/${connectorId}/quarantine`, { token: tokens.member })).body).toEqual({ entries: [] })
   }, 120_000)
 
@@ -663,6 +639,12 @@ describe("captured schema changes", () => {
 
 const createBranch = (body: Record<string, unknown>) =>
   scion.request("POST", "/v1/branch/create", { token: tokens.member, body: { connector_id: connectorId, service_type: "postgres", ...body } })
+/** The branch URL a create's operation completed with (the test fails when it did not complete). */
+const completedBranchUrl = async (operationId: string) => {
+  const operation = await settleOperation(scion, operationId, tokens.member)
+  expect(operation.status, JSON.stringify(operation)).toBe("completed")
+  return operation.result.branch_url as string
+}
 const branchRows = async (url: string, text: string) => {
   const client = new pg.Client({ connectionString: url.replace("sslmode=require", "sslmode=no-verify") })
   await client.connect()
