@@ -44,8 +44,8 @@ export interface CopierOptions {
   readonly templateWait: Duration.DurationInput
   /**
    * How long a pause waits, the mirror running, for the subscription's table syncs to copy the
-   * tables they are copying (BRANCH_SYNC_WAIT): a table that just joined, or one the connector
-   * copies again after a rewrite, is empty or partial until then, and so would every copy be.
+   * tables the connector copies again after a rewrite (BRANCH_SYNC_WAIT): such a table is empty or
+   * partial until then, and so would every copy be.
    */
   readonly syncWait: Duration.DurationInput
   /**
@@ -152,7 +152,8 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
        *   aligned and the objects listed, as a spare's copy relies on both.
        * What fails here is left to each copy's readying (which reports a failure of its own); a
        * pause never fails once the subscriptions are disabled (only the batch's use resumes them),
-       * save while it waits for a table sync with them running (BRANCH_SYNC_WAIT).
+       * save with them running: while it waits for a table copied again (BRANCH_SYNC_WAIT), or
+       * when one has yet to start.
        * Nothing runs (each copy stamps and readies itself) when no subscription is running.
        */
       const pause = (engine: BranchingEngine, mirrorSession: MirrorSession, mark: (step: string) => Effect.Effect<void>, settledFirst: (mirror: EngineClient) => Effect.Effect<void>) =>
@@ -169,12 +170,13 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
           )
           let settled = yield* workersGone
           yield* mark("workers_gone")
-          // A table the subscription is still copying would be empty or partial in every copy: the
-          // mirror runs again until it is copied, then pauses again. Past BRANCH_SYNC_WAIT the pause
-          // fails with the mirror running, and so do the batch's copies (their creates can be retried).
-          // Asked whether the workers exited or not: a sync cut short leaves its table in part either way.
+          // A table the connector is copying again is empty or partial until its sync has copied
+          // it, and so would every copy be: the mirror runs again until it is copied, then pauses
+          // again. Past BRANCH_SYNC_WAIT the pause fails with the mirror running, and so do the
+          // batch's copies (their creates can be retried). Asked whether the workers exited or not:
+          // a sync cut short leaves its table in part either way.
           const pending = yield* tablesBeingCopied(mirror, engine.subscriptionNames).pipe(
-            Effect.catchAll((e) => Effect.as(Effect.logWarning("could not read the paused mirror's table syncs; copying without waiting for them", e), { copying: 0, toCopyAgain: null }))
+            Effect.catchAll((e) => Effect.as(Effect.logWarning("could not read the paused mirror's copies; copying without waiting for them", e), { copying: null, toCopyAgain: null }))
           )
           // A table the connector has yet to copy again holds the mirror's own values (a rewrite's):
           // the connector starts that copy under the lock this batch holds, so the batch lets go,
@@ -186,7 +188,7 @@ export class Copier extends Context.Tag("@scion/branch/Copier")<
               message: `a schema change rewrote ${pending.toCopyAgain} on the source and the mirror copies it again first: a branch now would hold the mirror's own values; try again in a moment`
             })
           }
-          if (pending.copying > 0) {
+          if (pending.copying !== null) {
             yield* enableSubscriptions(mirror, engine.subscriptionNames)
             // Interruptible (the pause is the batch's acquisition): a shutdown leaves the mirror running.
             yield* Effect.interruptible(awaitTablesCopied(mirror, engine.subscriptionNames, options.syncWait))

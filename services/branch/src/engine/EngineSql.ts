@@ -148,56 +148,50 @@ export const waitSubscriptionWorkersGone = (mirror: EngineClient, names: Readonl
     (what) => `the mirror's subscription workers (${what}) did not exit within ${Duration.format(Duration.decode(timeout))}`
   )
 
-/** The named subscriptions' tables whose table sync has not copied them yet (state `i` or `d`): `n`, and their names. */
-const TABLES_BEING_COPIED = `
-  select count(*)::int as n, string_agg(r.srrelid::regclass::text, ', ' order by r.srrelid::regclass::text) as what
-  from pg_subscription_rel r join pg_subscription s on s.oid = r.srsubid
-  where s.subname = any($1) and r.srsubstate in ('i', 'd')`
-
 /**
- * Tables the connector has yet to copy again (its `scion.recopy_requests`, connector/README "Rows
- * the mirror cannot compute"): a change rewrote them on the source by the source's own values, and
- * the mirror holds its own until the copy starts (or a copy failed, leaving the table in part).
- * Read only where the connector made the table (a mirror of an older connector has none).
+ * Tables the connector copies again (its `scion.recopy_requests`, connector/README "Rows the
+ * mirror cannot compute"): a change rewrote them on the source by the source's own values. Until
+ * the copy starts the mirror holds its own values (`toCopyAgain`, with a copy that failed: the
+ * table may be in part); once it has started, the table is empty or partial while the named
+ * subscriptions' table sync copies it (`copying`, states `i` and `d`). A table that joins the
+ * mirror (a roll-out's, one made on the source) is not waited for: a branch then has it as far as
+ * it is copied, as it did before, where a roll-out's copy may run for hours.
  */
-const TABLES_TO_COPY_AGAIN = `
-  select string_agg(pg_catalog.format('%I.%I', m.schema_name, m.table_name), ', ' order by m.schema_name, m.table_name) as what
-  from scion.recopy_requests r join scion.mirror_tables m on m.source_relid = r.source_relid
-  where r.copy_started_at is null or r.error is not null`
+const TABLES_COPIED_AGAIN = `
+  select string_agg(t.name, ', ' order by t.name) filter (where t.copy_started_at is null or t.error is not null) as to_copy_again,
+         string_agg(t.name, ', ' order by t.name) filter (where t.copy_started_at is not null and t.error is null and t.state in ('i', 'd')) as copying
+  from (select pg_catalog.format('%I.%I', m.schema_name, m.table_name) as name, r.copy_started_at, r.error,
+               (select sr.srsubstate::text from pg_subscription_rel sr join pg_subscription s on s.oid = sr.srsubid
+                where s.subname = any($1) and sr.srrelid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', m.schema_name, m.table_name))) as state
+        from scion.recopy_requests r join scion.mirror_tables m on m.source_relid = r.source_relid) t`
 
-/**
- * What keeps the paused mirror from being copied now: how many of the named subscriptions' tables
- * their table syncs are still copying (`copying`), and the tables the connector has yet to copy
- * again (`toCopyAgain`, null when none).
- */
+/** Whether the mirror has the connector's requests to copy tables again (a mirror of an older connector has none). */
+const HAS_COPY_REQUESTS = "select pg_catalog.to_regclass('scion.recopy_requests') is not null and pg_catalog.to_regclass('scion.mirror_tables') is not null as present"
+
+/** What keeps the paused mirror from being copied now (TABLES_COPIED_AGAIN), null where nothing does. */
 export const tablesBeingCopied = (mirror: EngineClient, names: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    const [row] = yield* mirror.query<{ n: number; requests: boolean }>(
-      "pause",
-      `select (select count(*)::int from pg_subscription_rel r join pg_subscription s on s.oid = r.srsubid
-               where s.subname = any($1) and r.srsubstate in ('i', 'd')) as n,
-              pg_catalog.to_regclass('scion.recopy_requests') is not null and pg_catalog.to_regclass('scion.mirror_tables') is not null as requests`,
-      [[...names]]
-    )
-    const [again] = row?.requests === true ? yield* mirror.query<{ what: string | null }>("pause", TABLES_TO_COPY_AGAIN) : []
-    return { copying: row?.n ?? 0, toCopyAgain: again?.what ?? null }
+    const [requests] = yield* mirror.query<{ present: boolean }>("pause", HAS_COPY_REQUESTS)
+    if (requests?.present !== true) return { toCopyAgain: null, copying: null }
+    const [row] = yield* mirror.query<{ to_copy_again: string | null; copying: string | null }>("pause", TABLES_COPIED_AGAIN, [[...names]])
+    return { toCopyAgain: row?.to_copy_again ?? null, copying: row?.copying ?? null }
   })
 
 /**
- * Waits, the subscriptions running, until their table syncs have copied every table they were
- * copying (looking every 100 ms: a copy takes seconds to minutes); fails naming the tables once
- * `timeout` has passed.
+ * Waits, the subscriptions running, until their table syncs have copied every table the connector
+ * copies again (looking every 100 ms: a copy takes seconds to minutes); fails naming the tables
+ * once `timeout` has passed.
  */
 export const awaitTablesCopied = (mirror: EngineClient, names: ReadonlyArray<string>, timeout: Duration.DurationInput) =>
   Effect.gen(function* () {
     const deadline = Date.now() + Duration.toMillis(timeout)
     while (true) {
-      const [row] = yield* mirror.query<{ n: number; what: string | null }>("pause", TABLES_BEING_COPIED, [[...names]])
-      if ((row?.n ?? 0) === 0) return
+      const [row] = yield* mirror.query<{ copying: string | null }>("pause", TABLES_COPIED_AGAIN, [[...names]])
+      if ((row?.copying ?? null) === null) return
       if (Date.now() > deadline) {
         return yield* new EngineFailure({
           step: "pause",
-          message: `the mirror is still copying ${row?.what ?? "a table"} from the source after ${Duration.format(Duration.decode(timeout))}: a branch now would hold it in part; try again once it is copied`
+          message: `the mirror is still copying ${row?.copying} from the source after ${Duration.format(Duration.decode(timeout))}: a branch now would hold it in part; try again once it is copied`
         })
       }
       yield* Effect.sleep("100 millis")
